@@ -1,0 +1,203 @@
+// Bindings of lsio::Array: argument checks with the GIL held, reads with it released.
+//
+// `out` arrays are taken as plain py::array (never array_t, whose default forcecast would
+// silently read into a converted temporary) and every property is checked by hand before
+// any I/O: exact dtype (byte order included), shape, writeable, aligned, non-overlapping
+// strides, and non-negative strides where the caller's array is concerned.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "errors.h"
+#include "lsio/array.h"
+
+namespace py = pybind11;
+
+namespace lsio_py {
+namespace {
+
+std::string DtypeStr(const py::dtype& dt) { return py::str(dt.attr("str")); }
+
+// Checks an output array. allow_negative: internal views flipped for negative steps.
+lsio::DstView CheckedView(py::array out, const lsio::ArrayInfo& info,
+                          const std::vector<int64_t>& shape, bool allow_negative) {
+  const std::string got = DtypeStr(out.dtype());
+  if (got != info.typestr) {
+    ThrowStatus(lsio::Status::InvalidType("out has dtype " + got + ", expected exactly " + info.typestr +
+                                          " (no casting: pass an array of the array's dtype)"));
+  }
+  const size_t nd = static_cast<size_t>(out.ndim());
+  std::string want = "(";
+  for (size_t i = 0; i < shape.size(); ++i) want += (i ? ", " : "") + std::to_string(shape[i]);
+  want += shape.size() == 1 ? ",)" : ")";
+  bool same = nd == shape.size();
+  for (size_t d = 0; same && d < nd; ++d) same = out.shape(static_cast<py::ssize_t>(d)) == shape[d];
+  if (!same) {
+    std::string have = "(";
+    for (size_t i = 0; i < nd; ++i) have += (i ? ", " : "") + std::to_string(out.shape(static_cast<py::ssize_t>(i)));
+    have += nd == 1 ? ",)" : ")";
+    ThrowStatus(lsio::Status::InvalidArgument("out has shape " + have + ", expected " + want));
+  }
+  if (!out.writeable()) ThrowStatus(lsio::Status::InvalidArgument("out is read-only"));
+  if (!py::cast<bool>(out.attr("flags").attr("aligned"))) {
+    ThrowStatus(lsio::Status::InvalidArgument("out is not aligned"));
+  }
+  lsio::DstView v;
+  v.data = static_cast<uint8_t*>(out.mutable_data());
+  int64_t total = 1;
+  for (size_t d = 0; d < nd; ++d) {
+    v.shape.push_back(shape[d]);
+    v.byte_strides.push_back(out.strides(static_cast<py::ssize_t>(d)));
+    total *= shape[d];
+  }
+  if (total == 0) return v;
+  // Non-overlap: ordered by |stride|, each dimension must step past the whole extent of the
+  // smaller ones. (Conservative: rejects some exotic interleavings that do not overlap.)
+  std::vector<size_t> order;
+  for (size_t d = 0; d < nd; ++d) {
+    if (shape[d] <= 1) continue;
+    if (v.byte_strides[d] < 0 && !allow_negative) {
+      ThrowStatus(lsio::Status::InvalidArgument("out has negative strides"));
+    }
+    order.push_back(d);
+  }
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return std::llabs(v.byte_strides[a]) < std::llabs(v.byte_strides[b]);
+  });
+  int64_t extent = static_cast<int64_t>(info.itemsize);
+  for (size_t d : order) {
+    const int64_t s = std::llabs(v.byte_strides[d]);
+    if (s < extent) ThrowStatus(lsio::Status::InvalidArgument("out has overlapping strides"));
+    extent = s * shape[d];
+  }
+  return v;
+}
+
+void Check(const lsio::Status& st) {
+  if (!st.ok()) ThrowStatus(st);
+}
+
+py::dict Info(const lsio::Array& a) {
+  const lsio::ArrayInfo& i = a.info();
+  py::dict d;
+  d["path"] = i.path;
+  d["shape"] = py::tuple(py::cast(i.shape));
+  d["data_type"] = i.data_type;
+  d["typestr"] = i.typestr;
+  d["itemsize"] = i.itemsize;
+  d["chunks"] = py::tuple(py::cast(i.chunks));
+  d["shards"] = i.shards ? py::object(py::tuple(py::cast(*i.shards))) : py::none();
+  d["fill_value"] = py::bytes(reinterpret_cast<const char*>(i.fill_value.data()), i.fill_value.size());
+  d["attributes_json"] = i.attributes_json;
+  if (i.dimension_names) {
+    py::list names;
+    for (const auto& n : *i.dimension_names) names.append(n ? py::object(py::str(*n)) : py::none());
+    d["dimension_names"] = py::tuple(names);
+  } else {
+    d["dimension_names"] = py::none();
+  }
+  d["codecs"] = i.codecs;
+  return d;
+}
+
+}  // namespace
+
+void BindArray(py::module_& m) {
+  py::class_<lsio::Array>(m, "Array")
+      .def("info", &Info)
+      .def("backend_name",
+           [](lsio::Array& a) {
+             auto r = a.BackendName();
+             Check(r.status());
+             return r.value();
+           })
+      .def(
+          "read_into",
+          [](lsio::Array& a, const std::vector<int64_t>& starts, const std::vector<int64_t>& counts,
+             const std::vector<int64_t>& steps, const py::array& out) {
+            const size_t nd = a.info().shape.size();
+            if (starts.size() != nd || counts.size() != nd || steps.size() != nd) {
+              ThrowStatus(lsio::Status::InvalidArgument("selection rank does not match the array"));
+            }
+            lsio::DstView v = CheckedView(out, a.info(), counts, /*allow_negative=*/true);
+            lsio::Selection sel(nd);
+            for (size_t d = 0; d < nd; ++d) sel[d] = {starts[d], counts[d], steps[d]};
+            lsio::Status st;
+            {
+              py::gil_scoped_release release;
+              st = a.Read(sel, v);
+            }
+            Check(st);
+          },
+          py::arg("starts"), py::arg("counts"), py::arg("steps"), py::arg("out"))
+      .def(
+          "read_crops_into",
+          [](lsio::Array& a, const py::array& starts_obj, const std::vector<int64_t>& crop,
+             const py::array& out) {
+            const size_t nd = a.info().shape.size();
+            auto starts = py::array_t<int64_t, py::array::c_style>::ensure(starts_obj);
+            if (!starts || starts.ndim() != 2 || static_cast<size_t>(starts.shape(1)) != nd) {
+              ThrowStatus(lsio::Status::InvalidArgument("starts must be an integer array of shape (N, ndim)"));
+            }
+            if (crop.size() != nd) ThrowStatus(lsio::Status::InvalidArgument("crop shape rank does not match the array"));
+            const int64_t n = starts.shape(0);
+            std::vector<int64_t> full{n};
+            full.insert(full.end(), crop.begin(), crop.end());
+            lsio::DstView v = CheckedView(out, a.info(), full, /*allow_negative=*/false);
+            std::vector<lsio::Selection> sels(static_cast<size_t>(n), lsio::Selection(nd));
+            std::vector<lsio::DstView> views(static_cast<size_t>(n));
+            const int64_t* s = starts.data();
+            for (int64_t i = 0; i < n; ++i) {
+              for (size_t d = 0; d < nd; ++d) sels[static_cast<size_t>(i)][d] = {s[i * static_cast<int64_t>(nd) + static_cast<int64_t>(d)], crop[d], 1};
+              lsio::DstView& cv = views[static_cast<size_t>(i)];
+              cv.data = v.data + i * (n > 0 ? v.byte_strides[0] : 0);
+              cv.shape.assign(v.shape.begin() + 1, v.shape.end());
+              cv.byte_strides.assign(v.byte_strides.begin() + 1, v.byte_strides.end());
+            }
+            lsio::Status st;
+            {
+              py::gil_scoped_release release;
+              st = a.ReadBatch(sels, views);
+            }
+            Check(st);
+          },
+          py::arg("starts"), py::arg("shape"), py::arg("out"));
+
+  m.def(
+      "open",
+      [](const std::string& path, int threads, const std::string& io, unsigned queue_depth,
+         uint64_t max_gap, uint64_t max_request, uint64_t index_cache_bytes) {
+        lsio::OpenOptions o;
+        o.threads = threads;
+        o.io = io;
+        o.queue_depth = queue_depth;
+        o.max_gap = max_gap;
+        o.max_request = max_request;
+        o.index_cache_bytes = index_cache_bytes;
+        lsio::Result<std::unique_ptr<lsio::Array>> r = lsio::Status::Internal("unset");
+        {
+          py::gil_scoped_release release;
+          r = lsio::Array::Open(path, o);
+        }
+        Check(r.status());
+        return std::move(r).value();
+      },
+      py::arg("path"), py::arg("threads") = 0, py::arg("io") = "auto", py::arg("queue_depth") = 64,
+      py::arg("max_gap") = 64 << 10, py::arg("max_request") = 16 << 20,
+      py::arg("index_cache_bytes") = 64 << 20);
+
+  m.def(
+      "check_out",
+      [](const py::object& out, const lsio::Array& a, const std::vector<int64_t>& shape) {
+        if (!py::isinstance<py::array>(out) || !py::isinstance(out, py::module_::import("numpy").attr("ndarray"))) {
+          ThrowStatus(lsio::Status::InvalidType("out must be a numpy.ndarray"));
+        }
+        CheckedView(py::reinterpret_borrow<py::array>(out), a.info(), shape, /*allow_negative=*/false);
+      },
+      py::arg("out"), py::arg("array"), py::arg("shape"));
+}
+
+}  // namespace lsio_py

@@ -1,0 +1,52 @@
+// Status -> Python exception mapping. The lsio-specific classes live in python/lsio/errors.py
+// so users can catch them as lsio.Error, as the specific class, or as the builtin base.
+#include "errors.h"
+
+#include <pybind11/pybind11.h>
+
+namespace py = pybind11;
+
+namespace lsio_py {
+
+[[noreturn]] void ThrowStatus(const lsio::Status& st) {
+  using lsio::StatusCode;
+  const std::string msg = st.ToString();
+  PyObject* builtin = nullptr;
+  const char* lsio_class = nullptr;
+  switch (st.code()) {
+    case StatusCode::kInvalidArgument: builtin = PyExc_ValueError; break;
+    case StatusCode::kInvalidType: builtin = PyExc_TypeError; break;
+    case StatusCode::kResourceExhausted: builtin = PyExc_MemoryError; break;
+    case StatusCode::kInvalidFormat: lsio_class = "FormatError"; break;
+    case StatusCode::kUnimplemented: lsio_class = "UnsupportedError"; break;
+    case StatusCode::kDataLoss: lsio_class = "CorruptDataError"; break;
+    case StatusCode::kIoError:
+    case StatusCode::kUnavailable: lsio_class = "StorageError"; break;
+    case StatusCode::kOutOfRange: lsio_class = "BoundsError"; break;
+    case StatusCode::kOk:
+    case StatusCode::kInternal:
+    default: builtin = PyExc_RuntimeError; break;
+  }
+  if (builtin != nullptr) {
+    PyErr_SetString(builtin, msg.c_str());
+    throw py::error_already_set();
+  }
+  py::object cls = py::module_::import("lsio.errors").attr(lsio_class);
+  py::object exc;
+  if (std::string(lsio_class) == "StorageError") {
+    // OSError(errno, strerror, filename): errno and filename become attributes.
+    exc = st.error_number() != 0 && !st.path().empty()
+              ? cls(st.error_number(), msg, st.path())
+              : st.error_number() != 0 ? cls(st.error_number(), msg) : cls(msg);
+    if (st.error_number() == 0 && !st.path().empty()) exc.attr("filename") = st.path();
+  } else {
+    exc = cls(msg);
+  }
+  if (!st.path().empty()) exc.attr("path") = st.path();
+  if (!st.chunk().empty()) exc.attr("chunk") = st.chunk();
+  if (st.has_range()) exc.attr("byte_range") = py::make_tuple(st.range_offset(), st.range_offset() + st.range_length());
+  PyErr_SetObject(cls.ptr(), exc.ptr());
+  throw py::error_already_set();
+}
+
+}  // namespace lsio_py

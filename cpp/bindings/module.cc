@@ -1,0 +1,24 @@
+// The _core extension module: the only place (with array.cc and errors.cc) that knows
+// Python exists. python/lsio wraps it; users never import _core directly.
+#include <pybind11/pybind11.h>
+
+#include "lsio/array.h"
+
+namespace py = pybind11;
+
+namespace lsio_py {
+void BindArray(py::module_& m);
+}  // namespace lsio_py
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "lsio native engine (internal; use the lsio package)";
+  lsio_py::BindArray(m);
+  m.def("io_backend_info", [] {
+    const lsio::IoBackendInfo i = lsio::GetIoBackendInfo();
+    py::dict d;
+    d["auto"] = i.auto_backend;
+    d["uring_available"] = i.uring_available;
+    d["reason"] = i.reason;
+    return d;
+  });
+}

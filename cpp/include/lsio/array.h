@@ -1,0 +1,82 @@
+// lsio/array.h: the public C++ API. An Array is an opened Zarr v3 array that reads
+// selections and batches of same-shape crops into caller memory.
+//
+// Usage:
+//   1. auto arr = lsio::Array::Open("/data/era5.zarr/t2m", {});   // reads zarr.json only
+//   2. const lsio::ArrayInfo& info = (*arr)->info();              // shape, dtype, ...
+//   3. (*arr)->Read(selection, view)      // one box (steps allowed) into a strided view
+//      (*arr)->ReadBatch(selections, views)  // many boxes in one plan (shared chunks once)
+// Open creates no threads, rings or cached descriptors; they appear on first read, per
+// process (fork-safe, see architecture.md §3).
+//
+// Thread-safety: an Array may be read from many threads at once.
+// Errors: every method returns a Status; see status.h for the codes. Messages name the
+// file, the chunk and the byte range involved.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lsio/box.h"
+#include "lsio/options.h"
+#include "lsio/status.h"
+
+namespace lsio {
+
+/// Metadata of an opened array, in plain types.
+struct ArrayInfo {
+  std::string path;                       ///< the array directory
+  std::vector<int64_t> shape;
+  std::string data_type;                  ///< Zarr name, e.g. "float32"
+  std::string typestr;                    ///< numpy type string, native order, e.g. "<f4"
+  size_t itemsize = 0;
+  std::vector<int64_t> chunks;            ///< read (inner) chunk shape
+  std::optional<std::vector<int64_t>> shards;  ///< shard shape when sharded
+  std::vector<uint8_t> fill_value;        ///< one element, native order
+  std::string attributes_json;            ///< "{...}"
+  std::optional<std::vector<std::optional<std::string>>> dimension_names;
+  std::string codecs;                     ///< e.g. "sharding_indexed[bytes, zstd]"
+};
+
+class Array {
+ public:
+  ~Array();
+  Array(const Array&) = delete;
+  Array& operator=(const Array&) = delete;
+
+  /// Opens the array whose zarr.json is in `path`.
+  /// Fails with kInvalidFormat / kUnimplemented (metadata), kIoError (cannot read it),
+  /// kInvalidArgument (bad options).
+  static Result<std::unique_ptr<Array>> Open(const std::string& path, const OpenOptions& options);
+
+  const ArrayInfo& info() const;
+  const OpenOptions& options() const;
+
+  /// Reads `sel` into `dst` (dst.shape must equal the selection's counts).
+  /// Fails with kOutOfRange, kInvalidArgument, kDataLoss, kIoError, kUnavailable.
+  Status Read(const Selection& sel, const DstView& dst);
+
+  /// Reads many selections in one plan; views must not overlap.
+  Status ReadBatch(const std::vector<Selection>& sels, const std::vector<DstView>& dsts);
+
+  /// Name of the I/O backend reads use ("pread", "uring", "uring+nowait"); decides it on
+  /// first call. Fails with kUnavailable when io="uring" cannot work here.
+  Result<std::string> BackendName();
+
+ private:
+  struct Impl;
+  explicit Array(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// What io="auto" resolves to in this process, and why.
+struct IoBackendInfo {
+  std::string auto_backend;  ///< "uring" or "pread"
+  bool uring_available = false;
+  std::string reason;        ///< why io_uring is unavailable (empty when available)
+};
+IoBackendInfo GetIoBackendInfo();
+
+}  // namespace lsio

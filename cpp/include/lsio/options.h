@@ -1,0 +1,27 @@
+// lsio/options.h: tunables of an opened array. Defaults are chosen for local files; the
+// Python layer also reads LSIO_THREADS and LSIO_IO.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace lsio {
+
+struct OpenOptions {
+  /// Worker threads per read call, the calling thread included. 0 = the CPUs available to
+  /// the process. 1 = the calling thread alone (no background threads are created).
+  int threads = 0;
+  /// "auto" (io_uring where the kernel allows it, page-cache hits served inline; else
+  /// pread), "uring" (force; fails where unavailable) or "pread".
+  std::string io = "auto";
+  /// Reads in flight per worker thread (io_uring).
+  unsigned queue_depth = 64;
+  /// Coalescing: merge byte ranges of one file when the gap is at most max_gap bytes and the
+  /// merged read at most max_request bytes.
+  uint64_t max_gap = 64 << 10;
+  uint64_t max_request = 16 << 20;
+  /// Bytes of decoded shard indexes kept per array.
+  uint64_t index_cache_bytes = 64 << 20;
+};
+
+}  // namespace lsio

@@ -1,0 +1,205 @@
+// The facade: lsio::Array ties metadata (zarr), I/O backend (io), caches and the executor
+// (read) together. Everything per-process lives in ProcessLocal slots.
+#include "lsio/array.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "io/select_backend.h"
+#include "read/executor.h"
+#include "util/process_local.h"
+#include "util/thread_pool.h"
+#include "zarr/metadata.h"
+
+namespace lsio {
+namespace {
+
+Result<std::string> ReadSmallFile(const std::string& path, bool* missing) {
+  *missing = false;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ENOENT) {
+      *missing = true;
+      return std::string();
+    }
+    return Status::IoError("cannot open file", errno).WithPath(path);
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const int err = errno;
+    close(fd);
+    return Status::IoError("not a regular file", S_ISDIR(st.st_mode) ? EISDIR : (err ? err : EINVAL)).WithPath(path);
+  }
+  if (st.st_size > (64 << 20)) {
+    close(fd);
+    return Status::InvalidFormat("metadata file is larger than 64 MiB").WithPath(path);
+  }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  Status s = PreadFully(fd, 0, text.size(), reinterpret_cast<uint8_t*>(text.data()));
+  close(fd);
+  if (!s.ok()) return s.WithPath(path);
+  return text;
+}
+
+struct BackendSlot {
+  Status status;
+  std::unique_ptr<IoBackend> backend;
+};
+
+}  // namespace
+
+struct Array::Impl {
+  ArrayInfo info;
+  OpenOptions options;
+  IoMode mode = IoMode::kAuto;
+  ArrayMetadata meta;
+  ArrayLayout layout;
+  ProcessLocal<BackendSlot> backend;
+  ProcessLocal<IndexCache> index_cache;
+
+  Impl(const OpenOptions& o, IoMode m)
+      : options(o),
+        mode(m),
+        backend([this] {
+          auto* slot = new BackendSlot();
+          auto b = MakeBackend(mode, options.queue_depth);
+          if (b.ok()) slot->backend = std::move(b).value();
+          else slot->status = b.status();
+          return slot;
+        }),
+        index_cache([this] { return new IndexCache(options.index_cache_bytes); }) {}
+
+  Result<IoBackend*> Backend() {
+    BackendSlot& s = backend.Get();
+    if (!s.status.ok()) return s.status;
+    return s.backend.get();
+  }
+};
+
+Array::Array(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Array::~Array() = default;
+
+Result<std::unique_ptr<Array>> Array::Open(const std::string& path, const OpenOptions& options) {
+  if (options.threads < 0) return Status::InvalidArgument("threads must be >= 0");
+  if (options.queue_depth == 0 || options.queue_depth > 4096) {
+    return Status::InvalidArgument("queue_depth must be in 1..4096");
+  }
+  if (options.max_request == 0) return Status::InvalidArgument("max_request must be > 0");
+  LSIO_ASSIGN_OR_RETURN(IoMode mode, ParseIoMode(options.io));
+
+  std::string root = path;
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  struct stat st;
+  if (stat(root.c_str(), &st) != 0) return Status::IoError("cannot open array", errno).WithPath(root);
+  if (!S_ISDIR(st.st_mode)) {
+    return Status::InvalidFormat("not a Zarr array directory (expected a directory holding zarr.json)").WithPath(root);
+  }
+  const std::string meta_path = root + "/zarr.json";
+  bool missing = false;
+  LSIO_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(meta_path, &missing));
+  if (missing) {
+    bool no_zarray = false;
+    (void)ReadSmallFile(root + "/.zarray", &no_zarray);
+    if (!no_zarray) return Status::Unimplemented("Zarr format 2 arrays (.zarray) are not supported by lsio yet").WithPath(root);
+    return Status::InvalidFormat("no zarr.json: not a Zarr v3 array").WithPath(meta_path);
+  }
+  auto parsed = ParseArrayMetadata(text);
+  if (!parsed.ok()) return Status(parsed.status()).WithPath(meta_path);
+
+  auto impl = std::make_unique<Impl>(options, mode);
+  impl->meta = std::move(parsed).value();
+  const ArrayMetadata& m = impl->meta;
+
+  ArrayLayout& l = impl->layout;
+  l.root = root + "/";
+  l.shape = m.shape;
+  l.chunk = m.read_chunk_shape;
+  for (size_t d = 0; d < l.shape.size(); ++d) l.grid.push_back((l.shape[d] + l.chunk[d] - 1) / l.chunk[d]);
+  l.sharded = m.sharding.has_value();
+  if (l.sharded) l.shard = *m.sharding;
+  l.keys = m.key_encoding;
+  l.chain = m.chain.get();
+  l.fill = m.fill_value;
+  l.itemsize = m.dtype.itemsize;
+
+  ArrayInfo& info = impl->info;
+  info.path = root;
+  info.shape = m.shape;
+  info.data_type = m.dtype.name;
+  info.typestr = m.dtype.typestr;
+  info.itemsize = m.dtype.itemsize;
+  info.chunks = m.read_chunk_shape;
+  if (l.sharded) info.shards = m.chunk_shape;
+  info.fill_value = m.fill_value;
+  info.attributes_json = m.attributes.dump();
+  info.dimension_names = m.dimension_names;
+  info.codecs = m.codecs_description;
+  return std::unique_ptr<Array>(new Array(std::move(impl)));
+}
+
+const ArrayInfo& Array::info() const { return impl_->info; }
+const OpenOptions& Array::options() const { return impl_->options; }
+
+Result<std::string> Array::BackendName() {
+  LSIO_ASSIGN_OR_RETURN(IoBackend * b, impl_->Backend());
+  return std::string(b->name());
+}
+
+Status Array::Read(const Selection& sel, const DstView& dst) {
+  return ReadBatch(std::vector<Selection>{sel}, std::vector<DstView>{dst});
+}
+
+Status Array::ReadBatch(const std::vector<Selection>& sels, const std::vector<DstView>& dsts) {
+  const ArrayLayout& l = impl_->layout;
+  const size_t nd = l.shape.size();
+  if (sels.size() != dsts.size()) return Status::InvalidArgument("one output view per selection is required");
+  for (size_t b = 0; b < sels.size(); ++b) {
+    const Selection& s = sels[b];
+    const DstView& v = dsts[b];
+    if (s.size() != nd) {
+      return Status::InvalidArgument("selection has " + std::to_string(s.size()) + " dimensions, the array has " +
+                                     std::to_string(nd));
+    }
+    if (v.shape.size() != nd || v.byte_strides.size() != nd) {
+      return Status::InvalidArgument("output view rank does not match the array");
+    }
+    for (size_t d = 0; d < nd; ++d) {
+      const DimSel& ds = s[d];
+      if (ds.step < 1) return Status::InvalidArgument("selection step must be >= 1");
+      if (ds.count < 0) return Status::InvalidArgument("selection count must be >= 0");
+      if (v.shape[d] != ds.count) return Status::InvalidArgument("output view shape does not match the selection");
+      if (ds.count == 0) continue;
+      const __int128 last = static_cast<__int128>(ds.start) + static_cast<__int128>(ds.count - 1) * ds.step;
+      if (ds.start < 0 || last >= l.shape[d]) {
+        return Status::OutOfRange("selection [" + std::to_string(ds.start) + ", " +
+                                  std::to_string(static_cast<int64_t>(std::min<__int128>(last, INT64_MAX))) +
+                                  "] is outside dimension " + std::to_string(d) + " of size " +
+                                  std::to_string(l.shape[d]));
+      }
+    }
+  }
+  LSIO_ASSIGN_OR_RETURN(IoBackend * backend, impl_->Backend());
+  ReadContext ctx;
+  ctx.layout = &l;
+  ctx.backend = backend;
+  ctx.index_cache = &impl_->index_cache.Get();
+  ctx.plan.max_gap = impl_->options.max_gap;
+  ctx.plan.max_request = impl_->options.max_request;
+  ctx.threads = impl_->options.threads > 0 ? impl_->options.threads : AvailableCpus();
+  ctx.queue_depth = impl_->options.queue_depth;
+  return ExecuteRead(ctx, sels, dsts);
+}
+
+IoBackendInfo GetIoBackendInfo() {
+  IoBackendInfo info;
+  const UringSupportInfo u = UringSupport();
+  info.uring_available = u.available;
+  info.auto_backend = u.available ? "uring" : "pread";
+  info.reason = u.reason;
+  return info;
+}
+
+}  // namespace lsio

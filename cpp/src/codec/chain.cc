@@ -1,0 +1,143 @@
+// CodecChain: preparation (shape threading, size bookkeeping) and the decode driver.
+#include "codec/chain.h"
+
+#include <cstring>
+
+#include "codec/registry.h"
+#include "util/strided_copy.h"
+
+namespace lsio {
+
+Result<std::unique_ptr<CodecChain>> CodecChain::Parse(const nlohmann::json& codecs,
+                                                      const ChunkSpec& decoded) {
+  if (!codecs.is_array()) return Status::InvalidFormat("\"codecs\" must be a list");
+  if (codecs.empty()) return Status::InvalidFormat("\"codecs\" must not be empty");
+
+  std::unique_ptr<CodecChain> chain(new CodecChain());
+  chain->decoded_ = decoded;
+  ChunkSpec spec = decoded;
+  const size_t rank = decoded.shape.size();
+  std::vector<int> perm(rank);
+  for (size_t i = 0; i < rank; ++i) perm[i] = static_cast<int>(i);
+  bool have_array_to_bytes = false;
+  std::string desc;
+
+  for (const auto& element : codecs) {
+    LSIO_ASSIGN_OR_RETURN(std::unique_ptr<Codec> codec, ParseCodec(element));
+    if (!desc.empty()) desc += ", ";
+    switch (codec->kind()) {
+      case CodecKind::kArrayToArray: {
+        if (have_array_to_bytes) {
+          return Status::InvalidFormat("codec '" + codec->name() +
+                                       "' (array -> array) after the array -> bytes codec");
+        }
+        auto* t = static_cast<TransposeCodec*>(codec.get());
+        std::vector<int> order = t->order();
+        if (order.size() == 1 && order[0] < 0) {  // "C" or "F"
+          const bool f = order[0] == -2;
+          order.resize(rank);
+          for (size_t i = 0; i < rank; ++i) order[i] = static_cast<int>(f ? rank - 1 - i : i);
+        }
+        TransposeCodec resolved(order);
+        LSIO_ASSIGN_OR_RETURN(spec, resolved.EncodedSpec(spec));
+        // encoded[b] = previous[a], b[i] = a[order[i]]; compose with what came before.
+        std::vector<int> next(rank);
+        for (size_t i = 0; i < rank; ++i) next[i] = perm[static_cast<size_t>(order[i])];
+        perm = next;
+        desc += "transpose";
+        break;
+      }
+      case CodecKind::kArrayToBytes: {
+        if (have_array_to_bytes) return Status::InvalidFormat("more than one array -> bytes codec");
+        have_array_to_bytes = true;
+        auto* b = static_cast<BytesCodec*>(codec.get());
+        chain->swap_ = b->big_endian() && decoded.swap_unit > 1;
+        desc += b->big_endian() ? "bytes(big)" : "bytes";
+        break;
+      }
+      case CodecKind::kBytesToBytes: {
+        if (!have_array_to_bytes) {
+          return Status::InvalidFormat("codec '" + codec->name() +
+                                       "' (bytes -> bytes) before the array -> bytes codec");
+        }
+        desc += codec->name();
+        chain->bb_.push_back(std::move(codec));
+        break;
+      }
+    }
+  }
+  if (!have_array_to_bytes) return Status::InvalidFormat("codecs lack an array -> bytes codec (e.g. \"bytes\")");
+
+  chain->encoded_ = spec;
+  bool identity = true;
+  for (size_t i = 0; i < rank; ++i) identity &= perm[i] == static_cast<int>(i);
+  if (!identity) chain->perm_ = perm;
+
+  chain->sizes_.push_back(spec.num_bytes());
+  for (const auto& c : chain->bb_) {
+    const auto& prev = chain->sizes_.back();
+    chain->sizes_.push_back(prev ? c->EncodedSize(*prev) : std::nullopt);
+  }
+  chain->stored_is_decoded_ = chain->perm_.empty() && !chain->swap_ && chain->bb_.empty();
+  chain->description_ = desc;
+  return chain;
+}
+
+Status CodecChain::Decode(std::span<const uint8_t> in, uint8_t* out, DecodeScratch& scratch) const {
+  const uint64_t raw_size = *sizes_[0];
+  std::span<const uint8_t> cur = in;
+  int cur_buf = -1;  // which scratch.buf holds `cur` (-1: caller memory or `out`)
+
+  for (size_t k = bb_.size(); k-- > 0;) {
+    BytesOut o;
+    const int target = cur_buf == 0 ? 1 : 0;
+    if (sizes_[k]) {
+      if (k == 0 && perm_.empty()) {
+        o.fixed = out;  // the last stage writes straight into the destination
+      } else {
+        if (!scratch.buf[target].Reserve(*sizes_[k])) {
+          return Status::ResourceExhausted("cannot allocate " + std::to_string(*sizes_[k]) +
+                                           " bytes of decode scratch");
+        }
+        o.fixed = scratch.buf[target].data();
+      }
+      o.size = *sizes_[k];
+    } else {
+      o.grow = &scratch.buf[target];
+    }
+    LSIO_RETURN_IF_ERROR(bb_[k]->DecodeBytes(cur, o, scratch));
+    if (o.result.data() != cur.data() && o.result.data() != out) cur_buf = target;
+    else if (o.result.data() == out) cur_buf = -1;
+    cur = o.result;
+  }
+
+  if (cur.size() != raw_size) {
+    return Status::DataLoss("chunk has " + std::to_string(cur.size()) + " bytes after decoding, expected " +
+                            std::to_string(raw_size));
+  }
+  const size_t itemsize = decoded_.itemsize;
+  if (perm_.empty()) {
+    if (cur.data() != out) std::memcpy(out, cur.data(), raw_size);
+    if (swap_) ByteSwapInPlace(out, raw_size / decoded_.swap_unit, decoded_.swap_unit);
+    return Status::Ok();
+  }
+  // Walk the encoded (transposed) chunk in C order and scatter into the decoded layout.
+  const size_t rank = decoded_.shape.size();
+  std::vector<int64_t> dec_strides(rank), src_strides(rank), dst_strides(rank);
+  int64_t s = static_cast<int64_t>(itemsize);
+  for (size_t d = rank; d-- > 0;) {
+    dec_strides[d] = s;
+    s *= decoded_.shape[d];
+  }
+  s = static_cast<int64_t>(itemsize);
+  for (size_t d = rank; d-- > 0;) {
+    src_strides[d] = s;
+    s *= encoded_.shape[d];
+  }
+  for (size_t i = 0; i < rank; ++i) dst_strides[i] = dec_strides[static_cast<size_t>(perm_[i])];
+  CopyStrided(out, dst_strides.data(), cur.data(), src_strides.data(), encoded_.shape.data(),
+              static_cast<int>(rank), itemsize, swap_ ? decoded_.swap_unit : 1);
+  return Status::Ok();
+}
+
+}  // namespace lsio

@@ -1,0 +1,68 @@
+// CodecChain: a Zarr v3 codec list prepared for one chunk shape and element type.
+//
+// Usage:
+//   1. At open(): LSIO_ASSIGN_OR_RETURN(auto chain, CodecChain::Parse(codecs_json, spec));
+//      This validates the list (array->array*, exactly one array->bytes, bytes->bytes*),
+//      threads the shape forwards and records the expected size after every stage.
+//   2. Per chunk: chain->Decode(stored_bytes, out, ThreadDecodeScratch());
+//      `out` receives decoded_size() bytes: the chunk in native byte order, C order.
+//
+// What the read layer asks of a chain:
+//   - stored_is_decoded(): the stored bytes *are* the decoded chunk (bytes codec in host
+//     order, no transpose, no bytes->bytes codec), so a chunk can be read straight into
+//     the caller's array;
+//   - FixedEncodedSize(): the stored size when every codec is fixed-size (shard indexes).
+//
+// Decoding writes the last stage straight into `out` whenever no transpose follows, so a
+// zstd chunk is decompressed once, into its final place. Big-endian data is swapped in
+// place afterwards; transposes are composed into one permutation applied by a strided copy.
+//
+// Thread-safety: a prepared chain is immutable; Decode may run on many threads at once,
+// each with its own DecodeScratch.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "codec/codec.h"
+
+namespace lsio {
+
+class CodecChain {
+ public:
+  /// Parses and prepares `codecs` (a JSON list) for chunks described by `decoded`.
+  /// Fails with kInvalidFormat (malformed list) or kUnimplemented (unsupported codec).
+  static Result<std::unique_ptr<CodecChain>> Parse(const nlohmann::json& codecs,
+                                                   const ChunkSpec& decoded);
+
+  const ChunkSpec& decoded_spec() const { return decoded_; }
+  uint64_t decoded_size() const { return decoded_.num_bytes(); }
+  bool stored_is_decoded() const { return stored_is_decoded_; }
+  std::optional<uint64_t> FixedEncodedSize() const { return sizes_.back(); }
+  /// "transpose, bytes(big), zstd" style summary for reprs and errors.
+  const std::string& description() const { return description_; }
+
+  /// Decodes one stored chunk into `out` (decoded_size() bytes). `in` may alias `out`
+  /// only when stored_is_decoded(). Fails with kDataLoss on corrupt data.
+  Status Decode(std::span<const uint8_t> in, uint8_t* out, DecodeScratch& scratch) const;
+
+ private:
+  CodecChain() = default;
+
+  ChunkSpec decoded_;
+  ChunkSpec encoded_;                       // after all array->array codecs
+  std::vector<int> perm_;                   // composed transpose order; empty = identity
+  bool swap_ = false;                       // bytes codec is big endian
+  std::vector<std::unique_ptr<Codec>> bb_;  // bytes->bytes codecs, encode order
+  // sizes_[k] = size of the input of bb_[k] (sizes_[0] = raw bytes; sizes_.back() = stored)
+  std::vector<std::optional<uint64_t>> sizes_;
+  bool stored_is_decoded_ = false;
+  std::string description_;
+};
+
+}  // namespace lsio

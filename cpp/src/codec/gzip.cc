@@ -1,0 +1,111 @@
+// `gzip` codec (bytes -> bytes), decoded with zlib. windowBits 15+32 accepts gzip and zlib
+// wrappers alike; several concatenated gzip members are decoded one after the other.
+#include <zlib.h>
+
+#include "codec/registry.h"
+
+namespace lsio {
+namespace {
+
+z_stream* GetStream(DecodeScratch& s, bool* fresh) {
+  *fresh = false;
+  if (s.zstream == nullptr) {
+    auto* zs = new z_stream{};
+    if (inflateInit2(zs, 15 + 32) != Z_OK) {
+      delete zs;
+      return nullptr;
+    }
+    s.zstream = zs;
+    *fresh = true;
+  }
+  return static_cast<z_stream*>(s.zstream);
+}
+
+Status ZlibError(const z_stream* zs, int code) {
+  std::string m = "gzip: corrupt data";
+  if (zs->msg != nullptr) m += std::string(": ") + zs->msg;
+  else m += " (zlib error " + std::to_string(code) + ")";
+  return Status::DataLoss(m);
+}
+
+// Inflates all of `in` into [dst, dst+cap). *produced > cap means the data is larger.
+Status InflateInto(z_stream* zs, std::span<const uint8_t> in, uint8_t* dst, size_t cap,
+                   size_t* produced) {
+  inflateReset2(zs, 15 + 32);
+  zs->next_in = const_cast<Bytef*>(in.data());
+  zs->avail_in = static_cast<uInt>(in.size());
+  size_t out_pos = 0;
+  uint8_t overflow_probe;
+  for (;;) {
+    const bool full = out_pos >= cap;
+    zs->next_out = full ? &overflow_probe : dst + out_pos;
+    zs->avail_out = full ? 1 : static_cast<uInt>(std::min<size_t>(cap - out_pos, 1u << 30));
+    const uInt avail_before = zs->avail_out;
+    const int r = inflate(zs, Z_NO_FLUSH);
+    out_pos += avail_before - zs->avail_out;
+    if (full && zs->avail_out == 0) {
+      *produced = cap + 1;
+      return Status::Ok();
+    }
+    if (r == Z_STREAM_END) {
+      if (zs->avail_in == 0) break;
+      inflateReset2(zs, 15 + 32);  // another gzip member follows
+      continue;
+    }
+    if (r == Z_BUF_ERROR && zs->avail_in == 0) return Status::DataLoss("gzip: truncated stream");
+    if (r != Z_OK && r != Z_BUF_ERROR) return ZlibError(zs, r);
+  }
+  *produced = out_pos;
+  return Status::Ok();
+}
+
+class GzipCodec final : public Codec {
+ public:
+  CodecKind kind() const override { return CodecKind::kBytesToBytes; }
+  std::string name() const override { return "gzip"; }
+
+  Status DecodeBytes(std::span<const uint8_t> in, BytesOut& out,
+                     DecodeScratch& scratch) const override {
+    bool fresh = false;
+    z_stream* zs = GetStream(scratch, &fresh);
+    if (zs == nullptr) return Status::ResourceExhausted("gzip: cannot allocate a zlib stream");
+    if (in.size() > (1ull << 31)) return Status::Unimplemented("gzip: chunks over 2 GiB");
+    if (out.fixed != nullptr) {
+      size_t produced = 0;
+      LSIO_RETURN_IF_ERROR(InflateInto(zs, in, out.fixed, out.size, &produced));
+      if (produced != out.size) {
+        return Status::DataLoss("gzip: chunk decodes to " +
+                                (produced > out.size ? std::string("more than ") + std::to_string(out.size)
+                                                     : std::to_string(produced)) +
+                                " bytes, expected " + std::to_string(out.size));
+      }
+      out.result = {out.fixed, out.size};
+      return Status::Ok();
+    }
+    size_t cap = in.size() * 4 + 4096;
+    for (;;) {
+      if (!out.grow->Reserve(cap)) return Status::ResourceExhausted("gzip: out of memory");
+      size_t produced = 0;
+      LSIO_RETURN_IF_ERROR(InflateInto(zs, in, out.grow->data(), cap, &produced));
+      if (produced <= cap) {
+        out.result = {out.grow->data(), produced};
+        return Status::Ok();
+      }
+      cap *= 2;
+    }
+  }
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Codec>> ParseGzipCodec(const nlohmann::json& config) {
+  auto lv = config.find("level");
+  if (lv != config.end()) {
+    if (!lv->is_number_integer() || lv->get<int>() < 0 || lv->get<int>() > 9) {
+      return Status::InvalidFormat("gzip codec: \"level\" must be an integer in 0..9");
+    }
+  }
+  return std::unique_ptr<Codec>(new GzipCodec());
+}
+
+}  // namespace lsio

@@ -1,0 +1,138 @@
+// `zstd` codec (bytes -> bytes) and the per-thread decode scratch.
+//
+// Frames normally record their content size and decode in one shot straight into the
+// destination. Frames without a content size (older TensorStore) and concatenated frames
+// take the streaming path, still into the same destination, bounded by its size. A content
+// checksum, when present, is verified by libzstd.
+#include <zlib.h>
+#include <zstd.h>
+
+#include "codec/registry.h"
+
+namespace lsio {
+
+DecodeScratch::DecodeScratch() = default;
+
+DecodeScratch::~DecodeScratch() {
+  if (zstd_dctx != nullptr) ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(zstd_dctx));
+  if (zstream != nullptr) {
+    inflateEnd(static_cast<z_stream*>(zstream));
+    delete static_cast<z_stream*>(zstream);
+  }
+}
+
+DecodeScratch& ThreadDecodeScratch() {
+  // Plain memory and library contexts, no locks or threads: a forked child may keep using
+  // the copy it inherits on the forking thread.
+  thread_local DecodeScratch scratch;
+  return scratch;
+}
+
+namespace {
+
+ZSTD_DCtx* GetDctx(DecodeScratch& s) {
+  if (s.zstd_dctx == nullptr) s.zstd_dctx = ZSTD_createDCtx();
+  return static_cast<ZSTD_DCtx*>(s.zstd_dctx);
+}
+
+Status ZstdError(const char* what, size_t code) {
+  return Status::DataLoss(std::string("zstd: ") + what + ": " + ZSTD_getErrorName(code));
+}
+
+// Streaming decode into [dst, dst+cap). *produced > cap means the data decodes to more than
+// cap bytes (found with a one-byte probe once the destination is full).
+Status StreamInto(ZSTD_DCtx* dctx, std::span<const uint8_t> in, uint8_t* dst, size_t cap,
+                  size_t* produced) {
+  ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
+  ZSTD_inBuffer ib{in.data(), in.size(), 0};
+  ZSTD_outBuffer ob{dst, cap, 0};
+  for (;;) {
+    const size_t in_before = ib.pos;
+    const size_t out_before = ob.pos;
+    size_t ret;
+    if (ob.pos < ob.size) {
+      ret = ZSTD_decompressStream(dctx, &ob, &ib);
+    } else {
+      uint8_t probe;
+      ZSTD_outBuffer pb{&probe, 1, 0};
+      ret = ZSTD_decompressStream(dctx, &pb, &ib);
+      if (!ZSTD_isError(ret) && pb.pos > 0) {
+        *produced = cap + 1;
+        return Status::Ok();
+      }
+    }
+    if (ZSTD_isError(ret)) return ZstdError("corrupt data", ret);
+    if (ret == 0 && ib.pos == ib.size) {  // every frame decoded and flushed
+      *produced = ob.pos;
+      return Status::Ok();
+    }
+    if (ib.pos == in_before && ob.pos == out_before) {
+      return Status::DataLoss(ib.pos == ib.size ? "zstd: truncated frame"
+                                                : "zstd: decoder made no progress");
+    }
+  }
+}
+
+class ZstdCodec final : public Codec {
+ public:
+  CodecKind kind() const override { return CodecKind::kBytesToBytes; }
+  std::string name() const override { return "zstd"; }
+
+  Status DecodeBytes(std::span<const uint8_t> in, BytesOut& out,
+                     DecodeScratch& scratch) const override {
+    ZSTD_DCtx* dctx = GetDctx(scratch);
+    if (dctx == nullptr) return Status::ResourceExhausted("zstd: cannot allocate a context");
+    const unsigned long long cs = ZSTD_getFrameContentSize(in.data(), in.size());
+    if (cs == ZSTD_CONTENTSIZE_ERROR) return Status::DataLoss("zstd: not a zstd frame");
+    if (out.fixed != nullptr) {
+      if (cs == out.size) {
+        const size_t r = ZSTD_decompressDCtx(dctx, out.fixed, out.size, in.data(), in.size());
+        if (ZSTD_isError(r)) return ZstdError("corrupt data", r);
+        if (r != out.size) return WrongSize(r, out.size);
+      } else if (cs != ZSTD_CONTENTSIZE_UNKNOWN && ZSTD_findFrameCompressedSize(in.data(), in.size()) == in.size()) {
+        // A single frame that says it holds a different amount of data.
+        return WrongSize(cs, out.size);
+      } else {
+        size_t produced = 0;
+        LSIO_RETURN_IF_ERROR(StreamInto(dctx, in, out.fixed, out.size, &produced));
+        if (produced != out.size) return WrongSize(produced, out.size);
+      }
+      out.result = {out.fixed, out.size};
+      return Status::Ok();
+    }
+    // Unknown decoded size: grow a scratch buffer.
+    size_t cap = cs != ZSTD_CONTENTSIZE_UNKNOWN ? static_cast<size_t>(cs) : in.size() * 4 + 4096;
+    for (;;) {
+      if (!out.grow->Reserve(cap)) return Status::ResourceExhausted("zstd: out of memory");
+      size_t produced = 0;
+      LSIO_RETURN_IF_ERROR(StreamInto(dctx, in, out.grow->data(), cap, &produced));
+      if (produced <= cap) {
+        out.result = {out.grow->data(), produced};
+        return Status::Ok();
+      }
+      cap *= 2;
+    }
+  }
+
+ private:
+  static Status WrongSize(uint64_t got, uint64_t want) {
+    return Status::DataLoss("zstd: chunk decodes to " + std::to_string(got) + " bytes, expected " +
+                            std::to_string(want));
+  }
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Codec>> ParseZstdCodec(const nlohmann::json& config) {
+  auto lv = config.find("level");
+  if (lv != config.end() && !lv->is_number_integer()) {
+    return Status::InvalidFormat("zstd codec: \"level\" must be an integer");
+  }
+  auto ck = config.find("checksum");
+  if (ck != config.end() && !ck->is_boolean()) {
+    return Status::InvalidFormat("zstd codec: \"checksum\" must be a boolean");
+  }
+  return std::unique_ptr<Codec>(new ZstdCodec());
+}
+
+}  // namespace lsio

@@ -1,0 +1,72 @@
+// FileCache: path -> open read-only descriptor and size, shared by every Array of a process.
+//
+// Usage:
+//   1. FileCache& cache = ProcessFileCache();
+//   2. LSIO_ASSIGN_OR_RETURN(FileRef f, cache.Open(path));
+//      f == nullptr means the file does not exist (a missing chunk or shard: reads as fill).
+//   3. Use f->fd with positional reads only (pread / io_uring), never lseek.
+//
+// Files are opened O_RDONLY|O_CLOEXEC. Anything that is not a regular file (a directory,
+// a FIFO, a device) is refused with kIoError without ever blocking: the open itself uses
+// O_NONBLOCK, which is cleared again for regular files (io_uring would otherwise return
+// EAGAIN for uncached data).
+//
+// The cache is LRU-capped below RLIMIT_NOFILE. A FileRef keeps its descriptor open even if
+// the cache evicts the entry meanwhile, so eviction never races with a read in flight.
+// Sizes are taken at open time: a file rewritten while cached is seen with its old size
+// until evicted.
+//
+// Thread-safety: all methods may be called concurrently. Fork: the cache lives in a
+// ProcessLocal slot; a child gets a fresh cache and closes the inherited descriptors.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "lsio/status.h"
+
+namespace lsio {
+
+struct OpenFile {
+  int fd = -1;
+  uint64_t size = 0;
+  ~OpenFile();
+};
+
+using FileRef = std::shared_ptr<const OpenFile>;
+
+class FileCache {
+ public:
+  explicit FileCache(size_t capacity);
+
+  /// Opens (or finds) `path`. Returns nullptr when it does not exist (ENOENT).
+  /// Fails with kIoError (errno, path) for other failures and non-regular files.
+  Result<FileRef> Open(const std::string& path);
+
+  /// Drops every entry (descriptors close when the last FileRef goes).
+  void Clear();
+
+  size_t size();
+  size_t capacity() const { return capacity_; }
+
+  /// In a forked child: close the inherited descriptors without taking the lock.
+  void OnForkAbandon();
+
+ private:
+  using Lru = std::list<std::pair<std::string, FileRef>>;
+  void EvictLocked(size_t keep);
+
+  const size_t capacity_;
+  std::mutex mu_;
+  Lru lru_;  // front = most recently used
+  std::unordered_map<std::string, Lru::iterator> map_;
+};
+
+/// The process's file cache (built on first use, rebuilt in a forked child).
+FileCache& ProcessFileCache();
+
+}  // namespace lsio

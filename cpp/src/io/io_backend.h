@@ -1,0 +1,70 @@
+// IoBackend: the one batch primitive of the I/O layer.
+//
+// "Read these (fd, offset, length) ranges into these buffers, with a status per request."
+//
+// Usage:
+//   1. Fill a vector<ReadRequest> (fd from FileCache, dst with room for `length` bytes).
+//   2. backend->Read(requests, on_done): returns once every request has completed;
+//      on_done(i) runs on the calling thread as soon as request i is finished (ok or not),
+//      so the caller can decode it while other reads are still in flight.
+//   3. Check requests[i].status: kIoError carries the errno; reaching end-of-file before
+//      `length` bytes is kDataLoss ("unexpected end of file"); the caller adds the path.
+//
+// Contract for every backend (checked by the shared conformance suite, tests/cpp/io/):
+//   - short reads are resumed until `length` bytes or EOF; EINTR and EAGAIN are retried;
+//   - a request never writes outside [dst, dst + length);
+//   - zero-length requests succeed without a syscall;
+//   - requests are independent: one failure does not stop the others.
+//
+// Thread-safety: a backend object may be used from many threads at once; backends that
+// keep per-thread state (io_uring rings) keep it thread-local and fork-generation checked.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "lsio/status.h"
+
+namespace lsio {
+
+struct ReadRequest {
+  int fd = -1;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint8_t* dst = nullptr;
+  Status status;  ///< set by the backend before on_done runs
+};
+
+class IoBackend {
+ public:
+  virtual ~IoBackend() = default;
+  /// "pread", "uring" or "uring+nowait".
+  virtual const char* name() const = 0;
+  /// Reads every request (see the contract above).
+  virtual void Read(std::span<ReadRequest> requests,
+                    const std::function<void(size_t)>& on_done) = 0;
+};
+
+/// Plain pread loop; also the reference backend in tests.
+std::unique_ptr<IoBackend> MakePreadBackend();
+
+/// io_uring backend with one lazily created ring per thread. `queue_depth` bounds the reads
+/// in flight per thread. With `nowait_first`, each read is first tried inline with
+/// preadv2(RWF_NOWAIT), which serves page-cache hits at memory speed, and only misses
+/// go to the ring. Creates no ring itself; call ProbeUringSetup() first to know whether
+/// rings work here (if a ring later cannot be set up, reads fall back to pread).
+Result<std::unique_ptr<IoBackend>> MakeUringBackend(unsigned queue_depth, bool nowait_first);
+
+/// Sets up and tears down a small ring: 0 if io_uring works here, else a negative errno
+/// (-EPERM under seccomp or kernel.io_uring_disabled, -ENOSYS on old kernels).
+int ProbeUringSetup();
+
+/// Shared helper: one read of [offset, offset+length) with short reads resumed, EINTR and
+/// EAGAIN retried, EOF reported as kDataLoss.
+Status PreadFully(int fd, uint64_t offset, uint64_t length, uint8_t* dst);
+
+}  // namespace lsio

@@ -1,0 +1,312 @@
+// Executor: resolve chunk locations, then read + decode + scatter on the worker threads.
+#include "read/executor.h"
+
+#include <atomic>
+#include <mutex>
+
+#include "codec/codec.h"
+#include "util/aligned_buffer.h"
+#include "util/process_local.h"
+#include "util/strided_copy.h"
+#include "util/thread_pool.h"
+
+namespace lsio {
+namespace {
+
+// The process's worker pool (rebuilt in a forked child; never joined at exit).
+ProcessLocal<ThreadPool>* const g_pool = new ProcessLocal<ThreadPool>([] { return new ThreadPool(); });
+
+// Per-thread buffer for coalesced reads; plain memory, so it survives fork.
+AlignedBuffer& ThreadIoArena() {
+  thread_local AlignedBuffer arena;
+  return arena;
+}
+
+std::string ShardPath(const ArrayLayout& l, const int64_t* coords) {
+  return l.root + ChunkKey(l.keys, coords, l.ndim());
+}
+
+// Step 2: fill in file/offset/nbytes/missing for every task.
+Status Resolve(const ReadContext& ctx, Plan* plan) {
+  const ArrayLayout& l = *ctx.layout;
+  FileCache& files = ProcessFileCache();
+  const int nd = l.ndim();
+
+  auto add_file = [plan](std::string path, FileRef ref) {
+    plan->files.push_back(std::move(path));
+    plan->file_refs.push_back(std::move(ref));
+    return static_cast<int32_t>(plan->files.size() - 1);
+  };
+
+  if (!l.sharded) {
+    for (ChunkTask& t : plan->tasks) {
+      std::string path = ShardPath(l, &plan->coords[t.coords]);
+      auto ref = files.Open(path);
+      if (!ref.ok()) return Status(ref.status()).WithChunk(TaskCoords(*plan, t));
+      if (ref.value() == nullptr) {
+        t.missing = true;
+        continue;
+      }
+      t.offset = 0;
+      t.nbytes = ref.value()->size;
+      t.file = add_file(std::move(path), ref.value());
+    }
+    return Status::Ok();
+  }
+
+  // Sharded: one index per shard touched.
+  const size_t nshards = plan->shard_ids.size();
+  std::vector<ShardIndexPtr> index(nshards);
+  std::vector<int32_t> shard_file(nshards, -1);
+  std::vector<ReadRequest> reqs;
+  std::vector<size_t> req_shard;
+  std::vector<std::vector<uint8_t>> req_bufs;
+  for (size_t s = 0; s < nshards; ++s) {
+    const int64_t* sc = &plan->shard_coords[s * static_cast<size_t>(nd)];
+    std::string path = ShardPath(l, sc);
+    auto ref = files.Open(path);
+    if (!ref.ok()) return ref.status();
+    if (ref.value() == nullptr) continue;  // absent shard: all fill
+    const FileRef& f = ref.value();
+    shard_file[s] = add_file(std::move(path), f);
+    index[s] = ctx.index_cache->Find(plan->shard_ids[s]);
+    if (index[s]) continue;
+    if (f->size < l.shard.index_size) {
+      return Status::DataLoss("shard is " + std::to_string(f->size) + " bytes, shorter than its " +
+                              std::to_string(l.shard.index_size) + "-byte index")
+          .WithPath(plan->files[static_cast<size_t>(shard_file[s])]);
+    }
+    ReadRequest r;
+    r.fd = f->fd;
+    r.offset = l.shard.IndexOffset(f->size);
+    r.length = l.shard.index_size;
+    reqs.push_back(r);
+    req_shard.push_back(s);
+  }
+  if (!reqs.empty()) {
+    req_bufs.resize(reqs.size());
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      req_bufs[i].resize(reqs[i].length);
+      reqs[i].dst = req_bufs[i].data();
+    }
+    Status first;
+    ctx.backend->Read(reqs, [&](size_t i) {
+      if (!first.ok()) return;
+      const size_t s = req_shard[i];
+      const std::string& path = plan->files[static_cast<size_t>(shard_file[s])];
+      if (!reqs[i].status.ok()) {
+        first = Status(reqs[i].status).WithPath(path);
+        return;
+      }
+      auto decoded = DecodeShardIndex(req_bufs[i], l.shard, plan->file_refs[static_cast<size_t>(shard_file[s])]->size);
+      if (!decoded.ok()) {
+        first = Status(decoded.status()).WithPath(path).WithRange(reqs[i].offset, reqs[i].length);
+        return;
+      }
+      index[s] = std::make_shared<const std::vector<ShardIndexEntry>>(std::move(decoded).value());
+      ctx.index_cache->Insert(plan->shard_ids[s], index[s]);
+    });
+    if (!first.ok()) return first;
+  }
+  for (ChunkTask& t : plan->tasks) {
+    const size_t s = static_cast<size_t>(t.shard);
+    if (shard_file[s] < 0) {
+      t.missing = true;
+      continue;
+    }
+    const ShardIndexEntry& e = (*index[s])[t.local];
+    if (e.missing()) {
+      t.missing = true;
+      continue;
+    }
+    t.file = shard_file[s];
+    t.offset = e.offset;
+    t.nbytes = e.nbytes;
+  }
+  return Status::Ok();
+}
+
+// Per-call state shared by the workers.
+struct CallState {
+  const ReadContext* ctx;
+  const Plan* plan;
+  const std::vector<DstView>* dsts;
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  Status error;
+
+  void Fail(Status st) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (error.ok()) error = std::move(st);
+    failed.store(true, std::memory_order_relaxed);
+  }
+};
+
+// Copies the chunk at `src` (C order, chunk shape) into every piece except the direct one.
+void Scatter(const CallState& cs, const ChunkTask& t, const uint8_t* src) {
+  const ArrayLayout& l = *cs.ctx->layout;
+  const int nd = l.ndim();
+  int64_t cstride[64];
+  int64_t sstride[64];
+  int64_t count[64];
+  int64_t s = static_cast<int64_t>(l.itemsize);
+  for (int d = nd - 1; d >= 0; --d) {
+    cstride[d] = s;
+    s *= l.chunk[static_cast<size_t>(d)];
+  }
+  for (uint32_t p = t.first_piece; p < t.first_piece + t.num_pieces; ++p) {
+    const Piece& pc = cs.plan->pieces[p];
+    if (pc.dst == t.direct) continue;  // decoded in place
+    const int64_t* dims = &cs.plan->piece_dims[pc.dims];
+    const uint8_t* from = src;
+    for (int d = 0; d < nd; ++d) {
+      from += dims[3 * d] * cstride[d];
+      count[d] = dims[3 * d + 1];
+      sstride[d] = dims[3 * d + 2] * cstride[d];
+    }
+    const DstView& dv = (*cs.dsts)[pc.box];
+    CopyStrided(pc.dst, dv.byte_strides.data(), from, sstride, count, nd, l.itemsize, 1);
+  }
+}
+
+void Fill(const CallState& cs, const ChunkTask& t) {
+  const ArrayLayout& l = *cs.ctx->layout;
+  const int nd = l.ndim();
+  int64_t count[64];
+  for (uint32_t p = t.first_piece; p < t.first_piece + t.num_pieces; ++p) {
+    const Piece& pc = cs.plan->pieces[p];
+    const int64_t* dims = &cs.plan->piece_dims[pc.dims];
+    for (int d = 0; d < nd; ++d) count[d] = dims[3 * d + 1];
+    const DstView& dv = (*cs.dsts)[pc.box];
+    FillStrided(pc.dst, dv.byte_strides.data(), count, nd, l.fill.data(), l.itemsize);
+  }
+}
+
+Status DecodeTask(const CallState& cs, const ChunkTask& t, std::span<const uint8_t> in) {
+  const ArrayLayout& l = *cs.ctx->layout;
+  DecodeScratch& scratch = ThreadDecodeScratch();
+  uint8_t* target = t.direct;
+  if (target == nullptr) {
+    if (!scratch.chunk.Reserve(l.chain->decoded_size())) {
+      return Status::ResourceExhausted("cannot allocate a chunk buffer");
+    }
+    target = scratch.chunk.data();
+  }
+  LSIO_RETURN_IF_ERROR(l.chain->Decode(in, target, scratch));
+  Scatter(cs, t, target);
+  return Status::Ok();
+}
+
+Status WithContext(Status st, const Plan& plan, const ChunkTask& t) {
+  st.WithPath(plan.files[static_cast<size_t>(t.file)]).WithChunk(TaskCoords(plan, t)).WithRange(t.offset, t.nbytes);
+  return st;
+}
+
+void WorkerLoop(CallState& cs) {
+  const ReadContext& ctx = *cs.ctx;
+  const Plan& plan = *cs.plan;
+  const size_t n = plan.units.size();
+  std::vector<ReadRequest> reqs;
+  std::vector<size_t> req_unit;
+  const size_t max_batch = std::string(ctx.backend->name()) == "pread" ? 1 : std::max(1u, ctx.queue_depth);
+
+  while (!cs.failed.load(std::memory_order_relaxed)) {
+    reqs.clear();
+    req_unit.clear();
+    uint64_t buffered = 0;
+    while (reqs.size() < max_batch && buffered < ctx.batch_bytes) {
+      const size_t u = cs.next.fetch_add(1, std::memory_order_relaxed);
+      if (u >= n) break;
+      const IoUnit& unit = plan.units[u];
+      if (unit.file < 0) {  // fills need no I/O
+        for (uint32_t k = 0; k < unit.num_tasks; ++k) Fill(cs, plan.tasks[plan.unit_tasks[unit.first_task + k]]);
+        continue;
+      }
+      ReadRequest r;
+      r.fd = plan.file_refs[static_cast<size_t>(unit.file)]->fd;
+      r.offset = unit.offset;
+      r.length = unit.length;
+      r.dst = unit.dst;  // null: placed in the arena below
+      if (unit.dst == nullptr) buffered += unit.length;
+      reqs.push_back(r);
+      req_unit.push_back(u);
+    }
+    if (reqs.empty()) break;
+
+    AlignedBuffer& arena = ThreadIoArena();
+    if (!arena.Reserve(buffered)) {
+      cs.Fail(Status::ResourceExhausted("cannot allocate " + std::to_string(buffered) + " bytes for reads"));
+      return;
+    }
+    uint64_t at = 0;
+    for (ReadRequest& r : reqs) {
+      if (r.dst == nullptr) {
+        r.dst = arena.data() + at;
+        at += r.length;
+      }
+    }
+    ctx.backend->Read(reqs, [&](size_t i) {
+      if (cs.failed.load(std::memory_order_relaxed)) return;
+      const IoUnit& unit = plan.units[req_unit[i]];
+      const ReadRequest& r = reqs[i];
+      if (!r.status.ok()) {
+        const ChunkTask& t0 = plan.tasks[plan.unit_tasks[unit.first_task]];
+        Status st = r.status;
+        st.WithPath(plan.files[static_cast<size_t>(unit.file)]);
+        if (unit.num_tasks == 1) st.WithChunk(TaskCoords(plan, t0));
+        cs.Fail(std::move(st));
+        return;
+      }
+      for (uint32_t k = 0; k < unit.num_tasks; ++k) {
+        const ChunkTask& t = plan.tasks[plan.unit_tasks[unit.first_task + k]];
+        std::span<const uint8_t> bytes(r.dst + (t.offset - unit.offset), t.nbytes);
+        Status st = DecodeTask(cs, t, bytes);
+        if (!st.ok()) {
+          cs.Fail(WithContext(std::move(st), plan, t));
+          return;
+        }
+      }
+    });
+  }
+}
+
+}  // namespace
+
+Status ExecuteRead(const ReadContext& ctx, const std::vector<Selection>& sels,
+                   const std::vector<DstView>& dsts) {
+  const ArrayLayout& l = *ctx.layout;
+  if (l.ndim() > 64) return Status::Unimplemented("arrays of more than 64 dimensions");
+  Plan plan;
+  BuildTasks(l, sels, dsts, &plan);
+  if (plan.tasks.empty()) return Status::Ok();
+  LSIO_RETURN_IF_ERROR(Resolve(ctx, &plan));
+
+  // Uncompressed chunks must have exactly the decoded size; say so before reading.
+  if (l.chain->stored_is_decoded()) {
+    for (const ChunkTask& t : plan.tasks) {
+      if (!t.missing && t.nbytes != l.chain->decoded_size()) {
+        return WithContext(Status::DataLoss("uncompressed chunk has " + std::to_string(t.nbytes) +
+                                            " bytes, expected " + std::to_string(l.chain->decoded_size())),
+                           plan, t);
+      }
+    }
+  }
+  Coalesce(l, ctx.plan, &plan);
+
+  CallState cs;
+  cs.ctx = &ctx;
+  cs.plan = &plan;
+  cs.dsts = &dsts;
+  const int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(std::max(1, ctx.threads)), plan.units.size()));
+  ThreadPool* pool = nullptr;
+  if (workers > 1) {
+    pool = &g_pool->Get();
+    pool->EnsureThreads(workers - 1);
+  }
+  RunOnWorkers(pool, workers - 1, [&cs] { WorkerLoop(cs); });
+  if (cs.failed.load()) return cs.error;
+  return Status::Ok();
+}
+
+}  // namespace lsio

@@ -1,0 +1,45 @@
+// The executor: runs one read call from selections to filled output.
+//
+// Usage (from the facade, GIL released):
+//   ReadContext ctx{layout, backend, index_cache, options};
+//   Status st = ExecuteRead(ctx, selections, dst_views);
+//
+// Steps:
+//   1. BuildTasks (planner): selections -> deduplicated chunk tasks.
+//   2. Resolve: shard indexes from the IndexCache; all misses are read in ONE batched
+//      backend call on the calling thread, decoded and validated, then cached. Chunk files
+//      of unsharded arrays are opened through the FileCache. Absent shards and chunks and
+//      missing index entries become fills.
+//   3. Coalesce (planner): tasks -> I/O units.
+//   4. Run: the calling thread and up to threads-1 pool threads pull batches of units from
+//      one atomic counter. Each worker reads its batch with the backend (several reads in
+//      flight with io_uring) and decodes each chunk as soon as its read completes, on the
+//      same core, straight into the output when the layout allows, else through a
+//      per-thread scratch buffer and a strided copy. Fills write the fill pattern in place.
+// The first error stops further work and is returned with the file, chunk and byte range.
+// Writes go only to the selected regions of the caller's output.
+#pragma once
+
+#include <vector>
+
+#include "io/io_backend.h"
+#include "lsio/box.h"
+#include "read/index_cache.h"
+#include "read/planner.h"
+
+namespace lsio {
+
+struct ReadContext {
+  const ArrayLayout* layout = nullptr;
+  IoBackend* backend = nullptr;
+  IndexCache* index_cache = nullptr;
+  PlanOptions plan;
+  int threads = 1;             ///< total workers including the calling thread
+  unsigned queue_depth = 64;   ///< reads in flight per worker
+  uint64_t batch_bytes = 64ull << 20;  ///< bytes buffered per worker batch
+};
+
+Status ExecuteRead(const ReadContext& ctx, const std::vector<Selection>& sels,
+                   const std::vector<DstView>& dsts);
+
+}  // namespace lsio

@@ -1,0 +1,51 @@
+// Status formatting. Messages are built so that a user can find the bad bytes: the file,
+// the chunk and the byte range are appended when known.
+#include "lsio/status.h"
+
+#include <cstring>
+
+namespace lsio {
+
+const char* StatusCodeName(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return "Ok";
+    case StatusCode::kInvalidArgument: return "InvalidArgument";
+    case StatusCode::kInvalidType: return "InvalidType";
+    case StatusCode::kInvalidFormat: return "InvalidFormat";
+    case StatusCode::kUnimplemented: return "Unimplemented";
+    case StatusCode::kDataLoss: return "DataLoss";
+    case StatusCode::kIoError: return "IoError";
+    case StatusCode::kUnavailable: return "Unavailable";
+    case StatusCode::kOutOfRange: return "OutOfRange";
+    case StatusCode::kResourceExhausted: return "ResourceExhausted";
+    case StatusCode::kInternal: return "Internal";
+  }
+  return "Unknown";
+}
+
+std::string Status::ToString() const {
+  if (ok()) return "OK";
+  std::string s = message_;
+  if (errno_ != 0) {
+    s += " (errno ";
+    s += std::to_string(errno_);
+    s += ": ";
+    s += std::strerror(errno_);
+    s += ")";
+  }
+  std::string ctx;
+  auto add = [&ctx](const std::string& part) {
+    ctx += ctx.empty() ? "" : ", ";
+    ctx += part;
+  };
+  if (!path_.empty()) add("file '" + path_ + "'");
+  if (!chunk_.empty()) add("chunk " + chunk_);
+  if (has_range_) {
+    add("bytes [" + std::to_string(range_offset_) + ", " +
+        std::to_string(range_offset_ + range_length_) + ")");
+  }
+  if (!ctx.empty()) s += " [" + ctx + "]";
+  return s;
+}
+
+}  // namespace lsio

@@ -1,0 +1,136 @@
+// Strided copy kernels. The innermost dimension is the hot loop: it becomes one memcpy when
+// both sides are contiguous there, and a fixed-size element loop otherwise, so the common
+// item sizes compile to plain loads and stores.
+#include "util/strided_copy.h"
+
+#include <cstring>
+#include <vector>
+
+namespace lsio {
+namespace {
+
+inline void SwapUnits(uint8_t* p, size_t itemsize, size_t unit) {
+  for (size_t off = 0; off < itemsize; off += unit) {
+    uint8_t* q = p + off;
+    switch (unit) {
+      case 2: { uint16_t v; std::memcpy(&v, q, 2); v = __builtin_bswap16(v); std::memcpy(q, &v, 2); break; }
+      case 4: { uint32_t v; std::memcpy(&v, q, 4); v = __builtin_bswap32(v); std::memcpy(q, &v, 4); break; }
+      case 8: { uint64_t v; std::memcpy(&v, q, 8); v = __builtin_bswap64(v); std::memcpy(q, &v, 8); break; }
+      default: break;
+    }
+  }
+}
+
+template <size_t N>
+inline void CopyRunFixed(uint8_t* dst, int64_t ds, const uint8_t* src, int64_t ss, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * ds, src + i * ss, N);
+}
+
+void CopyRun(uint8_t* dst, int64_t ds, const uint8_t* src, int64_t ss, int64_t n,
+             size_t itemsize, size_t swap_unit) {
+  const int64_t isz = static_cast<int64_t>(itemsize);
+  if (swap_unit <= 1) {
+    if (ds == isz && ss == isz) {
+      std::memcpy(dst, src, static_cast<size_t>(n) * itemsize);
+      return;
+    }
+    switch (itemsize) {
+      case 1: CopyRunFixed<1>(dst, ds, src, ss, n); return;
+      case 2: CopyRunFixed<2>(dst, ds, src, ss, n); return;
+      case 4: CopyRunFixed<4>(dst, ds, src, ss, n); return;
+      case 8: CopyRunFixed<8>(dst, ds, src, ss, n); return;
+      case 16: CopyRunFixed<16>(dst, ds, src, ss, n); return;
+      default:
+        for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * ds, src + i * ss, itemsize);
+        return;
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    uint8_t* d = dst + i * ds;
+    std::memcpy(d, src + i * ss, itemsize);
+    SwapUnits(d, itemsize, swap_unit);
+  }
+}
+
+}  // namespace
+
+void CopyStrided(uint8_t* dst, const int64_t* dst_strides, const uint8_t* src,
+                 const int64_t* src_strides, const int64_t* shape, int ndim, size_t itemsize,
+                 size_t swap_unit) {
+  if (ndim == 0) {
+    CopyRun(dst, 0, src, 0, 1, itemsize, swap_unit);
+    return;
+  }
+  for (int d = 0; d < ndim; ++d) if (shape[d] <= 0) return;
+  const int last = ndim - 1;
+  // Odometer over the outer dimensions; the innermost one is a run.
+  std::vector<int64_t> idx(static_cast<size_t>(ndim), 0);
+  for (;;) {
+    CopyRun(dst, dst_strides[last], src, src_strides[last], shape[last], itemsize, swap_unit);
+    int d = last - 1;
+    for (; d >= 0; --d) {
+      dst += dst_strides[d];
+      src += src_strides[d];
+      if (++idx[d] < shape[d]) break;
+      dst -= dst_strides[d] * shape[d];
+      src -= src_strides[d] * shape[d];
+      idx[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+void FillStrided(uint8_t* dst, const int64_t* dst_strides, const int64_t* shape, int ndim,
+                 const uint8_t* pattern, size_t itemsize) {
+  for (int d = 0; d < ndim; ++d) if (shape[d] <= 0) return;
+  bool repeated_byte = true;
+  for (size_t i = 1; i < itemsize; ++i) repeated_byte &= pattern[i] == pattern[0];
+  if (ndim == 0) {
+    std::memcpy(dst, pattern, itemsize);
+    return;
+  }
+  const int last = ndim - 1;
+  const int64_t isz = static_cast<int64_t>(itemsize);
+  std::vector<int64_t> idx(static_cast<size_t>(ndim), 0);
+  for (;;) {
+    const int64_t n = shape[last];
+    const int64_t s = dst_strides[last];
+    if (s == isz && repeated_byte) {
+      std::memset(dst, pattern[0], static_cast<size_t>(n) * itemsize);
+    } else {
+      for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * s, pattern, itemsize);
+    }
+    int d = last - 1;
+    for (; d >= 0; --d) {
+      dst += dst_strides[d];
+      if (++idx[d] < shape[d]) break;
+      dst -= dst_strides[d] * shape[d];
+      idx[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+void ByteSwapInPlace(uint8_t* data, size_t count, size_t unit) {
+  switch (unit) {
+    case 2:
+      for (size_t i = 0; i < count; ++i) {
+        uint16_t v; std::memcpy(&v, data + 2 * i, 2); v = __builtin_bswap16(v); std::memcpy(data + 2 * i, &v, 2);
+      }
+      return;
+    case 4:
+      for (size_t i = 0; i < count; ++i) {
+        uint32_t v; std::memcpy(&v, data + 4 * i, 4); v = __builtin_bswap32(v); std::memcpy(data + 4 * i, &v, 4);
+      }
+      return;
+    case 8:
+      for (size_t i = 0; i < count; ++i) {
+        uint64_t v; std::memcpy(&v, data + 8 * i, 8); v = __builtin_bswap64(v); std::memcpy(data + 8 * i, &v, 8);
+      }
+      return;
+    default:
+      return;
+  }
+}
+
+}  // namespace lsio

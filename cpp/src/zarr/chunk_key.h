@@ -1,0 +1,28 @@
+// Chunk key encodings (Zarr v3 "chunk_key_encoding"): grid coordinates -> storage key.
+//
+//   default: "c" + (sep + index)*   ("c" for 0-d), separator "/" unless configured
+//   v2:      index (sep index)*     ("0" for 0-d), separator "." unless configured
+// In a sharded array keys name shards; inner chunks have no keys.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "lsio/status.h"
+
+namespace lsio {
+
+struct ChunkKeyEncoding {
+  bool v2 = false;
+  char separator = '/';
+};
+
+/// Parses the "chunk_key_encoding" object. Fails with kInvalidFormat / kUnimplemented.
+Result<ChunkKeyEncoding> ParseChunkKeyEncoding(const nlohmann::json& j);
+
+/// Key of the chunk at `coords` (ndim entries).
+std::string ChunkKey(const ChunkKeyEncoding& enc, const int64_t* coords, int ndim);
+
+}  // namespace lsio

@@ -1,0 +1,43 @@
+// Zarr v3 core data types and fill values.
+//
+// Usage:
+//   LSIO_ASSIGN_OR_RETURN(DataTypeInfo dt, ParseDataType(json["data_type"]));
+//   LSIO_ASSIGN_OR_RETURN(std::vector<uint8_t> fill, ParseFillValue(json["fill_value"], dt));
+// `fill` holds one element in native byte order, ready to be repeated into outputs.
+//
+// Supported: bool, int8..int64, uint8..uint64, float16/32/64, complex64/128. Fill values in
+// every form the spec allows: integers (64-bit exact), numbers, "NaN", "Infinity",
+// "-Infinity", "0x..." bit patterns (1..2*itemsize hex digits, bit-cast to the array's type;
+// also per component of complex values), [re, im] pairs. Integral floats are accepted for
+// integer types (zarr-python >= 3.1.3 reads them). Extension types (string, datetime, r<N>,
+// structs) fail with kUnimplemented naming the type.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lsio/status.h"
+
+namespace lsio {
+
+enum class DataType {
+  kBool, kInt8, kInt16, kInt32, kInt64, kUInt8, kUInt16, kUInt32, kUInt64,
+  kFloat16, kFloat32, kFloat64, kComplex64, kComplex128,
+};
+
+struct DataTypeInfo {
+  DataType type = DataType::kUInt8;
+  std::string name;       ///< Zarr name, e.g. "float32"
+  std::string typestr;    ///< numpy type string in host (little-endian) order, e.g. "<f4"
+  size_t itemsize = 1;
+  size_t swap_unit = 1;   ///< component size for byte swapping (1 = never swapped)
+};
+
+Result<DataTypeInfo> ParseDataType(const nlohmann::json& j);
+
+Result<std::vector<uint8_t>> ParseFillValue(const nlohmann::json& j, const DataTypeInfo& dt);
+
+}  // namespace lsio

@@ -1,0 +1,222 @@
+// zarr.json parsing and validation.
+#include "zarr/metadata.h"
+
+#include <set>
+
+#include "codec/registry.h"
+
+namespace lsio {
+namespace {
+
+// Quotes bare NaN, Infinity and -Infinity tokens outside strings, so RFC 8259 parsers
+// accept metadata written by tools that emit them (zarr-python 3.0.1, some attribute writers).
+std::string QuoteBareNonFinite(std::string_view in) {
+  std::string out;
+  out.reserve(in.size() + 16);
+  bool in_string = false;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const char c = in[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < in.size()) out += in[++i];
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      out += c;
+      continue;
+    }
+    bool replaced = false;
+    for (std::string_view tok : {std::string_view("-Infinity"), std::string_view("Infinity"),
+                                 std::string_view("NaN")}) {
+      if (in.substr(i, tok.size()) == tok) {
+        out += '"';
+        out += tok;
+        out += '"';
+        i += tok.size() - 1;
+        replaced = true;
+        break;
+      }
+    }
+    if (!replaced) out += c;
+  }
+  return out;
+}
+
+Result<std::vector<int64_t>> ParseShape(const nlohmann::json& j, const char* what, bool allow_zero) {
+  if (!j.is_array()) return Status::InvalidFormat(std::string(what) + " must be a list of integers");
+  std::vector<int64_t> out;
+  for (const auto& v : j) {
+    if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > (1ull << 62))) {
+      return Status::InvalidFormat(std::string(what) + " must hold integers, got " + v.dump());
+    }
+    const int64_t x = v.get<int64_t>();
+    if (x < (allow_zero ? 0 : 1)) {
+      return Status::InvalidFormat(std::string(what) + " entries must be " + (allow_zero ? ">= 0" : ">= 1") +
+                                   ", got " + std::to_string(x));
+    }
+    out.push_back(x);
+  }
+  return out;
+}
+
+// Product of the shape times itemsize must fit in int64 (numpy's limit, and ours).
+Status CheckSize(const std::vector<int64_t>& shape, size_t itemsize, const char* what) {
+  __int128 n = static_cast<__int128>(itemsize);
+  for (int64_t s : shape) {
+    n *= s;
+    if (n > static_cast<__int128>(INT64_MAX)) {
+      return Status::InvalidFormat(std::string(what) + " is too large (more than 2^63 bytes)");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<nlohmann::json> ParseJsonLenient(std::string_view text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    j = nlohmann::json::parse(QuoteBareNonFinite(text), nullptr, false);
+    if (j.is_discarded()) return Status::InvalidFormat("zarr.json is not valid JSON");
+  }
+  return j;
+}
+
+Result<ArrayMetadata> ParseArrayMetadata(std::string_view text) {
+  LSIO_ASSIGN_OR_RETURN(nlohmann::json j, ParseJsonLenient(text));
+  if (!j.is_object()) return Status::InvalidFormat("zarr.json must hold a JSON object");
+
+  auto zf = j.find("zarr_format");
+  if (zf == j.end()) return Status::InvalidFormat("zarr.json lacks \"zarr_format\"");
+  if (!zf->is_number_integer() || zf->get<int64_t>() != 3) {
+    if (zf->is_number_integer() && zf->get<int64_t>() == 2) {
+      return Status::Unimplemented("Zarr format 2 arrays are not supported by lsio yet");
+    }
+    return Status::InvalidFormat("zarr_format must be 3, got " + zf->dump());
+  }
+  auto nt = j.find("node_type");
+  if (nt == j.end() || !nt->is_string()) return Status::InvalidFormat("zarr.json lacks \"node_type\"");
+  if (nt->get<std::string>() != "array") {
+    return Status::InvalidFormat("node_type is '" + nt->get<std::string>() + "', expected 'array'");
+  }
+
+  static const std::set<std::string> kKnown = {
+      "zarr_format", "node_type", "shape", "data_type", "chunk_grid", "chunk_key_encoding",
+      "fill_value", "codecs", "attributes", "storage_transformers", "dimension_names"};
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (kKnown.count(it.key())) continue;
+    const auto& v = it.value();
+    auto mu = v.is_object() ? v.find("must_understand") : v.end();
+    if (v.is_object() && mu != v.end() && mu->is_boolean() && !mu->get<bool>()) continue;
+    return Status::InvalidFormat("unknown metadata key '" + it.key() +
+                                 "' that must be understood (no \"must_understand\": false)");
+  }
+
+  for (const char* req : {"shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs"}) {
+    if (!j.contains(req)) return Status::InvalidFormat(std::string("zarr.json lacks \"") + req + "\"");
+  }
+
+  ArrayMetadata m;
+  LSIO_ASSIGN_OR_RETURN(m.shape, ParseShape(j["shape"], "shape", true));
+  LSIO_ASSIGN_OR_RETURN(m.dtype, ParseDataType(j["data_type"]));
+  LSIO_RETURN_IF_ERROR(CheckSize(m.shape, m.dtype.itemsize, "the array"));
+  const size_t rank = m.shape.size();
+
+  // chunk_grid
+  {
+    std::string name;
+    nlohmann::json config;
+    Status st = CodecNameAndConfig(j["chunk_grid"], &name, &config);
+    if (!st.ok()) return Status::InvalidFormat("chunk_grid: " + st.message());
+    if (name != "regular") return Status::Unimplemented("chunk grid '" + name + "' is not supported (only 'regular')");
+    auto cs = config.find("chunk_shape");
+    if (cs == config.end()) return Status::InvalidFormat("chunk_grid lacks chunk_shape");
+    LSIO_ASSIGN_OR_RETURN(m.chunk_shape, ParseShape(*cs, "chunk_grid.chunk_shape", false));
+    if (m.chunk_shape.size() != rank) {
+      return Status::InvalidFormat("chunk_shape has rank " + std::to_string(m.chunk_shape.size()) +
+                                   ", shape has rank " + std::to_string(rank));
+    }
+    LSIO_RETURN_IF_ERROR(CheckSize(m.chunk_shape, m.dtype.itemsize, "a chunk"));
+  }
+
+  LSIO_ASSIGN_OR_RETURN(m.key_encoding, ParseChunkKeyEncoding(j["chunk_key_encoding"]));
+  LSIO_ASSIGN_OR_RETURN(m.fill_value, ParseFillValue(j["fill_value"], m.dtype));
+
+  if (auto st = j.find("storage_transformers"); st != j.end() && !st->is_null()) {
+    if (!st->is_array()) return Status::InvalidFormat("storage_transformers must be a list");
+    if (!st->empty()) return Status::Unimplemented("storage transformers are not supported");
+  }
+  if (auto at = j.find("attributes"); at != j.end() && !at->is_null()) {
+    if (!at->is_object()) return Status::InvalidFormat("attributes must be an object");
+    m.attributes = *at;
+  }
+  if (auto dn = j.find("dimension_names"); dn != j.end() && !dn->is_null()) {
+    if (!dn->is_array() || dn->size() != rank) {
+      return Status::InvalidFormat("dimension_names must be a list with one entry per dimension");
+    }
+    std::vector<std::optional<std::string>> names;
+    for (const auto& v : *dn) {
+      if (v.is_null()) names.emplace_back(std::nullopt);
+      else if (v.is_string()) names.emplace_back(v.get<std::string>());
+      else return Status::InvalidFormat("dimension_names entries must be strings or null");
+    }
+    m.dimension_names = std::move(names);
+  }
+
+  // codecs: either a plain chain, or [sharding_indexed] with the chain inside.
+  const nlohmann::json& codecs = j["codecs"];
+  if (!codecs.is_array()) return Status::InvalidFormat("\"codecs\" must be a list");
+  if (codecs.empty()) return Status::InvalidFormat("\"codecs\" must not be empty");
+  int shard_pos = -1;
+  for (size_t i = 0; i < codecs.size(); ++i) {
+    std::string name;
+    nlohmann::json config;
+    LSIO_RETURN_IF_ERROR(CodecNameAndConfig(codecs[i], &name, &config));
+    if (name == "sharding_indexed") {
+      shard_pos = static_cast<int>(i);
+      break;
+    }
+  }
+  ChunkSpec spec;
+  spec.itemsize = m.dtype.itemsize;
+  spec.swap_unit = m.dtype.swap_unit;
+  if (shard_pos < 0) {
+    m.read_chunk_shape = m.chunk_shape;
+    spec.shape = m.read_chunk_shape;
+    LSIO_ASSIGN_OR_RETURN(m.chain, CodecChain::Parse(codecs, spec));
+    m.codecs_description = m.chain->description();
+    return m;
+  }
+  if (shard_pos > 0) {
+    return Status::Unimplemented("array -> array codecs before sharding_indexed (e.g. transpose of whole shards) are not supported by lsio yet");
+  }
+  if (codecs.size() > 1) {
+    return Status::Unimplemented("bytes -> bytes codecs after sharding_indexed (whole-shard compression) are not supported by lsio yet");
+  }
+  std::string name;
+  nlohmann::json config;
+  LSIO_RETURN_IF_ERROR(CodecNameAndConfig(codecs[0], &name, &config));
+  LSIO_ASSIGN_OR_RETURN(ShardLayout layout, ParseShardLayout(config, m.chunk_shape));
+  auto inner = config.find("codecs");
+  if (inner == config.end() || !inner->is_array()) {
+    return Status::InvalidFormat("sharding_indexed: missing inner \"codecs\" list");
+  }
+  for (const auto& c : *inner) {
+    std::string n;
+    nlohmann::json cfg;
+    LSIO_RETURN_IF_ERROR(CodecNameAndConfig(c, &n, &cfg));
+    if (n == "sharding_indexed") {
+      return Status::Unimplemented("nested sharding (sharding_indexed inside sharding_indexed) is not supported by lsio yet");
+    }
+  }
+  m.read_chunk_shape = layout.inner_shape;
+  spec.shape = m.read_chunk_shape;
+  LSIO_ASSIGN_OR_RETURN(m.chain, CodecChain::Parse(*inner, spec));
+  m.codecs_description = "sharding_indexed[" + m.chain->description() + "]";
+  m.sharding = std::move(layout);
+  return m;
+}
+
+}  // namespace lsio

@@ -1,0 +1,56 @@
+// Zarr v3 array metadata (zarr.json): parsing and validation into the plain structures the
+// read layer plans with. Pure: bytes in, structures out (no files, no threads), so it can be
+// fuzzed.
+//
+// Usage:
+//   LSIO_ASSIGN_OR_RETURN(ArrayMetadata m, ParseArrayMetadata(zarr_json_text));
+//   m.sharding      -> set when the codecs are [sharding_indexed]
+//   m.chain         -> prepared codec chain of the chunks that are decoded (inner chunks
+//                      of a shard, or the chunks themselves)
+//
+// Validation follows the spec's reader rules (../shared/docs/zarr-format.md, "What a reader
+// must get right"): zarr_format 3, node_type "array", unknown top-level keys refused unless
+// {"must_understand": false}, storage_transformers empty, regular grid, chunk key encoding
+// default|v2 with "/" or ".", inner chunks dividing the shard. Malformed input fails with
+// kInvalidFormat; valid but unsupported features (transpose before sharding, bytes->bytes
+// after sharding, nested sharding, rectilinear grids, extension types, Zarr v2) fail with
+// kUnimplemented naming the feature. Bare NaN/Infinity tokens (written by some old tools)
+// are tolerated.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "codec/chain.h"
+#include "zarr/chunk_key.h"
+#include "zarr/dtype.h"
+#include "zarr/shard_index.h"
+
+namespace lsio {
+
+struct ArrayMetadata {
+  std::vector<int64_t> shape;
+  DataTypeInfo dtype;
+  std::vector<int64_t> chunk_shape;        ///< the grid's chunk shape (the shard shape if sharded)
+  std::vector<int64_t> read_chunk_shape;   ///< the decoded unit: inner chunk if sharded, else chunk
+  ChunkKeyEncoding key_encoding;
+  std::vector<uint8_t> fill_value;         ///< one element, native byte order
+  std::optional<ShardLayout> sharding;
+  std::unique_ptr<CodecChain> chain;       ///< for read_chunk_shape chunks
+  nlohmann::json attributes = nlohmann::json::object();
+  std::optional<std::vector<std::optional<std::string>>> dimension_names;
+  std::string codecs_description;          ///< e.g. "sharding_indexed[bytes, zstd]"
+};
+
+/// Parses `zarr.json` text. Fails with kInvalidFormat or kUnimplemented.
+Result<ArrayMetadata> ParseArrayMetadata(std::string_view text);
+
+/// Parses JSON text, tolerating bare NaN / Infinity / -Infinity tokens.
+Result<nlohmann::json> ParseJsonLenient(std::string_view text);
+
+}  // namespace lsio

@@ -1,0 +1,49 @@
+"""lsio: light-speed reads of crops from sharded Zarr v3 arrays into numpy.
+
+>>> import lsio
+>>> arr = lsio.open("weather.zarr/t2m")
+>>> arr[0, 100:356, 200:456]                       # numpy basic indexing
+>>> arr.read_crops(starts, (4, 256, 256))          # a batch of same-shape crops
+
+The C++ engine plans each call as a whole: shard indexes are fetched once and cached, inner
+chunks shared by several crops are read and decoded once, nearby byte ranges are merged,
+and every chunk is decoded straight into its final place in the output where the layout
+allows. Importing lsio or opening an array starts no threads and opens no files beyond
+``zarr.json``.
+"""
+
+from __future__ import annotations
+
+from . import _core
+from .array import Array, open
+from .errors import (
+    BoundsError,
+    CorruptDataError,
+    Error,
+    FormatError,
+    StorageError,
+    UnsupportedError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Array",
+    "open",
+    "io_backend_info",
+    "Error",
+    "FormatError",
+    "UnsupportedError",
+    "CorruptDataError",
+    "StorageError",
+    "BoundsError",
+]
+
+
+def io_backend_info() -> dict:
+    """What ``io="auto"`` resolves to in this process, and why.
+
+    Returns a dict with ``"auto"`` (``"uring"`` or ``"pread"``), ``"uring_available"``
+    (bool) and ``"reason"`` (why io_uring cannot be used here; empty when it can).
+    """
+    return dict(_core.io_backend_info())

@@ -1,0 +1,23 @@
+"""Type stubs of the native engine module (internal; use the lsio package)."""
+
+from typing import Any, Optional
+
+import numpy as np
+
+class Array:
+    def info(self) -> dict[str, Any]: ...
+    def backend_name(self) -> str: ...
+    def read_into(self, starts: list[int], counts: list[int], steps: list[int], out: np.ndarray) -> None: ...
+    def read_crops_into(self, starts: np.ndarray, shape: list[int], out: np.ndarray) -> None: ...
+
+def open(
+    path: str,
+    threads: int = 0,
+    io: str = "auto",
+    queue_depth: int = 64,
+    max_gap: int = 65536,
+    max_request: int = 16777216,
+    index_cache_bytes: int = 67108864,
+) -> Array: ...
+def check_out(out: object, array: Array, shape: list[int]) -> None: ...
+def io_backend_info() -> dict[str, Any]: ...

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Prepare a machine to build, test and demo lsio. Idempotent, never prompts.
+#
+# Usage:
+#   bash scripts/setup.sh            # system packages + .venv + build deps + `pip install .`
+#   source scripts/setup.sh          # the same minus the package install; leaves .venv active
+#                                    # and defines lsio_pip_install_package for the caller
+#
+# Steps:
+#   1. Debian/Ubuntu: install the missing apt packages (checked one by one with `dpkg -s`),
+#      as root or through sudo. Elsewhere (no dpkg) the step is skipped with a warning.
+#   2. Create .venv (or reuse it if it still works) with `python3 -m venv`.
+#   3. pip-install the build dependencies into it (scikit-build-core, pybind11, numpy,
+#      ninja, cmake). Already-satisfied requirements make no network requests.
+#
+# Environment:
+#   LSIO_PYTHON       interpreter that creates the venv (default: python3)
+#   LSIO_VENV         venv directory (default: <repo>/.venv)
+#   LSIO_SKIP_APT=1   skip step 1 (you installed the system packages yourself)
+#   CI=true           no interactive sudo, no pip progress bars
+
+set -euo pipefail
+
+LSIO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+LSIO_VENV="${LSIO_VENV:-$LSIO_ROOT/.venv}"
+LSIO_PYTHON="${LSIO_PYTHON:-python3}"
+# Build-time Python packages; keep in line with [build-system] in pyproject.toml.
+LSIO_BUILD_DEPS=("scikit-build-core>=0.10" "pybind11>=2.12" "numpy>=1.24" "ninja" "cmake>=3.20")
+# Where scikit-build-core keeps its CMake tree, so that reinstalls rebuild incrementally.
+LSIO_WHEEL_BUILD_DIR="build/wheel"
+LSIO_APT_PACKAGES=(
+  g++ cmake pkg-config
+  liburing-dev libzstd-dev zlib1g-dev nlohmann-json3-dev libgtest-dev libgmock-dev
+  python3-dev python3-venv python3-pip git
+)
+
+export PIP_NO_INPUT=1
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+if [ "${CI:-}" = "true" ] || [ ! -t 1 ]; then
+  export PIP_PROGRESS_BAR=off
+fi
+
+lsio_log() { printf '\n==> %s\n' "$*"; }
+lsio_die() { printf '\nerror: %s\n' "$*" >&2; exit 1; }
+lsio_run() { printf '+ %s\n' "$*"; "$@"; }
+
+lsio_install_apt_packages() {
+  if [ "${LSIO_SKIP_APT:-0}" = "1" ]; then
+    lsio_log "Skipping system packages (LSIO_SKIP_APT=1)"
+    return 0
+  fi
+  if ! command -v dpkg >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+    lsio_log "No dpkg/apt-get here: install the equivalents of these yourself: ${LSIO_APT_PACKAGES[*]}"
+    return 0
+  fi
+  local missing=() pkg
+  for pkg in "${LSIO_APT_PACKAGES[@]}"; do
+    # `dpkg -s` also succeeds for removed-but-configured packages; check the status line.
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+      missing+=("$pkg")
+    fi
+  done
+  if [ "${#missing[@]}" -eq 0 ]; then
+    lsio_log "System packages: all ${#LSIO_APT_PACKAGES[@]} present"
+    return 0
+  fi
+  lsio_log "Installing missing system packages: ${missing[*]}"
+  local sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    if ! command -v sudo >/dev/null 2>&1; then
+      lsio_die "not root and no sudo: as root, run
+  apt-get update && apt-get install -y --no-install-recommends ${missing[*]}
+or set LSIO_SKIP_APT=1 if you provide them another way."
+    fi
+    if [ -t 0 ] && [ "${CI:-}" != "true" ]; then sudo=(sudo); else sudo=(sudo -n); fi
+  fi
+  local apt_opts=(-o DPkg::Lock::Timeout=600 -o Dpkg::Use-Pty=0)
+  lsio_run "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" update -q
+  lsio_run "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" install -y -q \
+    --no-install-recommends "${missing[@]}" </dev/null
+}
+
+lsio_setup_venv() {
+  local py="$LSIO_VENV/bin/python"
+  if [ -x "$py" ] && "$py" -c 'import sys, pip; assert sys.version_info >= (3, 10)' >/dev/null 2>&1; then
+    lsio_log "Reusing virtual environment $LSIO_VENV ($("$py" --version 2>&1))"
+  else
+    command -v "$LSIO_PYTHON" >/dev/null 2>&1 || lsio_die "$LSIO_PYTHON not found (set LSIO_PYTHON)"
+    "$LSIO_PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' ||
+      lsio_die "lsio needs Python >= 3.10; $LSIO_PYTHON is $("$LSIO_PYTHON" --version 2>&1)"
+    if [ -e "$LSIO_VENV" ]; then
+      lsio_log "Virtual environment $LSIO_VENV is broken or too old: recreating it"
+      rm -rf "$LSIO_VENV"
+    fi
+    lsio_log "Creating virtual environment $LSIO_VENV with $(command -v "$LSIO_PYTHON") ($("$LSIO_PYTHON" --version 2>&1))"
+    lsio_run "$LSIO_PYTHON" -m venv "$LSIO_VENV"
+    lsio_run "$py" -m pip install --upgrade pip
+  fi
+  # Activate for the rest of the calling script: puts the venv's python, cmake and ninja on PATH.
+  # (Done by hand rather than via bin/activate, which is not written for `set -u`.)
+  export VIRTUAL_ENV="$LSIO_VENV"
+  export PATH="$LSIO_VENV/bin:$PATH"
+  unset PYTHONHOME
+  hash -r
+  lsio_log "Installing build dependencies into the venv"
+  lsio_run python -m pip install "${LSIO_BUILD_DEPS[@]}"
+}
+
+# lsio_pip_install_package SPEC... : build lsio from this checkout (non-editable, the way users
+# get it) and install it with SPEC's extras / extra requirements, e.g. ".[test]" or "." "zarr>=3.1".
+# No build isolation: the build uses the venv's pinned build deps, and the CMake tree in
+# build/wheel survives between runs, so only changed sources are recompiled.
+lsio_pip_install_package() {
+  lsio_log "Building and installing lsio into the venv: $*"
+  (cd "$LSIO_ROOT" && lsio_run python -m pip install --no-build-isolation \
+    "-Cbuild-dir=$LSIO_WHEEL_BUILD_DIR" "$@")
+}
+
+lsio_setup() {
+  lsio_log "lsio setup in $LSIO_ROOT"
+  lsio_install_apt_packages
+  lsio_setup_venv
+}
+
+lsio_setup
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  # Executed, not sourced: finish with the package itself.
+  lsio_pip_install_package .
+  lsio_log "Done. Activate with: source $LSIO_VENV/bin/activate"
+fi

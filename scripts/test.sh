@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Install everything needed, then run all lsio tests: the C++ suite (GoogleTest via ctest)
+# and the Python suite (pytest against the installed package). Run from anywhere:
+#
+#   bash scripts/test.sh                  # both suites
+#   bash scripts/test.sh --cpp-only       # setup + ctest
+#   bash scripts/test.sh --python-only    # setup + pip install ".[test]" + pytest
+#   bash scripts/test.sh -- -k out_param  # arguments after -- go to pytest
+#
+# Exits non-zero if any step fails, including pytest collecting no tests (exit code 5).
+# Ends with one line "summary: N passed, N failed, N skipped" over both suites; a step
+# that fails before its tests run (configure, build, install) counts as one failure.
+# Environment: see scripts/setup.sh; also LSIO_BUILD_TYPE (default RelWithDebInfo).
+
+set -euo pipefail
+
+run_cpp=1
+run_python=1
+pytest_args=()
+while [ "$#" -gt 0 ]; do
+  case "$1" in
+    --cpp-only) run_python=0 ;;
+    --python-only) run_cpp=0 ;;
+    --) shift; pytest_args=("$@"); break ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "unknown argument: $1 (try --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+# shellcheck source=scripts/setup.sh
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+cd "$LSIO_ROOT"
+
+results_dir="$LSIO_ROOT/build/test-results"
+mkdir -p "$results_dir"
+rm -f "$results_dir"/ctest.xml "$results_dir"/pytest.xml
+failed_steps=()
+cpp_status="not run"
+python_status="not run"
+
+# ---------------------------------------------------------------- C++: GoogleTest via ctest
+run_cpp_tests() {
+  local build_dir="$LSIO_ROOT/build/cmake"
+  local gen=()
+  if command -v ninja >/dev/null 2>&1; then gen=(-G Ninja); fi
+  # A tree configured with another generator cannot be reused: start it afresh.
+  local cache="$build_dir/CMakeCache.txt"
+  if [ -f "$cache" ]; then
+    local want="${gen[1]:-Unix Makefiles}"
+    if ! grep -qx "CMAKE_GENERATOR:INTERNAL=$want" "$cache"; then
+      lsio_log "build/cmake was configured with another generator: wiping it"
+      rm -rf "$build_dir"
+    fi
+  fi
+  lsio_log "C++: configure"
+  lsio_run cmake -S "$LSIO_ROOT" -B "$build_dir" "${gen[@]}" \
+    -DCMAKE_BUILD_TYPE="${LSIO_BUILD_TYPE:-RelWithDebInfo}" -DLSIO_BUILD_TESTS=ON \
+    -DPython_EXECUTABLE="$(command -v python)" -DPython3_EXECUTABLE="$(command -v python)" \
+    -Dpybind11_DIR="$(python -m pybind11 --cmakedir)" || return 1
+  lsio_log "C++: build ($(nproc) jobs)"
+  lsio_run cmake --build "$build_dir" --parallel "$(nproc)" || return 1
+  lsio_log "C++: ctest"
+  lsio_run ctest --test-dir "$build_dir" --output-on-failure --no-tests=error \
+    --output-junit "$results_dir/ctest.xml" || return 1
+}
+
+# ---------------------------------------------------------------- Python: pytest
+run_python_tests() {
+  lsio_pip_install_package ".[test]" || return 1
+  # The tests must exercise the installed package, not the python/lsio sources.
+  local where
+  where="$(python -c 'import lsio; print(lsio.__file__)')" || return 1
+  case "$where" in
+    "$VIRTUAL_ENV"/*) echo "import lsio -> $where (installed package)" ;;
+    *) echo "error: import lsio resolves to $where, not to the package installed in $VIRTUAL_ENV" \
+         "(is PYTHONPATH set?)" >&2
+       return 1 ;;
+  esac
+  lsio_log "Python: pytest"
+  local rc=0
+  lsio_run python -m pytest tests/python -ra --junitxml="$results_dir/pytest.xml" \
+    "${pytest_args[@]}" || rc=$?
+  if [ "$rc" -eq 5 ]; then
+    echo "error: pytest collected no tests (exit code 5)" >&2
+  fi
+  return "$rc"
+}
+
+if [ "$run_cpp" = 1 ]; then
+  if run_cpp_tests; then cpp_status="ok"; else cpp_status="FAILED"; failed_steps+=("C++ (ctest)"); fi
+fi
+if [ "$run_python" = 1 ]; then
+  if run_python_tests; then python_status="ok"; else python_status="FAILED"; failed_steps+=("Python (pytest)"); fi
+fi
+
+# ---------------------------------------------------------------- summary
+lsio_log "Summary"
+python - "$results_dir" "$cpp_status" "$python_status" <<'PY'
+import os
+import sys
+import xml.etree.ElementTree as ET
+
+results_dir, cpp_status, python_status = sys.argv[1:4]
+
+
+def count(path):
+    """(passed, failed, skipped) from a JUnit XML file written by ctest or pytest."""
+    passed = failed = skipped = 0
+    for case in ET.parse(path).getroot().iter("testcase"):
+        tags = {child.tag for child in case}
+        status = case.get("status", "")
+        if tags & {"failure", "error"} or status == "fail":
+            failed += 1
+        elif "skipped" in tags or status in ("notrun", "disabled"):
+            skipped += 1
+        else:
+            passed += 1
+    return passed, failed, skipped
+
+
+total = [0, 0, 0]
+for name, status, xml in (("ctest", cpp_status, "ctest.xml"), ("pytest", python_status, "pytest.xml")):
+    if status == "not run":
+        print(f"  {name:6}  not run")
+        continue
+    path = os.path.join(results_dir, xml)
+    p = f = s = 0
+    if os.path.exists(path):
+        p, f, s = count(path)
+    if status != "ok" and f == 0:
+        f = 1  # failed before or outside its tests (configure, build, install, collection)
+    total = [total[0] + p, total[1] + f, total[2] + s]
+    print(f"  {name:6}  {status:6}  {p} passed, {f} failed, {s} skipped")
+print(f"summary: {total[0]} passed, {total[1]} failed, {total[2]} skipped")
+PY
+
+if [ "${#failed_steps[@]}" -gt 0 ]; then
+  echo "FAILED: ${failed_steps[*]}" >&2
+  exit 1
+fi

@@ -1,0 +1,1193 @@
+"""Zarr v3 test stores written at test time by the reference writers.
+
+Every store is described by a :class:`StoreSpec` registered in ``SPECS``
+(supported by lsio, used by the parity and metadata tests) or in
+``UNSUPPORTED_SPECS`` (features lsio must refuse with ``UnsupportedError``).
+A spec's builder writes the store with zarr-python 3 (``zarr.create_array``)
+or TensorStore (``"driver": "zarr3"``) into a directory and returns the array
+a reader must return, bit for bit (NaN payloads and the sign of zero
+included).  The recipes follow ``/work/shared/docs/zarr-format.md`` section 10.
+
+Coverage: every core numeric dtype, ranks 0 to 4, shapes that are not
+multiples of the chunk shape, sharded stores with the index at the start and
+at the end (TensorStore omits ``index_location`` for the end), index codecs
+with and without crc32c (and a big-endian index), the transpose codec inside
+a shard and in unsharded arrays, big-endian ``bytes``, inner crc32c, zstd with
+and without checksum, gzip, uncompressed chunks, missing inner chunks and
+whole missing shards, NaN / Infinity / -Infinity / -0.0 / hex-NaN / extreme
+integer fill values, and every chunk key encoding (default "/" and ".",
+v2 "." and "/").  A few stores are zarr-python stores whose ``zarr.json`` is
+edited by hand to use spellings zarr-python does not write (codec
+short-hands, transpose order "F", the ``endian`` alias, no
+``index_location``); zarr-python cannot read some of those, so they are
+compared with the expected array only.
+
+Stores are small so that the whole suite runs in well under a minute of
+store writing on two cores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import warnings
+import zlib
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+import tensorstore as ts
+import zarr
+from zarr.codecs import (
+    BloscCodec,
+    BytesCodec,
+    Crc32cCodec,
+    GzipCodec,
+    ShardingCodec,
+    TransposeCodec,
+    ZstdCodec,
+)
+
+Builder = Callable[[Path], np.ndarray]
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreSpec:
+    """How to write one store and what lsio must read back from it."""
+
+    name: str
+    writer: str  # "zarr-python", "tensorstore" or "hand-edited"
+    build: Builder
+    # False when zarr-python 3.1.6 cannot open the store at all.
+    zarr_readable: bool = True
+    # False when zarr-python reads the fill value with other NaN bits than
+    # the writer stored; its reads are then compared by value only.
+    zarr_bits_exact: bool = True
+
+
+SPECS: dict[str, StoreSpec] = {}
+UNSUPPORTED_SPECS: dict[str, StoreSpec] = {}
+
+# Substrings of which at least one must appear (case-insensitively) in the
+# UnsupportedError message of each unsupported store: the feature's name.
+UNSUPPORTED_FEATURE_WORDS: dict[str, tuple[str, ...]] = {}
+
+
+def _register(table, name, writer, zarr_readable=True, zarr_bits_exact=True):
+    def deco(fn: Builder) -> Builder:
+        assert name not in table, name
+        table[name] = StoreSpec(
+            name, writer, fn, zarr_readable, zarr_bits_exact
+        )
+        return fn
+
+    return deco
+
+
+def store(name, writer, zarr_readable=True, zarr_bits_exact=True):
+    """Register a store that lsio supports."""
+    return _register(SPECS, name, writer, zarr_readable, zarr_bits_exact)
+
+
+def unsupported(name, writer, words, zarr_readable=True):
+    """Register a store that lsio must refuse with UnsupportedError."""
+    UNSUPPORTED_FEATURE_WORDS[name] = tuple(words)
+    return _register(UNSUPPORTED_SPECS, name, writer, zarr_readable)
+
+
+def rng_for(name: str) -> np.random.Generator:
+    """A deterministic random generator per store name."""
+    return np.random.default_rng(zlib.crc32(name.encode()))
+
+
+# --------------------------------------------------------------------------
+# Writers
+# --------------------------------------------------------------------------
+
+
+def zmake(path: Path, data: np.ndarray, region=..., fill=None, **kw):
+    """Write ``data[region]`` with zarr-python; return the expected array.
+
+    ``data`` must be in native byte order; elements outside ``region`` are
+    expected to read as the fill value (``fill``, or the writer default).
+    """
+    if fill is not None:
+        kw["fill_value"] = fill
+    a = zarr.create_array(
+        str(path), shape=data.shape, dtype=data.dtype, overwrite=True, **kw
+    )
+    a[region] = data[region]
+    expected = np.array(data, copy=True)
+    if region is not ...:
+        keep = np.zeros(data.shape, bool)
+        keep[region] = True
+        fv = fill if fill is not None else np.zeros((), data.dtype)[()]
+        expected[~keep] = np.asarray(fv, dtype=data.dtype)
+    return expected
+
+
+LE = {"name": "bytes", "configuration": {"endian": "little"}}
+BE = {"name": "bytes", "configuration": {"endian": "big"}}
+RAW = {"name": "bytes"}  # 1-byte types need no endian
+CRC = {"name": "crc32c"}
+ZSTD = {"name": "zstd", "configuration": {"level": 3}}
+ZSTD_CK = {"name": "zstd", "configuration": {"level": 3, "checksum": True}}
+GZIP = {"name": "gzip", "configuration": {"level": 6}}
+
+
+def transpose(order):
+    return {"name": "transpose", "configuration": {"order": list(order)}}
+
+
+def shard(inner, codecs, index_codecs=(LE, CRC), location="end"):
+    return {
+        "name": "sharding_indexed",
+        "configuration": {
+            "chunk_shape": list(inner),
+            "codecs": list(codecs),
+            "index_codecs": list(index_codecs),
+            "index_location": location,
+        },
+    }
+
+
+def meta(dtype, fill, chunk, codecs, shape, **extra):
+    return {
+        "shape": list(shape),
+        "data_type": dtype,
+        "fill_value": fill,
+        "chunk_grid": {
+            "name": "regular",
+            "configuration": {"chunk_shape": list(chunk)},
+        },
+        "chunk_key_encoding": {"name": "default"},
+        "codecs": codecs,
+        **extra,
+    }
+
+
+def tsmake(path: Path, metadata, expected: np.ndarray, region=...):
+    """Write ``expected[region]`` with TensorStore; return ``expected``.
+
+    ``expected`` must already hold the fill value outside ``region``;
+    ``region=None`` writes nothing.
+    """
+    t = ts.open(
+        {
+            "driver": "zarr3",
+            "kvstore": {"driver": "file", "path": str(path) + "/"},
+            "metadata": metadata,
+        },
+        create=True,
+        delete_existing=True,
+    ).result()
+    if region is not None:
+        t[region] = expected[region]
+    return expected
+
+
+def fill_json(x):
+    """Python / numpy fill value -> Zarr v3 ``fill_value`` JSON."""
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    if isinstance(x, (complex, np.complexfloating)):
+        return [fill_json(float(x.real)), fill_json(float(x.imag))]
+    x = float(x)
+    if np.isnan(x):
+        return "NaN"
+    if x == np.inf:
+        return "Infinity"
+    if x == -np.inf:
+        return "-Infinity"
+    return x
+
+
+def edit_metadata(path: Path, fn) -> None:
+    """Rewrite ``path/zarr.json`` through ``fn(dict) -> dict``."""
+    p = Path(path) / "zarr.json"
+    doc = json.loads(p.read_text())
+    p.write_text(json.dumps(fn(doc)))
+
+
+# --------------------------------------------------------------------------
+# Data
+# --------------------------------------------------------------------------
+
+NUMERIC = [
+    "bool", "int8", "int16", "int32", "int64",
+    "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64", "complex64", "complex128",
+]
+SPECIAL_FILL = {
+    "bool": True,
+    "float16": float("-inf"),
+    "float32": float("nan"),
+    "float64": float("inf"),
+    "complex64": complex(float("nan"), 1.0),
+    "complex128": complex(-0.0, float("-inf")),
+}
+# NaNs with a payload and a sign bit, stored as chunk data (not as fills):
+# readers must copy the bits through untouched.
+PAYLOAD_NAN_BITS = {
+    "float16": 0xFE01,
+    "float32": 0xFFC00123,
+    "float64": 0x7FF800000000ABCD,
+}
+UINT_OF = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def special_fill(dt):
+    """uint max / int min exercise exact 64-bit fill parsing."""
+    k = np.dtype(dt).kind
+    if k == "u":
+        return np.iinfo(dt).max
+    if k == "i":
+        return np.iinfo(dt).min
+    return SPECIAL_FILL[dt]
+
+
+def payload_nan(dt) -> np.ndarray:
+    """A 0-d float array holding the payload NaN of ``dt``."""
+    bits = PAYLOAD_NAN_BITS[dt]
+    size = np.dtype(dt).itemsize
+    return np.array(bits, UINT_OF[size]).view(dt)
+
+
+def sample(dt, shape, rng):
+    """Random values of ``dt``, with the full range and float specials."""
+    dt = np.dtype(dt)
+    k = dt.kind
+    if k == "b":
+        return rng.integers(0, 2, shape).astype(bool)
+    if k in "iu":
+        i = np.iinfo(dt)
+        return rng.integers(i.min, i.max, shape, dtype=dt, endpoint=True)
+    v = rng.standard_normal(shape)
+    if k == "c":
+        v = v + 1j * rng.standard_normal(shape)
+    v = v.astype(dt)
+    flat = v.reshape(-1)
+    if flat.size >= 6:
+        flat[:4] = [np.nan, np.inf, -np.inf, -0.0]
+        if k == "f":
+            flat[4:5] = payload_nan(dt.name).reshape(1)
+        else:
+            part = np.float32 if dt == np.complex64 else np.float64
+            flat[4:5].view(part)[0] = payload_nan(np.dtype(part).name)[()]
+            flat[5] = complex(-0.0, float("nan"))
+    return v
+
+
+def arange(shape, dtype):
+    n = int(np.prod(shape))
+    return (np.arange(n) % np.iinfo(np.int32).max).astype(dtype).reshape(shape)
+
+
+D100 = np.arange(100 * 100, dtype="uint16").reshape(100, 100)
+SP100 = np.arange(1, 100 * 100 + 1, dtype="uint16").reshape(100, 100)
+
+# --------------------------------------------------------------------------
+# zarr-python stores
+# --------------------------------------------------------------------------
+
+
+@store("z_plain", "zarr-python")
+def _(p):  # bytes little + zstd level 0, padded border chunks
+    return zmake(p, D100, chunks=(32, 32))
+
+
+@store("z_gzip_v2dot", "zarr-python")
+def _(p):
+    return zmake(
+        p, D100, chunks=(30, 30), compressors=GzipCodec(level=1),
+        chunk_key_encoding={"name": "v2", "separator": "."},
+    )
+
+
+@store("z_nocomp_v2slash", "zarr-python")
+def _(p):
+    d = sample("int32", (50, 70), rng_for("z_nocomp_v2slash"))
+    return zmake(
+        p, d, chunks=(16, 16), compressors=None,
+        chunk_key_encoding={"name": "v2", "separator": "/"},
+    )
+
+
+@store("z_crc_defaultdot", "zarr-python")
+def _(p):
+    d = sample("float32", (50, 70), rng_for("z_crc_defaultdot"))
+    return zmake(
+        p, d, chunks=(16, 32), compressors=[Crc32cCodec()],
+        chunk_key_encoding={"name": "default", "separator": "."},
+    )
+
+
+@store("z_zstd_checksum", "zarr-python")
+def _(p):
+    d = sample("int64", (60, 45), rng_for("z_zstd_checksum"))
+    return zmake(
+        p, d, chunks=(16, 16), compressors=ZstdCodec(level=5, checksum=True),
+    )
+
+
+@store("z_0d", "zarr-python")
+def _(p):  # chunk key "c"
+    return zmake(p, np.array(42, dtype="int32"))
+
+
+@store("z_0d_fill", "zarr-python")
+def _(p):  # nothing written: the single chunk is missing
+    return zmake(p, np.array(-3.5, dtype="float64"), region=(), fill=-3.5)
+
+
+@store("z_1d", "zarr-python")
+def _(p):
+    d = sample("float64", (1000,), rng_for("z_1d"))
+    return zmake(p, d, chunks=(64,))
+
+
+@store("z_1d_shard", "zarr-python")
+def _(p):
+    d = sample("uint8", (1000,), rng_for("z_1d_shard"))
+    return zmake(p, d, region=np.s_[:700], fill=5, chunks=(32,), shards=(256,))
+
+
+@store("z_3d_shard_start", "zarr-python")
+def _(p):
+    d = arange((20, 30, 17), "int16")
+    return zmake(
+        p, d, region=np.s_[:, :20, 3:], fill=-7, chunks=(4, 8, 5),
+        shards={"shape": (8, 16, 10), "index_location": "start"},
+    )
+
+
+@store("z_4d_shard", "zarr-python")
+def _(p):
+    d = sample("uint32", (5, 6, 7, 9), rng_for("z_4d_shard"))
+    return zmake(
+        p, d, region=np.s_[:4, :, :, :8], chunks=(2, 3, 4, 4),
+        shards=(4, 6, 4, 8), dimension_names=["t", "z", "y", None],
+        attributes={"a": [1, 2], "b": {"c": "d"}, "unit": "um"},
+    )
+
+
+@store("z_4d", "zarr-python")
+def _(p):
+    d = sample("float32", (5, 6, 7, 9), rng_for("z_4d"))
+    return zmake(
+        p, d, chunks=(2, 4, 3, 5), dimension_names=["t", "z", "y", "x"]
+    )
+
+
+@store("z_shard_zstd_end", "zarr-python")
+def _(p):
+    return zmake(
+        p, D100, chunks=(10, 10), shards=(50, 50), fill=7,
+        compressors=ZstdCodec(level=3, checksum=True),
+        dimension_names=["y", "x"], attributes={"k": 1},
+    )
+
+
+@store("z_shard_zstd_start", "zarr-python")
+def _(p):
+    return zmake(
+        p, D100, chunks=(10, 10), compressors=ZstdCodec(level=3),
+        shards={"shape": (50, 50), "index_location": "start"},
+    )
+
+
+@store("z_be", "zarr-python")
+def _(p):
+    d = sample("int32", (50, 70), rng_for("z_be"))
+    return zmake(p, d, chunks=(16, 16), serializer=BytesCodec(endian="big"))
+
+
+@store("z_be_f64_nan_sparse", "zarr-python")
+def _(p):
+    d = sample("float64", (40, 33), rng_for("z_be_f64_nan_sparse"))
+    return zmake(
+        p, d, region=np.s_[3:17, 5:20], fill=float("nan"), chunks=(8, 8),
+        serializer=BytesCodec(endian="big"),
+    )
+
+
+@store("z_shard_be_crc", "zarr-python")
+def _(p):  # inner [bytes big, crc32c]
+    return zmake(
+        p, D100, chunks=(10, 10), shards=(50, 50),
+        serializer=BytesCodec(endian="big"), compressors=[Crc32cCodec()],
+    )
+
+
+@store("z_shard_index_be_nocrc_start", "zarr-python")
+def _(p):
+    return zmake(
+        p, D100, chunks=(50, 50), compressors=None,
+        serializer=ShardingCodec(
+            chunk_shape=(10, 10), codecs=[BytesCodec(), ZstdCodec(level=1)],
+            index_codecs=[BytesCodec(endian="big")], index_location="start",
+        ),
+    )
+
+
+@store("z_shard_index_nocrc_end", "zarr-python")
+def _(p):
+    d = sample("float32", (45, 60), rng_for("z_shard_index_nocrc_end"))
+    return zmake(
+        p, d, region=np.s_[:30, 10:], fill=float("-inf"), chunks=(20, 20),
+        compressors=None,
+        serializer=ShardingCodec(
+            chunk_shape=(5, 10), codecs=[BytesCodec(), ZstdCodec(level=1)],
+            index_codecs=[BytesCodec()], index_location="end",
+        ),
+    )
+
+
+@store("z_shard_transpose_inside", "zarr-python")
+def _(p):  # codecs = [sharding_indexed[transpose, bytes, zstd]]
+    return zmake(
+        p, arange((60, 100), "uint16"), chunks=(10, 20), shards=(30, 100),
+        filters=[TransposeCodec(order=(1, 0))],
+    )
+
+
+@store("z_shard_transpose_3d_inside_crc", "zarr-python")
+def _(p):
+    d = sample("float64", (12, 10, 9), rng_for("z_shard_transpose_3d"))
+    return zmake(
+        p, d, region=np.s_[:8], fill=float("nan"), chunks=(2, 5, 3),
+        shards=(4, 10, 6), filters=[TransposeCodec(order=(1, 2, 0))],
+        compressors=[Crc32cCodec()],
+    )
+
+
+@store("z_transpose_3d", "zarr-python")
+def _(p):
+    d = arange((20, 30, 17), "int16")
+    return zmake(
+        p, d, chunks=(8, 16, 10), filters=[TransposeCodec(order=(2, 0, 1))],
+    )
+
+
+@store("z_shard_sparse", "zarr-python")
+def _(p):
+    # rows 5-14 x cols 60-69: 2 inner chunks of shard (0,1); 3 shards absent
+    return zmake(
+        p, SP100, region=np.s_[5:15, 60:70], chunks=(10, 10), shards=(50, 50),
+    )
+
+
+@store("z_shard_sparse_start_nan", "zarr-python")
+def _(p):
+    return zmake(
+        p, SP100.astype("float32"), region=np.s_[5:15, 60:70],
+        fill=float("nan"), chunks=(10, 10),
+        shards={"shape": (50, 50), "index_location": "start"},
+    )
+
+
+@store("z_plain_sparse", "zarr-python")
+def _(p):
+    return zmake(
+        p, SP100.astype("int16"), region=np.s_[0:10, 0:10], fill=-1,
+        chunks=(32, 32),
+    )
+
+
+@store("z_shard_write_empty", "zarr-python")
+def _(p):
+    return zmake(
+        p, np.zeros((40, 40), "uint8"), chunks=(10, 10), shards=(20, 20),
+        config={"write_empty_chunks": True},
+    )
+
+
+@store("z_shard_nocomp", "zarr-python")
+def _(p):  # inner chain is [bytes] only: the direct read path
+    d = sample("float32", (100, 100), rng_for("z_shard_nocomp"))
+    return zmake(p, d, chunks=(10, 25), shards=(50, 50), compressors=None)
+
+
+@store("z_shard_gzip_inner", "zarr-python")
+def _(p):
+    d = sample("int16", (33, 47), rng_for("z_shard_gzip_inner"))
+    return zmake(
+        p, d, chunks=(8, 8), shards=(16, 24), compressors=GzipCodec(level=4),
+        chunk_key_encoding={"name": "default", "separator": "."},
+    )
+
+
+@store("z_shard_v2keys", "zarr-python")
+def _(p):
+    return zmake(
+        p, D100, chunks=(10, 10), shards=(50, 50),
+        chunk_key_encoding={"name": "v2", "separator": "/"},
+    )
+
+
+@store("z_example_6_9", "zarr-python")
+def _(p):  # zarr-format.md section 6.9 (a): inner chunk (1,1) not stored
+    x = np.arange(16, dtype="uint16").reshape(4, 4)
+    x[2:, 2:] = 0
+    return zmake(p, x, chunks=(2, 2), shards=(4, 4), compressors=None)
+
+
+for _dt in NUMERIC:
+    # 37x23 with 16x8 chunks: partial border chunks; only [:20, :16] written.
+    def _dtype_builder(sharded, dt=_dt):
+        def build(p):
+            rng = rng_for(f"dtype-{dt}")
+            v, f = sample(dt, (37, 23), rng), special_fill(dt)
+            if sharded:
+                kw = dict(chunks=(8, 4), shards=(16, 8))
+            else:
+                kw = dict(chunks=(16, 8))
+            return zmake(p, v, region=np.s_[:20, :16], fill=f, **kw)
+
+        return build
+
+    store(f"z_dtype_{_dt}", "zarr-python")(_dtype_builder(False))
+    store(f"z_dtype_{_dt}_shard", "zarr-python")(_dtype_builder(True))
+
+
+# --------------------------------------------------------------------------
+# TensorStore stores
+# --------------------------------------------------------------------------
+
+
+@store("ts_plain", "tensorstore")
+def _(p):
+    return tsmake(p, meta("uint16", 0, (32, 32), [LE, ZSTD], (100, 100)), D100)
+
+
+@store("ts_gzip_dotsep_nan", "tensorstore")
+def _(p):
+    e = np.full((100, 100), np.nan, np.float32)
+    e[:70, 10:90] = D100[:70, 10:90]
+    return tsmake(
+        p,
+        meta(
+            "float32", "NaN", (32, 32), [LE, GZIP], (100, 100),
+            chunk_key_encoding={
+                "name": "default", "configuration": {"separator": "."},
+            },
+            dimension_names=["y", "x"],
+        ),
+        e, np.s_[:70, 10:90],
+    )
+
+
+@store("ts_shard_zstd_end", "tensorstore")
+def _(p):  # index_location "end" is omitted from zarr.json
+    return tsmake(
+        p,
+        meta("uint16", 0, (50, 50), [shard((10, 10), [LE, ZSTD])], (100, 100)),
+        D100,
+    )
+
+
+@store("ts_shard_zstd_start", "tensorstore")
+def _(p):
+    return tsmake(
+        p,
+        meta(
+            "uint16", 0, (50, 50),
+            [shard((10, 10), [LE, ZSTD], location="start")], (100, 100),
+        ),
+        D100,
+    )
+
+
+@store("ts_shard_be_crc", "tensorstore")
+def _(p):
+    return tsmake(
+        p,
+        meta("uint16", 0, (50, 50), [shard((10, 10), [BE, CRC])], (100, 100)),
+        D100,
+    )
+
+
+@store("ts_shard_nocrc_start", "tensorstore")
+def _(p):
+    d = sample("int32", (70, 90), rng_for("ts_shard_nocrc_start"))
+    return tsmake(
+        p,
+        meta(
+            "int32", 0, (32, 32),
+            [shard((8, 16), [LE, ZSTD], index_codecs=[LE], location="start")],
+            (70, 90),
+        ),
+        d,
+    )
+
+
+@store("ts_shard_transpose_inside", "tensorstore")
+def _(p):  # inner [transpose, bytes big, crc32c]; index without crc32c
+    return tsmake(
+        p,
+        meta(
+            "uint16", 0, (50, 50),
+            [shard((10, 10), [transpose((1, 0)), BE, CRC], index_codecs=[LE])],
+            (100, 100),
+        ),
+        D100,
+    )
+
+
+@store("ts_transpose_zstd_checksum", "tensorstore")
+def _(p):
+    d = sample("float64", (30, 41), rng_for("ts_transpose_zstd_checksum"))
+    return tsmake(
+        p,
+        meta(
+            "float64", 0.0, (8, 16), [transpose((1, 0)), LE, ZSTD_CK], (30, 41)
+        ),
+        d,
+    )
+
+
+@store("ts_shard_sparse", "tensorstore")
+def _(p):
+    e = np.zeros((100, 100), np.uint16)
+    e[5:15, 60:70] = SP100[5:15, 60:70]
+    return tsmake(
+        p,
+        meta("uint16", 0, (50, 50), [shard((10, 10), [LE, ZSTD])], (100, 100)),
+        e, np.s_[5:15, 60:70],
+    )
+
+
+@store("ts_fill_hex_nan", "tensorstore")
+def _(p):  # negative float32 NaN with a payload; bits kept in the expectation
+    e = np.full((64, 64), np.array(0xFFC00001, np.uint32).view(np.float32))
+    e[:16, :16] = 1.5
+    return tsmake(
+        p, meta("float32", "0xffc00001", (16, 16), [LE], (64, 64)),
+        e, np.s_[:16, :16],
+    )
+
+
+@store("ts_fill_hex_nan_f64_shard", "tensorstore")
+def _(p):
+    e = np.full(
+        (30, 20), np.array(0xFFF8000000000123, np.uint64).view(np.float64)
+    )
+    e[:10, :7] = np.arange(70).reshape(10, 7)
+    return tsmake(
+        p,
+        meta(
+            "float64", "0xfff8000000000123", (10, 10),
+            [shard((5, 5), [LE, ZSTD])], (30, 20),
+        ),
+        e, np.s_[:10, :7],
+    )
+
+
+@store("ts_fill_hex_f16", "tensorstore", zarr_bits_exact=False)
+def _(p):  # zarr-python 3.1.6 reads the fill 0x7e01 as the canonical NaN
+    e = np.full((20, 20), np.array(0x7E01, np.uint16).view(np.float16))
+    e[3:9, 2:5] = -2.0
+    return tsmake(
+        p, meta("float16", "0x7e01", (8, 8), [LE, ZSTD], (20, 20)),
+        e, np.s_[3:9, 2:5],
+    )
+
+
+@store("ts_fill_neg_zero", "tensorstore")
+def _(p):
+    e = np.full((20, 30), -0.0, np.float32)
+    e[:5, :5] = 3.0
+    return tsmake(
+        p, meta("float32", -0.0, (8, 8), [LE], (20, 30)), e, np.s_[:5, :5]
+    )
+
+
+@store("ts_auto_shard", "tensorstore")
+def _(p):  # sharding chosen by TensorStore from the chunk layout
+    t = ts.open(
+        {
+            "driver": "zarr3",
+            "kvstore": {"driver": "file", "path": str(p) + "/"},
+        },
+        create=True, delete_existing=True, dtype=ts.uint16, shape=[100, 100],
+        chunk_layout=ts.ChunkLayout(
+            read_chunk_shape=[10, 10], write_chunk_shape=[50, 50]
+        ),
+    ).result()
+    t[...] = D100
+    return D100.copy()
+
+
+@store("ts_0d", "tensorstore")
+def _(p):
+    return tsmake(p, meta("int32", 5, (), [LE], ()), np.array(9, "int32"))
+
+
+@store("ts_0d_shard", "tensorstore")
+def _(p):
+    return tsmake(
+        p, meta("int32", 5, (), [shard((), [LE])], ()), np.array(-9, "int32")
+    )
+
+
+@store("ts_0d_missing", "tensorstore")
+def _(p):  # nothing written: the single chunk is missing, reads as fill
+    tsmake(p, meta("uint64", 2**64 - 2, (), [LE], ()), None, region=None)
+    return np.array(2**64 - 2, "uint64")
+
+
+@store("ts_v2keys_dot", "tensorstore")
+def _(p):
+    return tsmake(
+        p,
+        meta(
+            "uint16", 0, (32, 32), [LE, ZSTD], (100, 100),
+            chunk_key_encoding={"name": "v2"},
+        ),
+        D100,
+    )
+
+
+@store("ts_v2keys_slash_shard", "tensorstore")
+def _(p):
+    return tsmake(
+        p,
+        meta(
+            "uint16", 0, (50, 50), [shard((10, 10), [LE, ZSTD])], (100, 100),
+            chunk_key_encoding={
+                "name": "v2", "configuration": {"separator": "/"},
+            },
+        ),
+        D100,
+    )
+
+
+@store("ts_1d_shard", "tensorstore")
+def _(p):
+    d = sample("int64", (777,), rng_for("ts_1d_shard"))
+    e = np.full(d.shape, -1, np.int64)
+    e[100:500] = d[100:500]
+    return tsmake(
+        p, meta("int64", -1, (128,), [shard((16,), [LE, ZSTD])], (777,)),
+        e, np.s_[100:500],
+    )
+
+
+@store("ts_3d", "tensorstore")
+def _(p):
+    d = sample("float32", (9, 20, 31), rng_for("ts_3d"))
+    return tsmake(
+        p, meta("float32", 0.0, (4, 8, 8), [LE, GZIP], (9, 20, 31)), d
+    )
+
+
+@store("ts_4d_shard", "tensorstore")
+def _(p):
+    d = sample("uint16", (4, 7, 10, 13), rng_for("ts_4d_shard"))
+    e = np.full(d.shape, 65535, np.uint16)
+    e[1:, :5] = d[1:, :5]
+    return tsmake(
+        p,
+        meta(
+            "uint16", 65535, (2, 4, 6, 8),
+            [shard((1, 2, 3, 4), [LE, ZSTD], location="start")],
+            (4, 7, 10, 13),
+            dimension_names=["c", "z", "y", "x"],
+        ),
+        e, np.s_[1:, :5],
+    )
+
+
+for _dt in NUMERIC:
+    def _ts_dtype_builder(sharded, dt=_dt):
+        def build(p):
+            rng = rng_for(f"dtype-{dt}")
+            v, f = sample(dt, (37, 23), rng), special_fill(dt)
+            e = np.full(v.shape, f, dt)
+            region = np.s_[:20, :16]
+            e[region] = v[region]
+            one = RAW if np.dtype(dt).itemsize == 1 else LE
+            if sharded:
+                codecs = [shard((8, 4), [one, ZSTD])]
+                chunk = (16, 8)
+            else:
+                codecs = [one, ZSTD]
+                chunk = (16, 8)
+            return tsmake(
+                p, meta(dt, fill_json(f), chunk, codecs, v.shape), e, region
+            )
+
+        return build
+
+    store(f"ts_dtype_{_dt}", "tensorstore")(_ts_dtype_builder(False))
+    store(f"ts_dtype_{_dt}_shard", "tensorstore")(_ts_dtype_builder(True))
+
+
+# --------------------------------------------------------------------------
+# Hand-edited zarr.json spellings that a v3 reader must accept
+# --------------------------------------------------------------------------
+
+
+@store("hand_shorthand_crc32c", "hand-edited", zarr_readable=False)
+def _(p):  # spec 3.1 short-hand: "crc32c" as a bare string
+    d = sample("uint16", (40, 50), rng_for("hand_shorthand_crc32c"))
+    e = tsmake(p, meta("uint16", 0, (16, 16), [LE, CRC], (40, 50)), d)
+    edit_metadata(p, lambda m: {**m, "codecs": [LE, "crc32c"]})
+    return e
+
+
+@store("hand_transpose_order_F", "hand-edited", zarr_readable=False)
+def _(p):  # transpose order "F" = reversed axes
+    d = arange((6, 8, 5), "int16")
+    e = zmake(
+        p, d, chunks=(4, 4, 4), filters=[TransposeCodec(order=(2, 1, 0))]
+    )
+
+    def fix(m):
+        m["codecs"][0]["configuration"]["order"] = "F"
+        return m
+
+    edit_metadata(p, fix)
+    return e
+
+
+@store("hand_endian_alias", "hand-edited", zarr_readable=False)
+def _(p):  # ZEP1-draft name "endian" for the bytes codec
+    d = sample("int32", (20, 30), rng_for("hand_endian_alias"))
+    e = zmake(p, d, chunks=(8, 8), serializer=BytesCodec(endian="big"))
+
+    def fix(m):
+        m["codecs"][0]["name"] = "endian"
+        return m
+
+    edit_metadata(p, fix)
+    return e
+
+
+@store("hand_no_index_location", "hand-edited")
+def _(p):  # absent index_location means "end"
+    e = zmake(p, D100, chunks=(10, 10), shards=(50, 50))
+
+    def fix(m):
+        del m["codecs"][0]["configuration"]["index_location"]
+        return m
+
+    edit_metadata(p, fix)
+    return e
+
+
+@store("hand_must_understand_false", "hand-edited")
+def _(p):  # unknown extension key that may be ignored
+    e = zmake(p, D100[:40, :30].copy(), chunks=(16, 16))
+    edit_metadata(
+        p, lambda m: {**m, "my_extension": {"must_understand": False, "x": 1}}
+    )
+    return e
+
+
+# --------------------------------------------------------------------------
+# Unsupported stores (lsio must raise UnsupportedError naming the feature)
+# --------------------------------------------------------------------------
+
+
+@unsupported("z_blosc", "zarr-python", ["blosc"])
+def _(p):
+    return zmake(p, D100, chunks=(32, 32), compressors=BloscCodec())
+
+
+@unsupported("z_shard_blosc_inner", "zarr-python", ["blosc"])
+def _(p):
+    return zmake(
+        p, D100, chunks=(10, 20), shards=(50, 100),
+        compressors=BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"),
+    )
+
+
+@unsupported("z_nested_shard", "zarr-python", ["shard", "nest"])
+def _(p):  # 40x40 shards of 20x20 sub-shards of 10x10 chunks
+    return zmake(
+        p, D100, chunks=(40, 40), compressors=None,
+        serializer=ShardingCodec(
+            chunk_shape=(20, 20),
+            codecs=[
+                ShardingCodec(chunk_shape=(10, 10), index_location="start")
+            ],
+        ),
+    )
+
+
+@unsupported("z_transpose_then_shard", "zarr-python", ["transpose"])
+def _(p):  # codecs = [transpose, sharding_indexed]
+    return zmake(
+        p, D100, chunks=(50, 50), compressors=None,
+        filters=[TransposeCodec(order=(1, 0))],
+        serializer=ShardingCodec(
+            chunk_shape=(10, 10), codecs=[BytesCodec(), ZstdCodec(level=1)]
+        ),
+    )
+
+
+@unsupported("ts_transpose_then_shard", "tensorstore", ["transpose"],
+             zarr_readable=False)
+def _(p):  # inner [25,10] divides only the transposed outer chunk [50,20]
+    return tsmake(
+        p,
+        meta(
+            "uint16", 0, (20, 50), [transpose((1, 0)), shard((25, 10), [LE])],
+            (100, 100),
+        ),
+        D100,
+    )
+
+
+@unsupported("z_v2_store", "zarr-python", ["v2", "zarray", "zarr_format"])
+def _(p):  # lsio reads Zarr v3 only for now
+    return zmake(p, D100, chunks=(32, 32), zarr_format=2)
+
+
+@unsupported("z_string_dtype", "zarr-python", ["string", "vlen"])
+def _(p):
+    a = zarr.create_array(str(p), shape=(4,), dtype=str, chunks=(2,))
+    a[...] = ["a", "bb", "", "dddd"]
+    return np.asarray(a[...])
+
+
+@unsupported("hand_unknown_codec", "hand-edited", ["frobnicate"],
+             zarr_readable=False)
+def _(p):
+    e = zmake(p, D100[:20, :20].copy(), chunks=(8, 8))
+    edit_metadata(
+        p,
+        lambda m: {
+            **m,
+            "codecs": [LE, {"name": "frobnicate", "configuration": {"x": 1}}],
+        },
+    )
+    return e
+
+
+@unsupported("hand_rectilinear_grid", "hand-edited", ["rectilinear"],
+             zarr_readable=False)
+def _(p):
+    e = zmake(p, D100[:20, :20].copy(), chunks=(10, 10))
+    edit_metadata(
+        p,
+        lambda m: {
+            **m,
+            "chunk_grid": {
+                "name": "rectilinear",
+                "configuration": {
+                    "kind": "inline", "chunk_shapes": [[10, 10], [5, 15]],
+                },
+            },
+        },
+    )
+    return e
+
+
+# --------------------------------------------------------------------------
+# Store cache and reference helpers
+# --------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class BuiltStore:
+    """A store on disk with its expected content."""
+
+    spec: StoreSpec
+    path: Path
+    expected: np.ndarray
+    _zarr_full: Optional[np.ndarray] = None
+    _zarr_array: object = None
+    _zarr_cache: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def zarr_readable(self) -> bool:
+        return self.spec.zarr_readable
+
+    def metadata(self) -> dict:
+        return json.loads((self.path / "zarr.json").read_text())
+
+    def zarr_array(self):
+        if self._zarr_array is None:
+            self._zarr_array = zarr.open_array(str(self.path), mode="r")
+        return self._zarr_array
+
+    def zarr_full(self) -> np.ndarray:
+        """zarr-python's read of the whole array (native byte order)."""
+        if self._zarr_full is None:
+            self._zarr_full = native(np.asarray(self.zarr_array()[...]))
+        return self._zarr_full
+
+    def zarr_read(self, key) -> np.ndarray:
+        """zarr-python's read of ``key`` (cached; non-negative steps only)."""
+        ck = repr(key)
+        if ck not in self._zarr_cache:
+            self._zarr_cache[ck] = native(np.asarray(self.zarr_array()[key]))
+        return self._zarr_cache[ck]
+
+
+class StoreCache:
+    """Builds stores on first use under one session directory."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self._built: dict[str, BuiltStore] = {}
+
+    def get(self, name: str) -> BuiltStore:
+        if name not in self._built:
+            spec = SPECS.get(name) or UNSUPPORTED_SPECS[name]
+            path = self.root / f"{name}.zarr"
+            self._built[name] = BuiltStore(spec, path, _build(spec, path))
+        return self._built[name]
+
+    def fresh(self, name: str, dest: Path) -> BuiltStore:
+        """Write a private copy of store ``name`` under ``dest``."""
+        spec = SPECS.get(name) or UNSUPPORTED_SPECS[name]
+        path = Path(dest) / f"{name}.zarr"
+        return BuiltStore(spec, path, _build(spec, path))
+
+
+def _build(spec: StoreSpec, path: Path) -> np.ndarray:
+    with warnings.catch_warnings():
+        # zarr-python warns about e.g. sharding after a transpose; harmless.
+        warnings.simplefilter("ignore")
+        return native(np.asarray(spec.build(path)))
+
+
+def native(a: np.ndarray) -> np.ndarray:
+    """``a`` converted to native byte order (values unchanged)."""
+    a = np.asarray(a)
+    if a.dtype.byteorder not in ("=", "|") and not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
+    return a
+
+
+def bits(a: np.ndarray) -> np.ndarray:
+    """The raw bit patterns of ``a`` as an unsigned-integer array.
+
+    Floats are compared through this view so that NaN payloads, the sign of
+    NaN and of zero all count.  Complex values become (re, im) pairs.
+    """
+    a = np.array(native(a), order="C", copy=True)  # keeps 0-d arrays 0-d
+    dt = a.dtype
+    if dt.kind == "c":
+        part = dt.itemsize // 2
+        return a.reshape(-1).view(UINT_OF[part]).reshape(a.shape + (2,))
+    return a.reshape(-1).view(UINT_OF[dt.itemsize]).reshape(a.shape)
+
+
+def assert_same_bits(actual, expected, context="") -> None:
+    """``actual`` is an ndarray bit-identical to ``expected``."""
+    assert isinstance(actual, np.ndarray), (context, type(actual))
+    expected = native(np.asarray(expected))
+    assert actual.dtype.isnative, (context, actual.dtype)
+    assert actual.dtype == expected.dtype, (
+        context, actual.dtype, expected.dtype)
+    assert actual.shape == expected.shape, (
+        context, actual.shape, expected.shape)
+    np.testing.assert_array_equal(
+        bits(actual), bits(expected), err_msg=context)
+
+
+def assert_same_values(actual, expected, context="") -> None:
+    """Equal values, any NaN equal to any NaN (for zarr-python fill reads)."""
+    assert actual.shape == expected.shape, (
+        context, actual.shape, expected.shape)
+    np.testing.assert_array_equal(actual, expected, err_msg=context)
+
+
+# --------------------------------------------------------------------------
+# Independent parsing of zarr.json (for metadata checks)
+# --------------------------------------------------------------------------
+
+
+def parse_fill(value, dtype) -> np.generic:
+    """Zarr v3 fill_value JSON -> numpy scalar of ``dtype`` (bit exact)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "c":
+        part = np.dtype(f"f{dtype.itemsize // 2}")
+        re, im = (parse_fill(x, part) for x in value)
+        out = np.zeros((), dtype)
+        out.reshape(1).view(part)[0] = re
+        out.reshape(1).view(part)[1] = im
+        return out[()]
+    if dtype.kind == "f":
+        if isinstance(value, str):
+            if value.startswith("0x"):
+                u = np.array(int(value, 16), UINT_OF[dtype.itemsize])
+                return u.view(dtype)[()]
+            value = {"NaN": np.nan, "Infinity": np.inf,
+                     "-Infinity": -np.inf}[value]
+        return np.array(value, dtype)[()]
+    if dtype.kind == "b":
+        return np.bool_(value)
+    return np.array(int(value), dtype)[()]
+
+
+def expected_chunks_and_shards(metadata: dict):
+    """(inner chunk shape, shard shape or None) from zarr.json."""
+    grid = tuple(metadata["chunk_grid"]["configuration"]["chunk_shape"])
+    codecs = metadata["codecs"]
+    names = [c if isinstance(c, str) else c["name"] for c in codecs]
+    if "sharding_indexed" in names:
+        cfg = codecs[names.index("sharding_indexed")]["configuration"]
+        return tuple(cfg["chunk_shape"]), grid
+    return grid, None
+
+
+def shard_index(path: Path, n_chunks: int, location: str = "end",
+                crc: bool = True, big_endian: bool = False) -> np.ndarray:
+    """Decode the (offset, nbytes) index of one shard file written to disk."""
+    blob = Path(path).read_bytes()
+    size = 16 * n_chunks + (4 if crc else 0)
+    raw = blob[-size:] if location == "end" else blob[:size]
+    dt = ">u8" if big_endian else "<u8"
+    return np.frombuffer(raw[: 16 * n_chunks], dt).reshape(n_chunks, 2)
+
+
+def _crc32c_table() -> list[int]:
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC32C_TABLE = _crc32c_table()
+
+
+def crc32c(data: bytes) -> int:
+    """CRC-32C (Castagnoli), as the Zarr ``crc32c`` codec computes it."""
+    c = 0xFFFFFFFF
+    for b in data:
+        c = _CRC32C_TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+def all_store_names() -> list[str]:
+    return list(SPECS)
+
+
+def unsupported_store_names() -> list[str]:
+    return list(UNSUPPORTED_SPECS)
+
+
+if __name__ == "__main__":  # pragma: no cover - manual fixture check
+    import sys
+    import tempfile
+
+    root = Path(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp())
+    cache = StoreCache(root)
+    for n in list(SPECS) + list(UNSUPPORTED_SPECS):
+        b = cache.get(n)
+        print(n, b.expected.dtype, b.expected.shape, os.fspath(b.path))

@@ -1,0 +1,512 @@
+"""The ``lsio.Array`` surface other than ``out=``: metadata and selections.
+
+* Metadata properties for every supported store (shape, dtype in native byte
+  order, ndim, chunks, shards, fill_value with exact bits, attrs,
+  dimension_names, nbytes, path), checked against an independent parse of
+  ``zarr.json`` and against zarr-python.
+* Selection semantics: integer keys drop dimensions (an all-integer key gives
+  a 0-d ndarray), negative integers, clamped slice bounds, 0-size
+  selections, fresh writable results; out-of-range integers raise
+  ``BoundsError`` (an ``IndexError``); step 0 raises ``ValueError``.
+* Missing inner chunks and missing shard files read as the fill value.
+* ``read_crops`` argument validation.
+* ``lsio.open`` options (``io=``, ``threads=``) and ``lsio.io_backend_info()``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import lsio
+from conftest import require_uring
+from stores import (
+    SPECS,
+    assert_same_bits,
+    bits,
+    expected_chunks_and_shards,
+    parse_fill,
+)
+
+
+# --------------------------------------------------------------------------
+# Metadata
+# --------------------------------------------------------------------------
+
+
+def test_metadata_matches_zarr_json(store):
+    arr = lsio.open(str(store.path))
+    m = store.metadata()
+    shape = tuple(m["shape"])
+    dtype = np.dtype(m["data_type"])
+    assert arr.shape == shape
+    assert isinstance(arr.shape, tuple)
+    assert all(type(n) is int for n in arr.shape)
+    assert arr.ndim == len(shape)
+    assert isinstance(arr.dtype, np.dtype)
+    assert arr.dtype == dtype
+    assert arr.dtype.isnative
+    assert arr.dtype == store.expected.dtype
+    chunks, shards = expected_chunks_and_shards(m)
+    assert arr.chunks == chunks
+    assert isinstance(arr.chunks, tuple)
+    assert arr.shards == shards
+    if shards is not None:
+        assert isinstance(arr.shards, tuple)
+    assert arr.nbytes == int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    assert arr.attrs == m.get("attributes", {})
+    assert isinstance(arr.attrs, dict)
+    names = m.get("dimension_names")
+    if names is None:
+        assert arr.dimension_names is None
+    else:
+        assert arr.dimension_names == tuple(names)
+        assert isinstance(arr.dimension_names, tuple)
+    assert isinstance(arr.path, str)
+    assert os.path.realpath(arr.path) == os.path.realpath(store.path)
+
+
+def test_fill_value_bits(store):
+    arr = lsio.open(str(store.path))
+    m = store.metadata()
+    want = parse_fill(m["fill_value"], m["data_type"])
+    fv = arr.fill_value
+    assert isinstance(fv, np.generic), type(fv)
+    assert fv.dtype == arr.dtype
+    assert_same_bits(np.asarray(fv), np.asarray(want), store.name)
+
+
+ZARR_READABLE = [n for n, spec in SPECS.items() if spec.zarr_readable]
+
+
+@pytest.mark.parametrize("name", ZARR_READABLE)
+def test_metadata_matches_zarr_python(stores, name):
+    store = stores.get(name)
+    z = store.zarr_array()
+    arr = lsio.open(str(store.path))
+    assert arr.shape == tuple(z.shape)
+    assert arr.chunks == tuple(z.chunks)
+    assert arr.shards == (None if z.shards is None else tuple(z.shards))
+    assert arr.dtype == np.dtype(z.dtype).newbyteorder("=")
+    assert arr.attrs == z.attrs.asdict()
+    zn = z.metadata.dimension_names
+    assert arr.dimension_names == (None if zn is None else tuple(zn))
+
+
+FILL_BITS = [
+    # store, expected fill bits (unsigned view; complex: (re, im))
+    ("ts_fill_hex_nan", np.uint32(0xFFC00001)),
+    ("ts_fill_hex_nan_f64_shard", np.uint64(0xFFF8000000000123)),
+    ("ts_fill_hex_f16", np.uint16(0x7E01)),
+    ("ts_fill_neg_zero", np.uint32(0x80000000)),
+    ("z_shard_sparse_start_nan", np.uint32(0x7FC00000)),
+    ("z_be_f64_nan_sparse", np.uint64(0x7FF8000000000000)),
+    ("z_dtype_float16", np.uint16(0xFC00)),  # -inf
+    ("z_dtype_float64_shard", np.uint64(0x7FF0000000000000)),  # +inf
+    ("ts_dtype_uint64", np.uint64(2**64 - 1)),
+    ("z_dtype_int64_shard", np.uint64(2**63)),  # int64 min
+    ("ts_0d_missing", np.uint64(2**64 - 2)),
+    ("z_dtype_bool", np.uint8(1)),
+    ("z_dtype_complex64", (np.uint32(0x7FC00000), np.uint32(0x3F800000))),
+    ("ts_dtype_complex128_shard",
+     (np.uint64(0x8000000000000000), np.uint64(0xFFF0000000000000))),
+]
+
+
+@pytest.mark.parametrize("name,want", FILL_BITS, ids=[f[0] for f in FILL_BITS])
+def test_special_fill_values(stores, name, want):
+    arr = lsio.open(str(stores.get(name).path))
+    got = bits(np.asarray(arr.fill_value))
+    np.testing.assert_array_equal(got, np.array(want))
+
+
+def test_big_endian_store_has_native_dtype(stores):
+    for name, dt in [
+        ("z_be", "int32"), ("z_be_f64_nan_sparse", "float64"),
+        ("z_shard_be_crc", "uint16"), ("ts_shard_be_crc", "uint16"),
+    ]:
+        arr = lsio.open(str(stores.get(name).path))
+        assert arr.dtype == np.dtype(dt)
+        assert arr.dtype.isnative
+        got = arr[:3, :3]
+        assert got.dtype.isnative
+        assert arr.fill_value.dtype.isnative
+
+
+def test_explicit_properties(stores):
+    a = lsio.open(str(stores.get("z_4d_shard").path))
+    assert a.shape == (5, 6, 7, 9)
+    assert a.ndim == 4
+    assert a.chunks == (2, 3, 4, 4)
+    assert a.shards == (4, 6, 4, 8)
+    assert a.dtype == np.dtype("uint32")
+    assert a.nbytes == 5 * 6 * 7 * 9 * 4
+    assert a.attrs == {"a": [1, 2], "b": {"c": "d"}, "unit": "um"}
+    assert a.dimension_names == ("t", "z", "y", None)
+
+    b = lsio.open(str(stores.get("z_plain").path))
+    assert (b.chunks, b.shards, b.attrs, b.dimension_names) == (
+        (32, 32), None, {}, None)
+    assert b.fill_value == 0
+
+    c = lsio.open(str(stores.get("ts_auto_shard").path))
+    assert (c.chunks, c.shards) == ((10, 10), (50, 50))
+    assert c.attrs == {}  # TensorStore omits empty attributes
+
+    d = lsio.open(str(stores.get("z_shard_zstd_end").path))
+    assert d.fill_value == 7 and d.fill_value.dtype == np.uint16
+    assert d.dimension_names == ("y", "x")
+    assert d.attrs == {"k": 1}
+
+    z = lsio.open(str(stores.get("z_0d").path))
+    assert (z.shape, z.ndim, z.chunks, z.shards) == ((), 0, (), None)
+    assert z.nbytes == 4
+
+    zs = lsio.open(str(stores.get("ts_0d_shard").path))
+    assert (zs.shape, zs.chunks, zs.shards) == ((), (), ())
+
+
+def test_attrs_are_not_shared_state(stores):
+    """Mutating the returned attrs must not change what the array reports."""
+    arr = lsio.open(str(stores.get("z_4d_shard").path))
+    attrs = arr.attrs
+    attrs["added"] = 1
+    attrs["b"]["c"] = "changed"
+    assert arr.attrs == {"a": [1, 2], "b": {"c": "d"}, "unit": "um"}
+
+
+# --------------------------------------------------------------------------
+# Selections
+# --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def plain(stores):
+    s = stores.get("z_shard_zstd_end")
+    return lsio.open(str(s.path)), s.expected
+
+
+@pytest.fixture(scope="module")
+def four_d(stores):
+    s = stores.get("z_4d_shard")
+    return lsio.open(str(s.path)), s.expected
+
+
+ZERO_SIZE_KEYS = [
+    np.s_[0:0],
+    np.s_[5:2],
+    np.s_[:, 3:3],
+    np.s_[10:10, ::-1],
+    np.s_[200:],
+    np.s_[-300:-200],
+    np.s_[3, 7:7],
+    np.s_[2:5, 9:1:2],
+    np.s_[5:10, 1:9:-1],
+]
+
+
+@pytest.mark.parametrize("key", ZERO_SIZE_KEYS, ids=repr)
+def test_zero_size_selections(plain, key):
+    arr, expected = plain
+    want = expected[key]
+    assert want.size == 0
+    got = arr[key]
+    assert isinstance(got, np.ndarray)
+    assert got.shape == want.shape
+    assert got.dtype == expected.dtype
+    out = np.empty(want.shape, expected.dtype)
+    assert arr.read(key, out=out) is out
+
+
+INT_KEYS = [
+    3, -1, -100, 99, (1, 2), (-1, -1), (0, -100), (Ellipsis, 1), (1, Ellipsis),
+    (slice(None), -7), (7, slice(None, None, -3)), (Ellipsis, 4, 5),
+    (Ellipsis, slice(3, 60, 7), 0),
+]
+
+
+@pytest.mark.parametrize("key", INT_KEYS, ids=repr)
+def test_integer_index_semantics(plain, key):
+    arr, expected = plain
+    want = expected[key]
+    got = arr[key]
+    assert isinstance(got, np.ndarray), type(got)
+    assert got.shape == np.shape(want)
+    assert_same_bits(got, np.asarray(want), repr(key))
+
+
+def test_all_integer_key_gives_0d_ndarray(plain, four_d):
+    arr, expected = plain
+    got = arr[4, 5]
+    assert isinstance(got, np.ndarray)
+    assert got.shape == ()
+    assert got == expected[4, 5]
+    arr4, expected4 = four_d
+    got = arr4[1, -2, 3, -4]
+    assert isinstance(got, np.ndarray) and got.shape == ()
+    assert got == expected4[1, -2, 3, -4]
+    got = arr4[1, :, 2]
+    assert got.shape == (6, 9)
+    assert_same_bits(got, expected4[1, :, 2])
+
+
+def test_zero_dim_array_keys(stores):
+    for name in ("z_0d", "ts_0d", "ts_0d_shard", "ts_0d_missing", "z_0d_fill"):
+        s = stores.get(name)
+        arr = lsio.open(str(s.path))
+        for key in (Ellipsis, (), (Ellipsis,)):
+            got = arr[key]
+            assert isinstance(got, np.ndarray), (name, key, type(got))
+            assert got.shape == ()
+            assert_same_bits(got, s.expected, f"{name}[{key!r}]")
+        with pytest.raises(IndexError):
+            arr[0]
+
+
+def test_clamped_slices(plain):
+    arr, expected = plain
+    for key in (np.s_[90:200, -300:5], np.s_[-1000:1000:7, 95:],
+                np.s_[1000:-1000:-9, :-95:-2], np.s_[:, 99:-1000:-1]):
+        assert_same_bits(arr[key], expected[key], repr(key))
+
+
+def test_results_are_fresh_writable_arrays(plain):
+    arr, expected = plain
+    a = arr[10:20, 10:20]
+    b = arr[10:20, 10:20]
+    assert a.flags.writeable and b.flags.writeable
+    assert not np.shares_memory(a, b)
+    a[...] = 0
+    assert_same_bits(b, expected[10:20, 10:20])
+    assert_same_bits(arr[10:20, 10:20], expected[10:20, 10:20])
+
+
+OUT_OF_RANGE = [
+    100, -101, (0, 100), (5, -101), (100, slice(None)), (Ellipsis, 100),
+    (slice(None), -101), (2**40, 0), (-(2**40), 0),
+]
+
+
+@pytest.mark.parametrize("key", OUT_OF_RANGE, ids=repr)
+def test_out_of_range_integer_raises_bounds_error(plain, key):
+    arr, _ = plain
+    with pytest.raises(IndexError) as info:
+        arr[key]
+    assert isinstance(info.value, lsio.BoundsError)
+    assert isinstance(info.value, lsio.Error)
+    with pytest.raises(lsio.BoundsError):
+        arr.read(key)
+
+
+def test_out_of_range_on_4d(four_d):
+    arr, _ = four_d
+    for key in [(5,), (0, 6), (0, 0, 7), (0, 0, 0, 9), (0, 0, 0, -10)]:
+        with pytest.raises(lsio.BoundsError):
+            arr[key]
+
+
+def test_too_many_indices(plain):
+    arr, _ = plain
+    with pytest.raises(IndexError):
+        arr[1, 2, 3]
+    with pytest.raises(IndexError):
+        arr[:, :, :]
+
+
+def test_two_ellipses(plain):
+    arr, _ = plain
+    with pytest.raises(IndexError):
+        arr[..., 1, ...]
+
+
+@pytest.mark.parametrize(
+    "key", [np.s_[::0], np.s_[1, 2:5:0], np.s_[..., ::0], np.s_[0:0:0]],
+    ids=repr,
+)
+def test_zero_step_raises_value_error(plain, key):
+    arr, _ = plain
+    with pytest.raises(ValueError):
+        arr[key]
+    with pytest.raises(ValueError):
+        arr.read(key)
+
+
+def test_missing_shards_and_inner_chunks_read_as_fill(stores):
+    s = stores.get("z_shard_sparse")
+    files = sorted(
+        os.path.relpath(os.path.join(r, f), s.path)
+        for r, _, fs in os.walk(s.path) for f in fs
+    )
+    # Only shard (0, 1) exists (two inner chunks of it are stored).
+    assert files == ["c/0/1", "zarr.json"], files
+    arr = lsio.open(str(s.path))
+    assert np.all(arr[50:, :] == 0)
+    assert np.all(arr[:50, :50] == 0)
+    assert np.all(arr[:50, 50:][~np.isin(np.arange(50), range(5, 15))] == 0)
+    assert_same_bits(arr[5:15, 60:70], s.expected[5:15, 60:70])
+    assert_same_bits(arr[...], s.expected)
+
+    n = stores.get("z_shard_sparse_start_nan")
+    arr = lsio.open(str(n.path))
+    got = arr[40:60, 40:60]
+    np.testing.assert_array_equal(
+        bits(got), np.full((20, 20), 0x7FC00000, np.uint32)
+    )
+
+
+def test_plain_missing_chunks_read_as_fill(stores):
+    s = stores.get("z_plain_sparse")
+    assert not (s.path / "c" / "3" / "3").exists()
+    arr = lsio.open(str(s.path))
+    assert np.all(arr[32:, 32:] == -1)
+    assert_same_bits(arr[...], s.expected)
+
+
+# --------------------------------------------------------------------------
+# read_crops validation
+# --------------------------------------------------------------------------
+
+
+def test_read_crops_bad_starts_shape(plain):
+    arr, _ = plain
+    for starts in (
+        np.zeros((3, 3), np.int64),  # one coordinate too many
+        np.zeros((3, 1), np.int64),  # one too few
+        np.zeros((2,), np.int64),  # not 2-d
+        np.zeros((2, 2, 1), np.int64),
+    ):
+        with pytest.raises(ValueError):
+            arr.read_crops(starts, (4, 4))
+
+
+def test_read_crops_wrong_crop_rank(plain):
+    arr, _ = plain
+    with pytest.raises((ValueError, IndexError)):
+        arr.read_crops(np.zeros((2, 2), np.int64), (4, 4, 4))
+    with pytest.raises((ValueError, IndexError)):
+        arr.read_crops(np.zeros((2, 2), np.int64), (4,))
+
+
+@pytest.mark.parametrize(
+    "starts,crop",
+    [
+        ([[0, 0], [-1, 0]], (4, 4)),  # negative start
+        ([[0, -5]], (4, 4)),
+        ([[96, 0]], (5, 4)),  # runs past the end of dim 0
+        ([[0, 0], [0, 97]], (4, 4)),
+        ([[100, 0]], (1, 1)),
+        ([[0, 0]], (101, 1)),
+        ([[2**40, 0]], (1, 1)),
+    ],
+)
+def test_read_crops_out_of_bounds(plain, starts, crop):
+    arr, _ = plain
+    with pytest.raises(IndexError) as info:
+        arr.read_crops(np.array(starts, np.int64), crop)
+    assert isinstance(info.value, lsio.BoundsError)
+
+
+def test_read_crops_edges_and_dtypes(plain):
+    arr, expected = plain
+    starts = np.array([[0, 0], [96, 96], [96, 0], [0, 96], [37, 41]])
+    want = np.stack([expected[a:a + 4, b:b + 4] for a, b in starts])
+    for dt in (np.int64, np.int32, np.uint32, np.intp):
+        got = arr.read_crops(starts.astype(dt), (4, 4))
+        assert_same_bits(got, want, str(dt))
+    assert_same_bits(arr.read_crops(starts, [4, 4]), want, "list shape")
+    got = arr.read_crops(starts, np.array([4, 4]))
+    assert_same_bits(got, want, "array shape")
+
+
+def test_read_crops_empty_batch(plain):
+    arr, expected = plain
+    got = arr.read_crops(np.zeros((0, 2), np.int64), (3, 5))
+    assert isinstance(got, np.ndarray)
+    assert got.shape == (0, 3, 5)
+    assert got.dtype == expected.dtype
+
+
+def test_read_crops_zero_extent_crop(plain):
+    arr, expected = plain
+    got = arr.read_crops(np.array([[0, 0], [50, 3]], np.int64), (0, 5))
+    assert got.shape == (2, 0, 5)
+    assert got.dtype == expected.dtype
+
+
+def test_read_crops_0d(stores):
+    s = stores.get("ts_0d")
+    arr = lsio.open(str(s.path))
+    got = arr.read_crops(np.zeros((3, 0), np.int64), ())
+    assert got.shape == (3,)
+    assert_same_bits(got, np.repeat(s.expected[None], 3))
+
+
+# --------------------------------------------------------------------------
+# open() options and io_backend_info()
+# --------------------------------------------------------------------------
+
+
+def test_io_backend_info():
+    info = lsio.io_backend_info()
+    assert isinstance(info, dict)
+    assert set(info) == {"auto", "uring_available", "reason"}
+    assert info["auto"] in ("uring", "pread")
+    assert isinstance(info["uring_available"], bool)
+    assert isinstance(info["reason"], str)
+    if info["auto"] == "uring":
+        assert info["uring_available"]
+    if not info["uring_available"]:
+        assert info["auto"] == "pread"
+        assert info["reason"]
+    assert lsio.io_backend_info() == info  # stable across calls
+
+
+@pytest.mark.parametrize("io", ["bogus", "URING", "", "io_uring", "mmap"])
+def test_unknown_io_value(stores, io):
+    with pytest.raises(ValueError):
+        lsio.open(str(stores.get("z_plain").path), io=io)
+
+
+@pytest.mark.parametrize("threads", [0, -1, -8])
+def test_bad_thread_count(stores, threads):
+    with pytest.raises(ValueError):
+        lsio.open(str(stores.get("z_plain").path), threads=threads)
+
+
+@pytest.mark.parametrize("io", ["pread", "auto", "uring"])
+@pytest.mark.parametrize("threads", [None, 1, 3, 16])
+def test_open_options_read_the_same(stores, io, threads):
+    if io == "uring":
+        require_uring()
+    s = stores.get("z_shard_zstd_start")
+    arr = lsio.open(str(s.path), threads=threads, io=io)
+    assert_same_bits(arr[...], s.expected)
+    assert_same_bits(arr[3:77:2, ::-3], s.expected[3:77:2, ::-3])
+
+
+def test_forced_uring_where_unavailable(stores):
+    info = lsio.io_backend_info()
+    s = stores.get("z_plain")
+    if info["uring_available"]:
+        arr = lsio.open(str(s.path), io="uring")
+        assert_same_bits(arr[...], s.expected)
+        return
+    with pytest.raises(lsio.StorageError):
+        arr = lsio.open(str(s.path), io="uring")
+        arr[...]
+
+
+def test_error_hierarchy():
+    assert issubclass(lsio.Error, Exception)
+    assert issubclass(lsio.FormatError, lsio.Error)
+    assert issubclass(lsio.FormatError, ValueError)
+    assert issubclass(lsio.UnsupportedError, lsio.FormatError)
+    assert issubclass(lsio.UnsupportedError, NotImplementedError)
+    assert issubclass(lsio.CorruptDataError, lsio.Error)
+    assert issubclass(lsio.CorruptDataError, ValueError)
+    assert issubclass(lsio.StorageError, lsio.Error)
+    assert issubclass(lsio.StorageError, OSError)
+    assert issubclass(lsio.BoundsError, lsio.Error)
+    assert issubclass(lsio.BoundsError, IndexError)
