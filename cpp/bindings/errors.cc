@@ -35,10 +35,10 @@ namespace lsio_py {
   py::object exc;
   if (std::string(lsio_class) == "StorageError") {
     // OSError(errno, strerror, filename): errno and filename become attributes.
-    exc = st.error_number() != 0 && !st.path().empty()
-              ? cls(st.error_number(), msg, st.path())
-              : st.error_number() != 0 ? cls(st.error_number(), msg) : cls(msg);
-    if (st.error_number() == 0 && !st.path().empty()) exc.attr("filename") = st.path();
+    // OSError(errno, strerror): str() shows "[Errno N] strerror"; filename set separately so
+    // the message is not repeated.
+    exc = st.error_number() != 0 ? cls(st.error_number(), st.ToString(/*include_errno=*/false)) : cls(msg);
+    if (!st.path().empty()) exc.attr("filename") = st.path();
   } else {
     exc = cls(msg);
   }

@@ -59,6 +59,7 @@ struct Array::Impl {
   ArrayLayout layout;
   ProcessLocal<BackendSlot> backend;
   ProcessLocal<IndexCache> index_cache;
+  ProcessLocal<FileCache> files;
 
   Impl(const OpenOptions& o, IoMode m)
       : options(o),
@@ -70,7 +71,8 @@ struct Array::Impl {
           else slot->status = b.status();
           return slot;
         }),
-        index_cache([this] { return new IndexCache(options.index_cache_bytes); }) {}
+        index_cache([this] { return new IndexCache(options.index_cache_bytes); }),
+        files([] { return new FileCache(DefaultFileCacheCapacity()); }) {}
 
   Result<IoBackend*> Backend() {
     BackendSlot& s = backend.Get();
@@ -186,6 +188,7 @@ Status Array::ReadBatch(const std::vector<Selection>& sels, const std::vector<Ds
   ctx.layout = &l;
   ctx.backend = backend;
   ctx.index_cache = &impl_->index_cache.Get();
+  ctx.files = &impl_->files.Get();
   ctx.plan.max_gap = impl_->options.max_gap;
   ctx.plan.max_request = impl_->options.max_request;
   ctx.threads = impl_->options.threads > 0 ? impl_->options.threads : AvailableCpus();

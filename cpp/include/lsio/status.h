@@ -95,8 +95,10 @@ class Status {
     return *this;
   }
 
-  /// "message (file '...', chunk (1, 2), bytes [100, 200))".
-  std::string ToString() const;
+  /// "message (errno 5: Input/output error) [file '...', chunk (1, 2), bytes [100, 200)]".
+  /// With include_errno false the errno part reads ": Input/output error" instead (for
+  /// OSError, whose str() already shows the number).
+  std::string ToString(bool include_errno = true) const;
 
  private:
   StatusCode code_ = StatusCode::kOk;

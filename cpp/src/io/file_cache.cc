@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "util/process_local.h"
 
 namespace lsio {
 
@@ -89,23 +88,13 @@ void FileCache::OnForkAbandon() {
   }
 }
 
-namespace {
-
-size_t DefaultCapacity() {
+size_t DefaultFileCacheCapacity() {
   rlimit rl{};
-  size_t cap = 256;
+  size_t cap = 128;
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
-    cap = static_cast<size_t>(rl.rlim_cur) / 2;
+    cap = static_cast<size_t>(rl.rlim_cur) / 8;
   }
-  return std::clamp<size_t>(cap, 16, 4096);
+  return std::clamp<size_t>(cap, 16, 1024);
 }
-
-// Never destroyed: pool threads may still read at exit, and a leak at exit is harmless.
-ProcessLocal<FileCache>* const g_file_cache =
-    new ProcessLocal<FileCache>([] { return new FileCache(DefaultCapacity()); });
-
-}  // namespace
-
-FileCache& ProcessFileCache() { return g_file_cache->Get(); }
 
 }  // namespace lsio

@@ -1,7 +1,11 @@
-// FileCache: path -> open read-only descriptor and size, shared by every Array of a process.
+// FileCache: path -> open read-only descriptor and size.
+//
+// Each lsio::Array owns one (in a ProcessLocal slot), so an Array sees its files as they
+// were when it first touched them, and a newly opened Array sees the store afresh. Stores
+// are assumed not to change while an Array reads them; reopen to see rewritten files.
 //
 // Usage:
-//   1. FileCache& cache = ProcessFileCache();
+//   1. FileCache cache(DefaultFileCacheCapacity());
 //   2. LSIO_ASSIGN_OR_RETURN(FileRef f, cache.Open(path));
 //      f == nullptr means the file does not exist (a missing chunk or shard: reads as fill).
 //   3. Use f->fd with positional reads only (pread / io_uring), never lseek.
@@ -13,11 +17,10 @@
 //
 // The cache is LRU-capped below RLIMIT_NOFILE. A FileRef keeps its descriptor open even if
 // the cache evicts the entry meanwhile, so eviction never races with a read in flight.
-// Sizes are taken at open time: a file rewritten while cached is seen with its old size
-// until evicted.
+// Sizes are taken at open time.
 //
-// Thread-safety: all methods may be called concurrently. Fork: the cache lives in a
-// ProcessLocal slot; a child gets a fresh cache and closes the inherited descriptors.
+// Thread-safety: all methods may be called concurrently. Fork: keep the cache in a
+// ProcessLocal slot; a child then gets a fresh cache and closes the inherited descriptors.
 #pragma once
 
 #include <cstdint>
@@ -66,7 +69,7 @@ class FileCache {
   std::unordered_map<std::string, Lru::iterator> map_;
 };
 
-/// The process's file cache (built on first use, rebuilt in a forked child).
-FileCache& ProcessFileCache();
+/// A capacity well below RLIMIT_NOFILE (a few arrays can be open at once).
+size_t DefaultFileCacheCapacity();
 
 }  // namespace lsio

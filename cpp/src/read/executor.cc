@@ -29,7 +29,7 @@ std::string ShardPath(const ArrayLayout& l, const int64_t* coords) {
 // Step 2: fill in file/offset/nbytes/missing for every task.
 Status Resolve(const ReadContext& ctx, Plan* plan) {
   const ArrayLayout& l = *ctx.layout;
-  FileCache& files = ProcessFileCache();
+  FileCache& files = *ctx.files;
   const int nd = l.ndim();
 
   auto add_file = [plan](std::string path, FileRef ref) {

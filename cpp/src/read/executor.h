@@ -22,6 +22,7 @@
 
 #include <vector>
 
+#include "io/file_cache.h"
 #include "io/io_backend.h"
 #include "lsio/box.h"
 #include "read/index_cache.h"
@@ -33,6 +34,7 @@ struct ReadContext {
   const ArrayLayout* layout = nullptr;
   IoBackend* backend = nullptr;
   IndexCache* index_cache = nullptr;
+  FileCache* files = nullptr;
   PlanOptions plan;
   int threads = 1;             ///< total workers including the calling thread
   unsigned queue_depth = 64;   ///< reads in flight per worker

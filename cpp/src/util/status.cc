@@ -23,10 +23,13 @@ const char* StatusCodeName(StatusCode code) {
   return "Unknown";
 }
 
-std::string Status::ToString() const {
+std::string Status::ToString(bool include_errno) const {
   if (ok()) return "OK";
   std::string s = message_;
-  if (errno_ != 0) {
+  if (errno_ != 0 && !include_errno) {
+    s += ": ";
+    s += std::strerror(errno_);
+  } else if (errno_ != 0) {
     s += " (errno ";
     s += std::to_string(errno_);
     s += ": ";

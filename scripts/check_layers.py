@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Checks the engine's one-way layering rule (architecture.md §2) by reading #includes.
+
+Layers, bottom up: util < {io, codec} < zarr < read < facade (cpp/src/array.cc) < bindings.
+A file may include only its own layer, lower layers and the public headers (cpp/include/lsio);
+io and codec must not include each other; zarr may not include io; only cpp/bindings/ may
+include pybind11 or Python.h. Exits 1 listing every violation.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+ALLOWED = {
+    "util": {"util"},
+    "io": {"util", "io"},
+    "codec": {"util", "codec"},
+    "zarr": {"util", "codec", "zarr"},
+    "read": {"util", "io", "codec", "zarr", "read"},
+    "facade": {"util", "io", "codec", "zarr", "read"},
+    "bindings": set(),  # public headers only
+}
+INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
+
+
+def layer_of(path: pathlib.Path) -> str | None:
+    rel = path.relative_to(ROOT).as_posix()
+    if rel.startswith("cpp/bindings/"):
+        return "bindings"
+    if rel == "cpp/src/array.cc":
+        return "facade"
+    m = re.match(r"cpp/src/([a-z_]+)/", rel)
+    return m.group(1) if m else None
+
+
+def main() -> int:
+    bad = []
+    for path in sorted((ROOT / "cpp").rglob("*")):
+        if path.suffix not in {".h", ".cc", ".cpp"}:
+            continue
+        layer = layer_of(path)
+        rel = path.relative_to(ROOT).as_posix()
+        for inc in INCLUDE.findall(path.read_text()):
+            if inc.startswith(("pybind11/", "Python.h")) and layer != "bindings":
+                bad.append(f"{rel}: includes {inc} outside cpp/bindings/")
+            if layer is None:
+                continue
+            top = inc.split("/")[0]
+            if top in ALLOWED and top not in ALLOWED[layer] and not (layer == "bindings" and top == "lsio"):
+                bad.append(f"{rel} ({layer}) includes {inc} ({top}): upward or sideways")
+    for line in bad:
+        print(line)
+    print(f"layering: {len(bad)} violation(s)")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
