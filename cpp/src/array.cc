@@ -136,7 +136,7 @@ Result<std::unique_ptr<Array>> Array::Open(const std::string& path, const OpenOp
   info.chunks = m.read_chunk_shape;
   if (l.sharded) info.shards = m.chunk_shape;
   info.fill_value = m.fill_value;
-  info.attributes_json = m.attributes.dump();
+  info.attributes_json = m.attributes_json;
   info.dimension_names = m.dimension_names;
   info.codecs = m.codecs_description;
   return std::unique_ptr<Array>(new Array(std::move(impl)));

@@ -71,7 +71,8 @@ def random_keys(seed: int, shape: tuple, count: int) -> list:
     keys.append(Ellipsis)
     if shape:
         keys.append(tuple(slice(None) for _ in shape))
-        keys.append(tuple(-1 for _ in shape))  # last element
+        if min(shape) > 0:
+            keys.append(tuple(-1 for _ in shape))  # last element
         keys.append(tuple(slice(None, None, -1) for _ in shape))
     return keys
 
@@ -102,7 +103,7 @@ def random_crops(seed: int, shape: tuple, chunks: tuple, count: int = 12):
     if ndim == 0:
         return np.zeros((count, 0), np.int64), ()
     crop = tuple(
-        int(rng.integers(1, min(n, 2 * c + 3) + 1))
+        int(rng.integers(1, min(n, 2 * c + 3) + 1)) if n else 0
         for n, c in zip(shape, chunks)
     )
     hi = np.array([n - c for n, c in zip(shape, crop)])

@@ -19,11 +19,15 @@ integer fill values, and every chunk key encoding (default "/" and ".",
 v2 "." and "/").  A few stores are zarr-python stores whose ``zarr.json`` is
 edited by hand to use spellings zarr-python does not write (codec
 short-hands, transpose order "F", the ``endian`` alias, no
-``index_location``); zarr-python cannot read some of those, so they are
-compared with the expected array only.
+``index_location``, short or complex hex fills, integral fills for floats);
+zarr-python cannot read some of those, so they are compared with the
+expected array only.  Others rewrite chunk bytes in legal but unusual ways:
+zstd frames without a content size or concatenated, shards with inner chunks
+in reverse order separated by garbage gaps.  Edge shapes: chunks and shards
+larger than the array, 1x3 inner chunks, length-0 dimensions, and three
+~2.6 MB stores.
 
-Stores are small so that the whole suite runs in well under a minute of
-store writing on two cores.
+Stores are small so that writing all of them takes a few seconds.
 """
 
 from __future__ import annotations
@@ -624,6 +628,23 @@ def _(p):
     )
 
 
+@store("ts_shard_index_be_crc_start", "tensorstore")
+def _(p):  # big-endian index with crc32c, at the start
+    d = sample("float32", (30, 40), rng_for("ts_shard_index_be_crc_start"))
+    e = np.full(d.shape, np.float32(0.5))
+    e[5:, :33] = d[5:, :33]
+    return tsmake(
+        p,
+        meta(
+            "float32", 0.5, (10, 20),
+            [shard((5, 5), [LE, ZSTD], index_codecs=[BE, CRC],
+                   location="start")],
+            (30, 40),
+        ),
+        e, np.s_[5:, :33],
+    )
+
+
 @store("ts_shard_transpose_inside", "tensorstore")
 def _(p):  # inner [transpose, bytes big, crc32c]; index without crc32c
     return tsmake(
@@ -888,6 +909,308 @@ def _(p):  # unknown extension key that may be ignored
     return e
 
 
+@store("hand_integral_float_fill", "hand-edited")
+def _(p):  # fill_value 7.0 for an integer dtype (zarr-python >= 3.1.3 too)
+    d = arange((20, 30), "int32")
+    e = zmake(p, d, region=np.s_[:8, :8], fill=7, chunks=(8, 8))
+    edit_metadata(p, lambda m: {**m, "fill_value": 7.0})
+    return e
+
+
+# zstd frame variants (zarr-format.md section 5.2): frames without a content
+# size (older TensorStore streamed them) and several concatenated frames.
+
+
+def zstd_frame_without_content_size(data: bytes) -> bytes:
+    """A valid zstd frame of raw blocks whose header has no content size."""
+    out = bytearray(b"\x28\xb5\x2f\xfd")
+    out += bytes([0x00, 0x38])  # no FCS, not single-segment; window 2**17
+    block = 1 << 17
+    pieces = [data[i:i + block] for i in range(0, len(data), block)] or [b""]
+    for i, piece in enumerate(pieces):
+        last = 1 if i == len(pieces) - 1 else 0
+        out += ((len(piece) << 3) | last).to_bytes(3, "little")  # raw block
+        out += piece
+    return bytes(out)
+
+
+def zstd_concatenated_frames(data: bytes) -> bytes:
+    """Three ordinary zstd frames, each holding a third of ``data``."""
+    import numcodecs
+
+    z = numcodecs.Zstd(level=1)
+    k = len(data) // 3
+    return b"".join(
+        bytes(z.encode(part))
+        for part in (data[:k], data[k:2 * k], data[2 * k:])
+    )
+
+
+def _frame_variant(i: int, raw: bytes) -> bytes:
+    import numcodecs
+
+    kind = i % 3
+    if kind == 0:
+        return zstd_frame_without_content_size(raw)
+    if kind == 1:
+        return zstd_concatenated_frames(raw)
+    return bytes(numcodecs.Zstd(level=3).encode(raw))
+
+
+@store("hand_zstd_frame_variants", "hand-edited")
+def _(p):
+    import numcodecs
+
+    d = sample("float32", (40, 50), rng_for("hand_zstd_frame_variants"))
+    e = zmake(p, d, chunks=(16, 16))
+    files = sorted(f for f in (p / "c").rglob("*") if f.is_file())
+    for i, f in enumerate(files):
+        raw = bytes(numcodecs.Zstd().decode(f.read_bytes()))
+        f.write_bytes(_frame_variant(i, raw))
+    return e
+
+
+@store("hand_shard_zstd_frame_variants", "hand-edited")
+def _(p):
+    """Shards rebuilt with unusual zstd frames, index at the end + crc32c."""
+    import numcodecs
+
+    d = sample("int16", (40, 60), rng_for("hand_shard_zstd_frame_variants"))
+    e = zmake(p, d, region=np.s_[:35, :], fill=-5, chunks=(8, 10),
+              shards=(16, 30))
+    n = (16 // 8) * (30 // 10)
+    files = sorted(f for f in (p / "c").rglob("*") if f.is_file())
+    k = 0
+    for f in files:
+        idx = shard_index(f, n, "end")
+        blob = f.read_bytes()
+        body = bytearray()
+        entries = np.full((n, 2), 2**64 - 1, "<u8")
+        for j in range(n):
+            off, nb = (int(x) for x in idx[j])
+            if nb == 2**64 - 1:
+                continue
+            raw = bytes(numcodecs.Zstd().decode(blob[off:off + nb]))
+            enc = _frame_variant(k, raw)
+            k += 1
+            entries[j] = (len(body), len(enc))
+            body += enc
+        index = entries.tobytes()
+        crc = crc32c(index).to_bytes(4, "little")
+        f.write_bytes(bytes(body) + index + crc)
+    return e
+
+
+def relayout_shards(path: Path, n: int, location: str, crc: bool,
+                    seed: int) -> None:
+    """Rewrite every shard of a zarr-python store (index at the end with
+    crc32c) with its inner chunks in reverse index order, separated by
+    random garbage gaps, and the index at ``location`` (with or without
+    crc32c).  The spec allows any order and gaps: readers must use the
+    index only."""
+    rng = np.random.default_rng(seed)
+    index_size = 16 * n + (4 if crc else 0)
+    for f in sorted(x for x in (Path(path) / "c").rglob("*") if x.is_file()):
+        idx = shard_index(f, n, "end")
+        blob = f.read_bytes()
+        base = index_size if location == "start" else 0
+        body = bytearray(rng.integers(0, 256, 7, np.uint8).tobytes())
+        entries = np.full((n, 2), 2**64 - 1, "<u8")
+        for j in reversed(range(n)):
+            off, nb = (int(x) for x in idx[j])
+            if nb == 2**64 - 1:
+                continue
+            entries[j] = (base + len(body), nb)
+            body += blob[off:off + nb]
+            gap = int(rng.integers(0, 40))
+            body += rng.integers(0, 256, gap, np.uint8).tobytes()
+        index = entries.tobytes()
+        if crc:
+            index += crc32c(index).to_bytes(4, "little")
+        if location == "start":
+            f.write_bytes(index + bytes(body))
+        else:
+            f.write_bytes(bytes(body) + index)
+
+
+def _relayout_meta(location: str, crc: bool):
+    def fix(m):
+        cfg = m["codecs"][0]["configuration"]
+        cfg["index_location"] = location
+        if not crc:
+            cfg["index_codecs"] = [LE]
+        return m
+
+    return fix
+
+
+@store("hand_shard_reversed_gaps_end", "hand-edited")
+def _(p):
+    d = sample("uint32", (50, 44), rng_for("hand_shard_reversed_gaps_end"))
+    e = zmake(p, d, region=np.s_[:, :40], fill=9, chunks=(5, 4),
+              shards=(25, 16))
+    relayout_shards(p, 5 * 4, "end", True, 1)
+    return e
+
+
+@store("hand_shard_reversed_gaps_start_nocomp", "hand-edited")
+def _(p):  # uncompressed inner chunks: candidates for reads straight into out
+    d = sample("float64", (40, 40), rng_for("hand_shard_reversed_gaps_start"))
+    e = zmake(p, d, chunks=(10, 10), shards=(20, 40), compressors=None)
+    relayout_shards(p, 2 * 4, "start", False, 2)
+    edit_metadata(p, _relayout_meta("start", False))
+    return e
+
+
+@store("z_shard_be_complex64_transpose", "zarr-python")
+def _(p):  # byte swapping complex64 swaps each float32 half
+    d = sample("complex64", (18, 20), rng_for("z_shard_be_complex64"))
+    return zmake(
+        p, d, region=np.s_[2:, :15], fill=complex(1.5, -2.0), chunks=(3, 5),
+        shards=(6, 10), filters=[TransposeCodec(order=(1, 0))],
+        serializer=BytesCodec(endian="big"),
+    )
+
+
+@store("z_be_complex128_crc", "zarr-python")
+def _(p):
+    d = sample("complex128", (14, 9), rng_for("z_be_complex128"))
+    return zmake(p, d, chunks=(4, 4), serializer=BytesCodec(endian="big"),
+                 compressors=[Crc32cCodec()])
+
+
+@store("z_be_float16_shard", "zarr-python")
+def _(p):
+    d = sample("float16", (33, 17), rng_for("z_be_float16_shard"))
+    return zmake(p, d, region=np.s_[:30], fill=float("-inf"), chunks=(4, 4),
+                 shards=(8, 8), serializer=BytesCodec(endian="big"))
+
+
+@store("z_attrs_special", "zarr-python")
+def _(p):  # zarr-python writes bare NaN / Infinity tokens in attributes
+    return zmake(
+        p, arange((6, 5), "float32"), chunks=(4, 4),
+        attributes={
+            "nan": float("nan"), "inf": float("inf"), "ninf": float("-inf"),
+            "text": "h\u00e9llo \u2713", "none": None, "big": 2**63 + 5,
+            "neg": -(2**63), "float": 0.1, "int_like_float": 2.0,
+            "nested": {"list": [1, "two", 3.5, [None, True]], "empty": {}},
+            "NaN_string": "NaN",
+        },
+        dimension_names=["row", None],
+    )
+
+
+def _hand_fill_store(p, dtype, fill_json_value, fill_scalar, sharded=False):
+    """Whole chunks written, the rest missing; then the fill is re-spelled.
+
+    Only chunks that are entirely missing take the fill value, so the
+    re-spelled fill is the only source of those elements' bits.
+    """
+    d = sample(dtype, (20, 20), rng_for(f"hand-fill-{dtype}"))
+    kw = dict(chunks=(5, 5))
+    if sharded:
+        kw["shards"] = (10, 10)
+    region = np.s_[:10, :5]
+    zmake(p, d, region=region, fill=0, **kw)
+    edit_metadata(p, lambda m: {**m, "fill_value": fill_json_value})
+    e = np.empty(d.shape, d.dtype)
+    e[...] = fill_scalar
+    e[region] = d[region]
+    return e
+
+
+@store("hand_fill_hex_short", "hand-edited", zarr_readable=False)
+def _(p):  # "0x1": fewer hex digits than the type width (a float32 denormal)
+    return _hand_fill_store(
+        p, "float32", "0x1", np.array(1, np.uint32).view(np.float32)[()]
+    )
+
+
+@store("hand_fill_hex_complex_shard", "hand-edited")
+def _(p):  # hex NaN with payload inside a complex fill, sharded
+    re = np.array(0x7FC00001, np.uint32).view(np.float32)[()]
+    fill = np.zeros((), np.complex64)
+    fill.reshape(1).view(np.float32)[:] = [re, -0.0]
+    return _hand_fill_store(
+        p, "complex64", ["0x7fc00001", -0.0], fill[()], sharded=True
+    )
+
+
+@store("hand_fill_int_for_float", "hand-edited")
+def _(p):  # an integer JSON number is a valid float fill
+    return _hand_fill_store(p, "float64", 3, 3.0)
+
+
+def _large(name, dtype="uint16"):
+    """~2.6 MB of moderately compressible data (larger than a raw block,
+    many inner chunks per shard, several shards, border shards)."""
+    rng = rng_for(name)
+    base = np.add.outer(np.arange(1200) * 7, np.arange(1100) * 3)
+    noise = rng.integers(0, 64, base.shape)
+    return (base + noise).astype(dtype)
+
+
+@store("z_large_shard", "zarr-python")
+def _(p):
+    return zmake(p, _large("z_large_shard"), chunks=(64, 64),
+                 shards=(512, 512), compressors=ZstdCodec(level=1))
+
+
+@store("z_large_shard_raw_start", "zarr-python")
+def _(p):  # uncompressed, index at the start: large direct reads
+    d = _large("z_large_shard_raw_start", "int32")
+    return zmake(p, d, region=np.s_[:, :1000], fill=-1, chunks=(100, 50),
+                 shards={"shape": (400, 550), "index_location": "start"},
+                 compressors=None)
+
+
+@store("ts_large_shard", "tensorstore")
+def _(p):
+    d = _large("ts_large_shard")
+    return tsmake(
+        p,
+        meta("uint16", 0, (256, 512), [shard((64, 128), [LE, ZSTD])],
+             d.shape),
+        d,
+    )
+
+
+@store("z_tiny_chunks_shard", "zarr-python")
+def _(p):  # many 1x3 inner chunks; 2x6 shards; border shards padded
+    d = sample("uint8", (13, 11), rng_for("z_tiny_chunks_shard"))
+    return zmake(p, d, region=np.s_[1:12, 2:], fill=3, chunks=(1, 3),
+                 shards=(2, 6))
+
+
+@store("z_chunk_bigger_than_array", "zarr-python")
+def _(p):
+    d = sample("float64", (10, 7), rng_for("z_chunk_bigger_than_array"))
+    return zmake(p, d, chunks=(64, 64))
+
+
+@store("ts_shard_bigger_than_array", "tensorstore")
+def _(p):
+    d = sample("int16", (9, 13), rng_for("ts_shard_bigger_than_array"))
+    return tsmake(
+        p, meta("int16", 0, (16, 32), [shard((8, 8), [LE, ZSTD])], (9, 13)), d
+    )
+
+
+@store("z_empty_dim", "zarr-python")
+def _(p):  # a length-0 dimension: no chunks at all
+    return zmake(p, np.zeros((0, 10), "int32"), chunks=(4, 4))
+
+
+@store("ts_empty_dim_shard", "tensorstore")
+def _(p):
+    return tsmake(
+        p,
+        meta("float32", 1.0, (4, 4), [shard((2, 2), [LE, ZSTD])], (6, 0)),
+        np.ones((6, 0), "float32"), region=None,
+    )
+
+
 # --------------------------------------------------------------------------
 # Unsupported stores (lsio must raise UnsupportedError naming the feature)
 # --------------------------------------------------------------------------
@@ -1107,6 +1430,14 @@ def assert_same_values(actual, expected, context="") -> None:
 # --------------------------------------------------------------------------
 # Independent parsing of zarr.json (for metadata checks)
 # --------------------------------------------------------------------------
+
+
+def canonical_json(value) -> str:
+    """A canonical JSON text of ``value``; NaN-safe equality of attributes.
+
+    Distinguishes 1 from 1.0 and True from 1, and float NaN from "NaN".
+    """
+    return json.dumps(value, sort_keys=True, allow_nan=True)
 
 
 def parse_fill(value, dtype) -> np.generic:

@@ -10,15 +10,28 @@
   ``BoundsError`` (an ``IndexError``); step 0 raises ``ValueError``.
 * Missing inner chunks and missing shard files read as the fill value.
 * ``read_crops`` argument validation.
-* ``lsio.open`` options (``io=``, ``threads=``) and ``lsio.io_backend_info()``.
+* ``lsio.open`` options (``io=``, ``threads=``) and ``lsio.io_backend_info()``;
+  a new ``open`` after the store is rewritten sees the new data.
+* io_uring refused by the kernel (simulated in a child process with a
+  seccomp filter returning EPERM or ENOSYS, as container runtimes do):
+  ``auto`` falls back to pread and reports why, ``io="uring"`` raises
+  ``StorageError``.
+* One read touching more chunk or shard files than RLIMIT_NOFILE allows
+  open at once.
 """
 
 from __future__ import annotations
 
+import errno
+import json
 import os
+import resource
+import subprocess
+import sys
 
 import numpy as np
 import pytest
+import zarr
 
 import lsio
 from conftest import require_uring
@@ -26,6 +39,8 @@ from stores import (
     SPECS,
     assert_same_bits,
     bits,
+    canonical_json,
+    crc32c,
     expected_chunks_and_shards,
     parse_fill,
 )
@@ -56,8 +71,8 @@ def test_metadata_matches_zarr_json(store):
     if shards is not None:
         assert isinstance(arr.shards, tuple)
     assert arr.nbytes == int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    assert arr.attrs == m.get("attributes", {})
     assert isinstance(arr.attrs, dict)
+    assert canonical_json(arr.attrs) == canonical_json(m.get("attributes", {}))
     names = m.get("dimension_names")
     if names is None:
         assert arr.dimension_names is None
@@ -90,7 +105,7 @@ def test_metadata_matches_zarr_python(stores, name):
     assert arr.chunks == tuple(z.chunks)
     assert arr.shards == (None if z.shards is None else tuple(z.shards))
     assert arr.dtype == np.dtype(z.dtype).newbyteorder("=")
-    assert arr.attrs == z.attrs.asdict()
+    assert canonical_json(arr.attrs) == canonical_json(z.attrs.asdict())
     zn = z.metadata.dimension_names
     assert arr.dimension_names == (None if zn is None else tuple(zn))
 
@@ -166,6 +181,25 @@ def test_explicit_properties(stores):
 
     zs = lsio.open(str(stores.get("ts_0d_shard").path))
     assert (zs.shape, zs.chunks, zs.shards) == ((), (), ())
+
+
+def test_attrs_with_special_floats(stores):
+    """zarr-python writes float NaN/Infinity attributes as bare JSON tokens;
+    they must come back as floats, like zarr-python reads them."""
+    s = stores.get("z_attrs_special")
+    attrs = lsio.open(str(s.path)).attrs
+    assert isinstance(attrs["nan"], float) and np.isnan(attrs["nan"])
+    assert attrs["inf"] == float("inf") and isinstance(attrs["inf"], float)
+    assert attrs["ninf"] == float("-inf")
+    assert attrs["NaN_string"] == "NaN"
+    assert attrs["text"] == "h\u00e9llo \u2713"
+    assert attrs["big"] == 2**63 + 5 and attrs["neg"] == -(2**63)
+    assert attrs["int_like_float"] == 2.0
+    assert isinstance(attrs["int_like_float"], float)
+    assert attrs["nested"] == {"list": [1, "two", 3.5, [None, True]],
+                               "empty": {}}
+    want = s.zarr_array().attrs.asdict()
+    assert canonical_json(attrs) == canonical_json(want)
 
 
 def test_attrs_are_not_shared_state(stores):
@@ -356,6 +390,18 @@ def test_missing_shards_and_inner_chunks_read_as_fill(stores):
     )
 
 
+def test_shard_file_with_only_empty_entries(stores, tmp_path):
+    """A shard whose index marks every inner chunk empty reads as fill."""
+    s = stores.fresh("z_shard_zstd_end", tmp_path)  # fill 7, index at end
+    index = np.full((25, 2), 2**64 - 1, "<u8").tobytes()
+    blob = index + crc32c(index).to_bytes(4, "little")
+    (s.path / "c" / "0" / "0").write_bytes(blob)
+    arr = lsio.open(str(s.path))
+    want = s.expected.copy()
+    want[:50, :50] = 7
+    assert_same_bits(arr[...], want)
+
+
 def test_plain_missing_chunks_read_as_fill(stores):
     s = stores.get("z_plain_sparse")
     assert not (s.path / "c" / "3" / "3").exists()
@@ -510,3 +556,154 @@ def test_error_hierarchy():
     assert issubclass(lsio.StorageError, OSError)
     assert issubclass(lsio.BoundsError, lsio.Error)
     assert issubclass(lsio.BoundsError, IndexError)
+
+
+def test_numpy_integer_keys(plain):
+    arr, expected = plain
+    keys = [
+        (np.int64(3), np.int32(-1)),
+        np.uint8(7),
+        (slice(np.int64(2), np.int16(50), np.int8(3)), np.intp(4)),
+        (slice(np.int64(-5), None, np.int64(-2)),),
+    ]
+    for key in keys:
+        assert_same_bits(arr[key], expected[key], repr(key))
+
+
+def test_reopen_after_rewrite_sees_new_data(tmp_path):
+    """A new ``lsio.open`` reads the store as it is now, not a cached copy."""
+    path = tmp_path / "rewrite.zarr"
+    first = np.arange(60 * 50, dtype=np.int32).reshape(60, 50)
+    second = first[::-1].copy() * 3
+    kw = dict(shape=first.shape, dtype=first.dtype, chunks=(8, 10),
+              shards=(16, 20), overwrite=True)
+    zarr.create_array(str(path), **kw)[...] = first
+    old = lsio.open(str(path))
+    assert_same_bits(old[...], first)
+    zarr.create_array(str(path), **kw)[...] = second
+    new = lsio.open(str(path))
+    assert_same_bits(new[...], second)
+    zarr.create_array(str(path), **kw)  # no data: every shard is deleted
+    assert_same_bits(lsio.open(str(path))[...], np.zeros_like(first))
+
+
+# A child process that refuses io_uring_setup/enter/register (425-427, the
+# same numbers on every Linux architecture) through a seccomp filter, the way
+# container runtimes do, then exercises lsio's fallback.
+_SECCOMP_CHILD = r'''
+import ctypes, json, sys
+
+ERR = int(sys.argv[2])
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+class SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8),
+                ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort),
+                ("filter", ctypes.POINTER(SockFilter))]
+
+
+prog = [
+    (0x20, 0, 0, 0),  # A = seccomp_data.nr
+    (0x35, 0, 2, 425),  # if A >= 425 (io_uring_setup) ...
+    (0x35, 1, 0, 428),  # ... and A < 428 (io_uring_register + 1)
+    (0x06, 0, 0, 0x00050000 | ERR),  # return -ERR
+    (0x06, 0, 0, 0x7FFF0000),  # allow
+]
+arr = (SockFilter * len(prog))(*[SockFilter(*p) for p in prog])
+fprog = SockFprog(len(prog), arr)
+if (libc.prctl(38, 1, 0, 0, 0) != 0  # PR_SET_NO_NEW_PRIVS
+        or libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0):  # SECCOMP
+    print(json.dumps({"seccomp_errno": ctypes.get_errno()}))
+    sys.exit(0)
+
+import numpy as np
+import lsio
+
+res = {"info": lsio.io_backend_info()}
+res["auto"] = lsio.open(sys.argv[1], io="auto")[...].tolist()
+res["pread"] = lsio.open(sys.argv[1], io="pread", threads=2)[...].tolist()
+try:
+    a = lsio.open(sys.argv[1], io="uring")
+    a[...]
+    a.read_crops(np.zeros((1, a.ndim), np.int64), (1,) * a.ndim)
+    res["uring"] = "no error"
+except Exception as exc:
+    res["uring"] = [type(exc).__name__, str(exc),
+                    isinstance(exc, lsio.StorageError),
+                    isinstance(exc, OSError)]
+print(json.dumps(res))
+'''
+
+
+@pytest.mark.parametrize("err", ["EPERM", "ENOSYS"])
+def test_kernel_refusing_io_uring(stores, err):
+    """Where io_uring is refused, ``auto`` falls back to pread and says why;
+    forcing ``io="uring"`` raises StorageError."""
+    s = stores.get("z_shard_zstd_start")
+    proc = subprocess.run(
+        [sys.executable, "-c", _SECCOMP_CHILD, str(s.path),
+         str(getattr(errno, err))],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "LSIO_IO": "", "LSIO_THREADS": ""},
+    )
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    if "seccomp_errno" in res:
+        pytest.skip(f"cannot install a seccomp filter here "
+                    f"(errno {res['seccomp_errno']})")
+    info = res["info"]
+    assert info["uring_available"] is False
+    assert info["auto"] == "pread"
+    assert info["reason"]
+    assert res["auto"] == s.expected.tolist()
+    assert res["pread"] == s.expected.tolist()
+    assert res["uring"] != "no error"
+    name, message, is_storage, is_os = res["uring"]
+    assert is_storage and is_os, res["uring"]
+
+
+@pytest.fixture(scope="module")
+def many_files_store(tmp_path_factory):
+    """1600 chunk files (unsharded) and 400 shard files (sharded)."""
+    root = tmp_path_factory.mktemp("many_files")
+    data = np.arange(200 * 200, dtype=np.int16).reshape(200, 200)
+    plain = root / "plain.zarr"
+    zarr.create_array(str(plain), shape=data.shape, dtype=data.dtype,
+                      chunks=(5, 5), compressors=None)[...] = data
+    sharded = root / "sharded.zarr"
+    zarr.create_array(str(sharded), shape=data.shape, dtype=data.dtype,
+                      chunks=(5, 5), shards=(10, 10))[...] = data
+    return plain, sharded, data
+
+
+@pytest.mark.parametrize("io", ["pread", "uring", "auto"])
+@pytest.mark.parametrize("threads", [1, 4])
+def test_many_files_under_a_low_open_file_limit(many_files_store, io,
+                                                threads):
+    """One read touching more chunk/shard files than RLIMIT_NOFILE allows
+    open at once must still work: lsio keeps its descriptors bounded."""
+    if io == "uring":
+        require_uring()
+    plain, sharded, data = many_files_store
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    in_use = len(os.listdir("/proc/self/fd"))
+    limit = in_use + 200  # far fewer than the 1600 chunk files
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+    try:
+        for path in (plain, sharded):
+            arr = lsio.open(str(path), io=io, threads=threads)
+            assert_same_bits(arr[...], data, str(path))
+            assert_same_bits(arr[::-1, 3::7], data[::-1, 3::7], str(path))
+            starts = np.array([[0, 0], [100, 37], [150, 150]], np.int64)
+            got = arr.read_crops(starts, (50, 50))
+            want = np.stack([data[a:a + 50, b:b + 50] for a, b in starts])
+            assert_same_bits(got, want, str(path))
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

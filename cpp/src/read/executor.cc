@@ -26,8 +26,10 @@ std::string ShardPath(const ArrayLayout& l, const int64_t* coords) {
   return l.root + ChunkKey(l.keys, coords, l.ndim());
 }
 
-// Step 2: fill in file/offset/nbytes/missing for every task.
-Status Resolve(const ReadContext& ctx, Plan* plan) {
+// Step 2: fill in file/offset/nbytes/missing for tasks [first, last). `shard_index` and
+// `shard_file` are per plan shard and persist across waves (-2: not looked at yet).
+Status Resolve(const ReadContext& ctx, uint32_t first, uint32_t last, Plan* plan,
+               std::vector<ShardIndexPtr>* shard_index_io, std::vector<int32_t>* shard_file_io) {
   const ArrayLayout& l = *ctx.layout;
   FileCache& files = *ctx.files;
   const int nd = l.ndim();
@@ -39,7 +41,8 @@ Status Resolve(const ReadContext& ctx, Plan* plan) {
   };
 
   if (!l.sharded) {
-    for (ChunkTask& t : plan->tasks) {
+    for (uint32_t i = first; i < last; ++i) {
+      ChunkTask& t = plan->tasks[i];
       std::string path = ShardPath(l, &plan->coords[t.coords]);
       auto ref = files.Open(path);
       if (!ref.ok()) return Status(ref.status()).WithChunk(TaskCoords(*plan, t));
@@ -54,22 +57,25 @@ Status Resolve(const ReadContext& ctx, Plan* plan) {
     return Status::Ok();
   }
 
-  // Sharded: one index per shard touched.
-  const size_t nshards = plan->shard_ids.size();
-  std::vector<ShardIndexPtr> index(nshards);
-  std::vector<int32_t> shard_file(nshards, -1);
+  // Sharded: one index per shard touched in this wave; misses are read in one batch.
+  std::vector<ShardIndexPtr>& index = *shard_index_io;
+  std::vector<int32_t>& shard_file = *shard_file_io;
   std::vector<ReadRequest> reqs;
   std::vector<size_t> req_shard;
-  std::vector<std::vector<uint8_t>> req_bufs;
-  for (size_t s = 0; s < nshards; ++s) {
+  for (uint32_t i = first; i < last; ++i) {
+    const size_t s = static_cast<size_t>(plan->tasks[i].shard);
+    if (shard_file[s] != -2 && (shard_file[s] == -1 || plan->file_refs[static_cast<size_t>(shard_file[s])])) continue;
     const int64_t* sc = &plan->shard_coords[s * static_cast<size_t>(nd)];
     std::string path = ShardPath(l, sc);
     auto ref = files.Open(path);
     if (!ref.ok()) return ref.status();
-    if (ref.value() == nullptr) continue;  // absent shard: all fill
+    if (ref.value() == nullptr) {  // absent shard: all fill
+      shard_file[s] = -1;
+      continue;
+    }
     const FileRef& f = ref.value();
     shard_file[s] = add_file(std::move(path), f);
-    index[s] = ctx.index_cache->Find(plan->shard_ids[s]);
+    if (index[s] == nullptr) index[s] = ctx.index_cache->Find(plan->shard_ids[s]);
     if (index[s]) continue;
     if (f->size < l.shard.index_size) {
       return Status::DataLoss("shard is " + std::to_string(f->size) + " bytes, shorter than its " +
@@ -84,31 +90,32 @@ Status Resolve(const ReadContext& ctx, Plan* plan) {
     req_shard.push_back(s);
   }
   if (!reqs.empty()) {
-    req_bufs.resize(reqs.size());
+    std::vector<std::vector<uint8_t>> req_bufs(reqs.size());
     for (size_t i = 0; i < reqs.size(); ++i) {
       req_bufs[i].resize(reqs[i].length);
       reqs[i].dst = req_bufs[i].data();
     }
-    Status first;
+    Status first_error;
     ctx.backend->Read(reqs, [&](size_t i) {
-      if (!first.ok()) return;
+      if (!first_error.ok()) return;
       const size_t s = req_shard[i];
-      const std::string& path = plan->files[static_cast<size_t>(shard_file[s])];
+      const size_t fi = static_cast<size_t>(shard_file[s]);
       if (!reqs[i].status.ok()) {
-        first = Status(reqs[i].status).WithPath(path);
+        first_error = Status(reqs[i].status).WithPath(plan->files[fi]);
         return;
       }
-      auto decoded = DecodeShardIndex(req_bufs[i], l.shard, plan->file_refs[static_cast<size_t>(shard_file[s])]->size);
+      auto decoded = DecodeShardIndex(req_bufs[i], l.shard, plan->file_refs[fi]->size);
       if (!decoded.ok()) {
-        first = Status(decoded.status()).WithPath(path).WithRange(reqs[i].offset, reqs[i].length);
+        first_error = Status(decoded.status()).WithPath(plan->files[fi]).WithRange(reqs[i].offset, reqs[i].length);
         return;
       }
       index[s] = std::make_shared<const std::vector<ShardIndexEntry>>(std::move(decoded).value());
       ctx.index_cache->Insert(plan->shard_ids[s], index[s]);
     });
-    if (!first.ok()) return first;
+    if (!first_error.ok()) return first_error;
   }
-  for (ChunkTask& t : plan->tasks) {
+  for (uint32_t i = first; i < last; ++i) {
+    ChunkTask& t = plan->tasks[i];
     const size_t s = static_cast<size_t>(t.shard);
     if (shard_file[s] < 0) {
       t.missing = true;
@@ -280,32 +287,69 @@ Status ExecuteRead(const ReadContext& ctx, const std::vector<Selection>& sels,
   Plan plan;
   BuildTasks(l, sels, dsts, &plan);
   if (plan.tasks.empty()) return Status::Ok();
-  LSIO_RETURN_IF_ERROR(Resolve(ctx, &plan));
 
-  // Uncompressed chunks must have exactly the decoded size; say so before reading.
-  if (l.chain->stored_is_decoded()) {
-    for (const ChunkTask& t : plan.tasks) {
-      if (!t.missing && t.nbytes != l.chain->decoded_size()) {
-        return WithContext(Status::DataLoss("uncompressed chunk has " + std::to_string(t.nbytes) +
-                                            " bytes, expected " + std::to_string(l.chain->decoded_size())),
-                           plan, t);
+  // Waves: a call touching more files than the descriptor budget allows runs in several
+  // rounds, each holding at most `budget` files open (tasks of one shard are mostly adjacent,
+  // so a shard is rarely opened twice).
+  const size_t budget = std::max<size_t>(4, ctx.files->capacity() / 2);
+  std::vector<ShardIndexPtr> shard_index(plan.shard_ids.size());
+  std::vector<int32_t> shard_file(plan.shard_ids.size(), -2);
+  std::vector<uint32_t> shard_wave(plan.shard_ids.size(), UINT32_MAX);
+
+  const int max_workers = std::max(1, ctx.threads);
+  uint32_t first = 0;
+  uint32_t wave = 0;
+  while (first < plan.tasks.size()) {
+    uint32_t last = first;
+    size_t opened = 0;
+    for (; last < plan.tasks.size(); ++last) {
+      if (l.sharded) {
+        const size_t s = static_cast<size_t>(plan.tasks[last].shard);
+        if (shard_wave[s] != wave) {
+          if (opened == budget) break;
+          shard_wave[s] = wave;
+          ++opened;
+        }
+      } else {
+        if (opened == budget) break;
+        ++opened;
       }
     }
-  }
-  Coalesce(l, ctx.plan, &plan);
+    LSIO_RETURN_IF_ERROR(Resolve(ctx, first, last, &plan, &shard_index, &shard_file));
 
-  CallState cs;
-  cs.ctx = &ctx;
-  cs.plan = &plan;
-  cs.dsts = &dsts;
-  const int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(std::max(1, ctx.threads)), plan.units.size()));
-  ThreadPool* pool = nullptr;
-  if (workers > 1) {
-    pool = &g_pool->Get();
-    pool->EnsureThreads(workers - 1);
+    // Uncompressed chunks must have exactly the decoded size; say so before reading.
+    if (l.chain->stored_is_decoded()) {
+      for (uint32_t i = first; i < last; ++i) {
+        const ChunkTask& t = plan.tasks[i];
+        if (!t.missing && t.nbytes != l.chain->decoded_size()) {
+          return WithContext(Status::DataLoss("uncompressed chunk has " + std::to_string(t.nbytes) +
+                                              " bytes, expected " + std::to_string(l.chain->decoded_size())),
+                             plan, t);
+        }
+      }
+    }
+    plan.units.clear();
+    plan.unit_tasks.clear();
+    Coalesce(l, ctx.plan, first, last, &plan);
+
+    CallState cs;
+    cs.ctx = &ctx;
+    cs.plan = &plan;
+    cs.dsts = &dsts;
+    const int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(max_workers), plan.units.size()));
+    ThreadPool* pool = nullptr;
+    if (workers > 1) {
+      pool = &g_pool->Get();
+      pool->EnsureThreads(workers - 1);
+    }
+    RunOnWorkers(pool, workers - 1, [&cs] { WorkerLoop(cs); });
+    if (cs.failed.load()) return cs.error;
+
+    // Release this wave's descriptors (the FileCache may keep some of them).
+    for (FileRef& f : plan.file_refs) f.reset();
+    first = last;
+    ++wave;
   }
-  RunOnWorkers(pool, workers - 1, [&cs] { WorkerLoop(cs); });
-  if (cs.failed.load()) return cs.error;
   return Status::Ok();
 }
 

@@ -182,11 +182,12 @@ void BuildTasks(const ArrayLayout& layout, const std::vector<Selection>& sels,
   }
 }
 
-void Coalesce(const ArrayLayout& layout, const PlanOptions& opts, Plan* plan) {
+void Coalesce(const ArrayLayout& layout, const PlanOptions& opts, uint32_t first, uint32_t last,
+              Plan* plan) {
   const bool raw = layout.chain->stored_is_decoded();
   std::vector<uint32_t> reads;
   std::vector<uint32_t> fills;
-  for (uint32_t i = 0; i < plan->tasks.size(); ++i) {
+  for (uint32_t i = first; i < last; ++i) {
     const ChunkTask& t = plan->tasks[i];
     if (t.missing) {
       fills.push_back(i);

@@ -99,8 +99,10 @@ struct Plan {
 void BuildTasks(const ArrayLayout& layout, const std::vector<Selection>& sels,
                 const std::vector<DstView>& dsts, Plan* plan);
 
-/// Step 3. Tasks must be resolved (file/offset/nbytes or missing).
-void Coalesce(const ArrayLayout& layout, const PlanOptions& opts, Plan* plan);
+/// Step 3, for tasks [first, last). They must be resolved (file/offset/nbytes or missing).
+/// Appends to plan->units and plan->unit_tasks.
+void Coalesce(const ArrayLayout& layout, const PlanOptions& opts, uint32_t first, uint32_t last,
+              Plan* plan);
 
 /// "(1, 2, 3)": a task's chunk coordinates for error messages.
 std::string TaskCoords(const Plan& plan, const ChunkTask& t);

@@ -8,8 +8,31 @@
 namespace lsio {
 namespace {
 
-// Quotes bare NaN, Infinity and -Infinity tokens outside strings, so RFC 8259 parsers
-// accept metadata written by tools that emit them (zarr-python 3.0.1, some attribute writers).
+// The marker as it appears inside a JSON string literal, and once decoded.
+constexpr std::string_view kBareMarkerJson = "\\u0001lsio-bare:";
+constexpr std::string_view kBareMarker = "\x01lsio-bare:";
+
+// Replaces marker strings in nlohmann's dump by the original bare tokens, which Python's
+// json module reads as floats again.
+std::string RestoreBareNonFinite(std::string dumped) {
+  const std::string quoted = "\"" + std::string(kBareMarkerJson);
+  size_t pos = 0;
+  while ((pos = dumped.find(quoted, pos)) != std::string::npos) {
+    const size_t tok = pos + quoted.size();
+    const size_t end = dumped.find('"', tok);
+    if (end == std::string::npos) break;
+    const std::string name = dumped.substr(tok, end - tok);
+    dumped.replace(pos, end + 1 - pos, name);
+    pos += name.size();
+  }
+  return dumped;
+}
+
+// Replaces bare NaN, Infinity and -Infinity tokens outside strings by marker strings, so
+// RFC 8259 parsers accept metadata written by tools that emit them (zarr-python writes
+// float attributes that way). The markers cannot occur in real strings (they start with a
+// control character, which JSON strings must escape) and are mapped back by
+// BareNonFiniteName (fill values) and ArrayMetadata::attributes_json (attributes).
 std::string QuoteBareNonFinite(std::string_view in) {
   std::string out;
   out.reserve(in.size() + 16);
@@ -32,6 +55,7 @@ std::string QuoteBareNonFinite(std::string_view in) {
                                  std::string_view("NaN")}) {
       if (in.substr(i, tok.size()) == tok) {
         out += '"';
+        out += kBareMarkerJson;
         out += tok;
         out += '"';
         i += tok.size() - 1;
@@ -142,7 +166,15 @@ Result<ArrayMetadata> ParseArrayMetadata(std::string_view text) {
   }
 
   LSIO_ASSIGN_OR_RETURN(m.key_encoding, ParseChunkKeyEncoding(j["chunk_key_encoding"]));
-  LSIO_ASSIGN_OR_RETURN(m.fill_value, ParseFillValue(j["fill_value"], m.dtype));
+  nlohmann::json fill = j["fill_value"];
+  auto unmark = [](nlohmann::json& v) {
+    if (v.is_string() && v.get<std::string>().rfind(kBareMarker, 0) == 0) {
+      v = v.get<std::string>().substr(kBareMarker.size());  // bare NaN -> "NaN"
+    }
+  };
+  unmark(fill);
+  if (fill.is_array()) for (auto& part : fill) unmark(part);
+  LSIO_ASSIGN_OR_RETURN(m.fill_value, ParseFillValue(fill, m.dtype));
 
   if (auto st = j.find("storage_transformers"); st != j.end() && !st->is_null()) {
     if (!st->is_array()) return Status::InvalidFormat("storage_transformers must be a list");
@@ -152,6 +184,7 @@ Result<ArrayMetadata> ParseArrayMetadata(std::string_view text) {
     if (!at->is_object()) return Status::InvalidFormat("attributes must be an object");
     m.attributes = *at;
   }
+  m.attributes_json = RestoreBareNonFinite(m.attributes.dump());
   if (auto dn = j.find("dimension_names"); dn != j.end() && !dn->is_null()) {
     if (!dn->is_array() || dn->size() != rank) {
       return Status::InvalidFormat("dimension_names must be a list with one entry per dimension");

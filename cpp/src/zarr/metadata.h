@@ -43,6 +43,7 @@ struct ArrayMetadata {
   std::optional<ShardLayout> sharding;
   std::unique_ptr<CodecChain> chain;       ///< for read_chunk_shape chunks
   nlohmann::json attributes = nlohmann::json::object();
+  std::string attributes_json = "{}";       ///< as JSON text; bare NaN/Infinity kept (Python reads them)
   std::optional<std::vector<std::optional<std::string>>> dimension_names;
   std::string codecs_description;          ///< e.g. "sharding_indexed[bytes, zstd]"
 };
