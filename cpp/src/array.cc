@@ -28,10 +28,14 @@ Result<std::string> ReadSmallFile(const std::string& path, bool* missing) {
     return Status::IoError("cannot open file", errno).WithPath(path);
   }
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st) != 0) {
     const int err = errno;
     close(fd);
-    return Status::IoError("not a regular file", S_ISDIR(st.st_mode) ? EISDIR : (err ? err : EINVAL)).WithPath(path);
+    return Status::IoError("cannot stat file", err).WithPath(path);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return Status::IoError("not a regular file", S_ISDIR(st.st_mode) ? EISDIR : EINVAL).WithPath(path);
   }
   if (st.st_size > (64 << 20)) {
     close(fd);

@@ -51,7 +51,12 @@ Result<std::unique_ptr<IoBackend>> MakeBackend(IoMode mode, unsigned queue_depth
       return MakePreadBackend();
     case IoMode::kUring: {
       const UringSupportInfo info = UringSupport();
-      if (!info.available) return Status::Unavailable(info.reason, info.error);
+      if (!info.available) {
+        std::string why = "io=\"uring\" was requested but io_uring cannot be used here";
+        if (info.error == EPERM) why += " (blocked by seccomp or kernel.io_uring_disabled)";
+        if (info.error == ENOSYS) why += " (kernel without io_uring)";
+        return Status::Unavailable(why, info.error);
+      }
       return MakeUringBackend(queue_depth, /*nowait_first=*/false);
     }
     case IoMode::kAuto: {

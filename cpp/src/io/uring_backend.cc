@@ -260,6 +260,7 @@ class UringBackend final : public IoBackend {
 
 Result<std::unique_ptr<IoBackend>> MakeUringBackend(unsigned queue_depth, bool nowait_first) {
   if (queue_depth == 0) return Status::InvalidArgument("io_uring queue depth must be >= 1");
+  InstallForkHandler();  // the thread-local rings rely on the fork generation
   return std::unique_ptr<IoBackend>(new UringBackend(queue_depth, nowait_first));
 }
 

@@ -87,8 +87,10 @@ Status PutInt(const nlohmann::json& j, const DataTypeInfo& dt, std::vector<uint8
   }
   if (j.is_number_integer()) {
     const int64_t i = j.get<int64_t>();
-    if (L::is_signed ? (i < static_cast<int64_t>(L::min()) || i > static_cast<int64_t>(L::max()))
-                     : i < 0) {
+    const bool out_of_range =
+        L::is_signed ? (i < static_cast<int64_t>(L::min()) || i > static_cast<int64_t>(L::max()))
+                     : (i < 0 || static_cast<uint64_t>(i) > static_cast<uint64_t>(L::max()));
+    if (out_of_range) {
       return Bad(dt, j, "out of range");
     }
     Put<T>(out, 0, static_cast<T>(i));

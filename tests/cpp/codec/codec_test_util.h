@@ -1,0 +1,94 @@
+// Helpers for the codec tests: parse a chain from JSON text, decode into a fresh buffer, and
+// encode test data with the reference libraries (libzstd, zlib) themselves.
+#pragma once
+
+#include <zlib.h>
+#include <zstd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "codec/chain.h"
+#include "codec/codec.h"
+#include "test_util.h"
+
+namespace lsio_test {
+
+inline lsio::ChunkSpec Spec(std::vector<int64_t> shape, size_t itemsize = 1, size_t swap_unit = 0) {
+  lsio::ChunkSpec s;
+  s.shape = std::move(shape);
+  s.itemsize = itemsize;
+  s.swap_unit = swap_unit == 0 ? itemsize : swap_unit;
+  return s;
+}
+
+inline lsio::Result<std::unique_ptr<lsio::CodecChain>> ParseChain(const std::string& json_text,
+                                                                  const lsio::ChunkSpec& spec) {
+  return lsio::CodecChain::Parse(nlohmann::json::parse(json_text), spec);
+}
+
+/// Decodes `in` with `chain` into a buffer of decoded_size() bytes.
+inline lsio::Result<Bytes> Decode(const lsio::CodecChain& chain, const Bytes& in,
+                                  lsio::DecodeScratch* scratch = nullptr) {
+  Bytes out(chain.decoded_size() + 1, 0xA5);  // one guard byte
+  lsio::DecodeScratch& s = scratch ? *scratch : lsio::ThreadDecodeScratch();
+  lsio::Status st = chain.Decode(std::span<const uint8_t>(in.data(), in.size()), out.data(), s);
+  if (!st.ok()) return st;
+  if (out.back() != 0xA5) return lsio::Status::Internal("decode wrote past decoded_size()");
+  out.pop_back();
+  return out;
+}
+
+struct ZstdOptions {
+  int level = 3;
+  bool content_size = true;
+  bool checksum = false;
+};
+
+inline Bytes ZstdCompress(const Bytes& data, ZstdOptions o = {}) {
+  ZSTD_CCtx* cctx = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, o.level);
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, o.content_size ? 1 : 0);
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, o.checksum ? 1 : 0);
+  Bytes out(ZSTD_compressBound(data.size()));
+  const size_t n = ZSTD_compress2(cctx, out.data(), out.size(), data.data(), data.size());
+  ZSTD_freeCCtx(cctx);
+  EXPECT_FALSE(ZSTD_isError(n)) << ZSTD_getErrorName(n);
+  out.resize(ZSTD_isError(n) ? 0 : n);
+  return out;
+}
+
+/// Frame content size as libzstd reads it (ZSTD_CONTENTSIZE_UNKNOWN when absent).
+inline unsigned long long ZstdContentSize(const Bytes& frame) {
+  return ZSTD_getFrameContentSize(frame.data(), frame.size());
+}
+
+/// DEFLATE with a gzip header (window_bits 15 + 16) or a zlib header (15).
+inline Bytes Deflate(const Bytes& data, bool gzip = true, int level = 6) {
+  z_stream zs{};
+  EXPECT_EQ(deflateInit2(&zs, level, Z_DEFLATED, gzip ? 15 + 16 : 15, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  Bytes out(deflateBound(&zs, static_cast<uLong>(data.size())) + 64);
+  zs.next_in = const_cast<Bytef*>(data.data());
+  zs.avail_in = static_cast<uInt>(data.size());
+  zs.next_out = out.data();
+  zs.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+/// Compressible test data of `n` bytes (runs and a pattern).
+inline Bytes TestData(size_t n, uint64_t seed = 1) {
+  Bytes b = PatternBytes(n, seed);
+  for (size_t i = 0; i < n; ++i) {
+    if ((i / 64) % 2 == 0) b[i] = static_cast<uint8_t>(i / 64);
+  }
+  return b;
+}
+
+}  // namespace lsio_test

@@ -1,0 +1,232 @@
+// FileCache: missing files are nullptr (fill), non-regular files are kIoError without
+// blocking, descriptors are O_CLOEXEC and blocking, entries are LRU-capped, and a FileRef
+// stays usable after its entry is evicted.
+#include "io/file_cache.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+#include "util/process_local.h"
+
+namespace lsio {
+namespace {
+
+using lsio_test::Bytes;
+using lsio_test::TempDir;
+
+std::string ReadAll(const FileRef& f) {
+  std::string s(f->size, '\0');
+  const ssize_t n = pread(f->fd, s.data(), s.size(), 0);
+  if (n != static_cast<ssize_t>(s.size())) return "<read failed>";
+  return s;
+}
+
+TEST(FileCacheTest, MissingFileIsNullptrNotAnError) {
+  TempDir dir;
+  FileCache cache(8);
+  auto r = cache.Open(dir.Join("no/such/file"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r.value(), nullptr);
+  EXPECT_EQ(cache.size(), 0u) << "absent files are not cached";
+}
+
+TEST(FileCacheTest, OpensRegularFileWithSizeAndFlags) {
+  TempDir dir;
+  const std::string path = dir.Write("a", std::string("hello, shard"));
+  FileCache cache(8);
+  auto r = cache.Open(path);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const FileRef f = r.value();
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->size, 12u);
+  EXPECT_EQ(ReadAll(f), "hello, shard");
+  const int fdflags = fcntl(f->fd, F_GETFD);
+  EXPECT_TRUE(fdflags & FD_CLOEXEC);
+  const int flflags = fcntl(f->fd, F_GETFL);
+  EXPECT_EQ(flflags & O_ACCMODE, O_RDONLY);
+  EXPECT_FALSE(flflags & O_NONBLOCK) << "O_NONBLOCK must be cleared for regular files";
+}
+
+TEST(FileCacheTest, SecondOpenReturnsTheCachedEntry) {
+  TempDir dir;
+  const std::string path = dir.Write("a", std::string("x"));
+  FileCache cache(8);
+  auto a = cache.Open(path);
+  auto b = cache.Open(path);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a.value().get(), b.value().get());
+  EXPECT_EQ(cache.size(), 1u);
+}
+
+TEST(FileCacheTest, SizeIsTakenAtOpenTime) {
+  TempDir dir;
+  const std::string path = dir.Write("a", std::string("12345"));
+  FileCache cache(8);
+  auto a = cache.Open(path);
+  ASSERT_TRUE(a.ok());
+  dir.Write("a", std::string("1234567890"));
+  auto b = cache.Open(path);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b.value()->size, 5u);
+}
+
+TEST(FileCacheTest, DirectoryIsIoErrorWithEisdir) {
+  TempDir dir;
+  const std::string sub = dir.MakeDir("sub");
+  FileCache cache(8);
+  auto r = cache.Open(sub);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kIoError);
+  EXPECT_EQ(r.status().error_number(), EISDIR);
+  EXPECT_EQ(r.status().path(), sub);
+  EXPECT_EQ(r.status().message(), "expected a file, found a directory");
+  EXPECT_EQ(cache.size(), 0u);
+}
+
+TEST(FileCacheTest, FifoIsIoErrorWithoutBlocking) {
+  TempDir dir;
+  const std::string fifo = dir.Join("fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  // A blocking open of a FIFO without a writer would hang forever: run it in a child with a
+  // deadline, so a regression fails instead of hanging the suite.
+  const int rc = lsio_test::RunInChild([&] {
+    alarm(10);
+    FileCache cache(8);
+    auto r = cache.Open(fifo);
+    if (r.ok()) return 1;
+    if (r.status().code() != StatusCode::kIoError) return 2;
+    if (r.status().error_number() != EINVAL) return 3;
+    if (r.status().message() != "not a regular file") return 4;
+    if (r.status().path() != fifo) return 5;
+    return 0;
+  });
+  EXPECT_EQ(rc, 0) << (rc == 1000 + SIGALRM ? "Open blocked on a FIFO" : "wrong status");
+}
+
+TEST(FileCacheTest, PermissionDeniedIsIoErrorWithPath) {
+  if (geteuid() == 0) GTEST_SKIP() << "root ignores file permissions";
+  TempDir dir;
+  const std::string path = dir.Write("secret", std::string("x"));
+  ASSERT_EQ(chmod(path.c_str(), 0), 0);
+  FileCache cache(8);
+  auto r = cache.Open(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kIoError);
+  EXPECT_EQ(r.status().error_number(), EACCES);
+  EXPECT_EQ(r.status().path(), path);
+}
+
+TEST(FileCacheTest, CapacityHasAFloorOfFour) {
+  EXPECT_EQ(FileCache(1).capacity(), 4u);
+  EXPECT_EQ(FileCache(100).capacity(), 100u);
+  const size_t def = DefaultFileCacheCapacity();
+  EXPECT_GE(def, 16u);
+  EXPECT_LE(def, 1024u);
+}
+
+TEST(FileCacheTest, EvictionKeepsFileRefsValid) {
+  TempDir dir;
+  FileCache cache(4);
+  std::vector<FileRef> refs;
+  for (int i = 0; i < 10; ++i) {
+    const std::string path = dir.Write("f" + std::to_string(i), "content " + std::to_string(i));
+    auto r = cache.Open(path);
+    ASSERT_TRUE(r.ok());
+    refs.push_back(r.value());
+  }
+  EXPECT_EQ(cache.size(), 4u);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(ReadAll(refs[static_cast<size_t>(i)]), "content " + std::to_string(i)) << "evicted ref " << i;
+  }
+  // Dropping the last ref of an evicted entry closes its descriptor.
+  const int evicted_fd = refs[0]->fd;
+  refs[0].reset();
+  EXPECT_EQ(fcntl(evicted_fd, F_GETFD), -1);
+  EXPECT_EQ(errno, EBADF);
+  // A cached entry's descriptor survives dropping the caller's ref.
+  const int cached_fd = refs[9]->fd;
+  refs[9].reset();
+  EXPECT_NE(fcntl(cached_fd, F_GETFD), -1);
+}
+
+TEST(FileCacheTest, LeastRecentlyUsedIsEvictedFirst) {
+  TempDir dir;
+  FileCache cache(4);
+  std::vector<std::string> paths;
+  std::vector<const OpenFile*> first;
+  for (int i = 0; i < 4; ++i) {
+    paths.push_back(dir.Write("f" + std::to_string(i), std::string("x")));
+    first.push_back(cache.Open(paths.back()).value().get());
+  }
+  ASSERT_EQ(cache.Open(paths[0]).value().get(), first[0]);  // touch 0: now 1 is the oldest
+  paths.push_back(dir.Write("f4", std::string("x")));
+  ASSERT_TRUE(cache.Open(paths[4]).ok());
+  EXPECT_EQ(cache.size(), 4u);
+  // 0 is still cached (same object); 1 was evicted (a new object on reopen).
+  auto again0 = cache.Open(paths[0]);
+  EXPECT_EQ(again0.value().get(), first[0]);
+  FileRef keep1 = cache.Open(paths[1]).value();  // reopened: evicts another
+  EXPECT_NE(keep1.get(), nullptr);
+  EXPECT_EQ(cache.size(), 4u);
+}
+
+TEST(FileCacheTest, ClearDropsEntriesButNotRefs) {
+  TempDir dir;
+  const std::string path = dir.Write("a", std::string("abc"));
+  FileCache cache(8);
+  FileRef ref = cache.Open(path).value();
+  cache.Clear();
+  EXPECT_EQ(cache.size(), 0u);
+  EXPECT_EQ(ReadAll(ref), "abc");
+  FileRef again = cache.Open(path).value();
+  EXPECT_NE(again.get(), ref.get());
+}
+
+TEST(FileCacheTest, ConcurrentOpensOfOnePathShareOneEntry) {
+  TempDir dir;
+  const std::string path = dir.Write("a", std::string("abc"));
+  FileCache cache(8);
+  std::vector<std::thread> threads;
+  std::vector<const OpenFile*> seen(8);
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      auto r = cache.Open(path);
+      seen[static_cast<size_t>(t)] = r.ok() ? r.value().get() : nullptr;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(cache.size(), 1u);
+  auto final_ref = cache.Open(path).value();
+  for (const OpenFile* p : seen) EXPECT_EQ(p, final_ref.get());
+}
+
+TEST(FileCacheTest, ForkedChildGetsAFreshCacheAndClosesInheritedDescriptors) {
+  TempDir dir;
+  const std::string path = dir.Write("a", std::string("abc"));
+  ProcessLocal<FileCache> slot([] { return new FileCache(8); });
+  FileRef parent_ref = slot.Get().Open(path).value();
+  const int parent_fd = parent_ref->fd;
+  const int rc = lsio_test::RunInChild([&] {
+    FileCache& fresh = slot.Get();
+    if (fresh.size() != 0) return 1;
+    if (fcntl(parent_fd, F_GETFD) != -1 || errno != EBADF) return 2;  // closed by OnForkAbandon
+    auto r = fresh.Open(path);
+    if (!r.ok() || r.value() == nullptr || ReadAll(r.value()) != "abc") return 3;
+    return 0;
+  });
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(ReadAll(parent_ref), "abc") << "the parent's descriptor must stay open";
+}
+
+}  // namespace
+}  // namespace lsio

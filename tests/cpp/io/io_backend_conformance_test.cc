@@ -1,0 +1,629 @@
+// The IoBackend conformance suite (io_backend.h contract), run by every backend: pread,
+// io_uring, and io_uring with inline RWF_NOWAIT attempts. io_uring variants skip with the
+// reason from UringSupport() where the kernel refuses rings, and fail instead when
+// LSIO_REQUIRE_URING=1.
+#include "io/io_backend.h"
+
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "io/fault_injection.h"
+#include "io/select_backend.h"
+#include "test_util.h"
+
+namespace lsio {
+namespace {
+
+using lsio_test::Bytes;
+using lsio_test::GetFaults;
+using lsio_test::ResetFaults;
+
+constexpr uint8_t kCanary = 0xC5;
+constexpr size_t kGuard = 16;
+
+#define LSIO_SKIP_WITHOUT_URING()                                                          \
+  do {                                                                                     \
+    const UringSupportInfo lsio_info_ = UringSupport();                                    \
+    if (!lsio_info_.available) {                                                           \
+      if (lsio_test::RequireUring()) {                                                     \
+        FAIL() << "LSIO_REQUIRE_URING=1 but io_uring is unavailable: " << lsio_info_.reason; \
+      }                                                                                    \
+      GTEST_SKIP() << "io_uring unavailable here: " << lsio_info_.reason;                  \
+    }                                                                                      \
+  } while (0)
+
+struct PreadTraits {
+  static constexpr bool kRing = false;
+  static constexpr bool kNowait = false;
+  static constexpr const char* kName = "pread";
+  static Result<std::unique_ptr<IoBackend>> Make(unsigned) { return MakePreadBackend(); }
+};
+struct UringTraits {
+  static constexpr bool kRing = true;
+  static constexpr bool kNowait = false;
+  static constexpr const char* kName = "uring";
+  static Result<std::unique_ptr<IoBackend>> Make(unsigned qd) { return MakeUringBackend(qd, false); }
+};
+struct UringNowaitTraits {
+  static constexpr bool kRing = true;
+  static constexpr bool kNowait = true;
+  static constexpr const char* kName = "uring+nowait";
+  static Result<std::unique_ptr<IoBackend>> Make(unsigned qd) { return MakeUringBackend(qd, true); }
+};
+
+// A destination buffer with canaries on both sides.
+struct Guarded {
+  explicit Guarded(size_t n) : buf(n + 2 * kGuard, kCanary), n(n) {}
+  uint8_t* data() { return buf.data() + kGuard; }
+  Bytes contents() const { return Bytes(buf.begin() + kGuard, buf.begin() + static_cast<long>(kGuard + n)); }
+  bool GuardsIntact() const {
+    for (size_t i = 0; i < kGuard; ++i) {
+      if (buf[i] != kCanary || buf[kGuard + n + i] != kCanary) return false;
+    }
+    return true;
+  }
+  Bytes buf;
+  size_t n;
+};
+
+template <typename T>
+class IoBackendConformanceTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    ResetFaults();
+    if constexpr (T::kRing) LSIO_SKIP_WITHOUT_URING();
+    auto b = T::Make(4);
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    backend_ = std::move(b).value();
+    content_ = lsio_test::PatternBytes(kFileSize, 7);
+    path_ = dir_.Write("data.bin", content_);
+    fd_ = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd_, 0);
+  }
+  void TearDown() override {
+    ResetFaults();
+    if (fd_ >= 0) close(fd_);
+  }
+
+  // Runs the batch and checks on_done: exactly once per request, on the calling thread,
+  // after that request's status was set.
+  void Read(std::vector<ReadRequest>& reqs) {
+    std::vector<int> calls(reqs.size(), 0);
+    std::vector<StatusCode> code_at_callback(reqs.size(), StatusCode::kInternal);
+    const auto caller = std::this_thread::get_id();
+    bool wrong_thread = false;
+    for (ReadRequest& r : reqs) r.status = Status::Internal("unset by the backend");
+    backend_->Read(reqs, [&](size_t i) {
+      ASSERT_LT(i, reqs.size());
+      ++calls[i];
+      code_at_callback[i] = reqs[i].status.code();
+      wrong_thread |= std::this_thread::get_id() != caller;
+    });
+    EXPECT_FALSE(wrong_thread) << "on_done must run on the calling thread";
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      EXPECT_EQ(calls[i], 1) << "on_done for request " << i;
+      EXPECT_EQ(code_at_callback[i], reqs[i].status.code()) << "status of request " << i << " set after on_done";
+    }
+  }
+
+  Bytes Expected(uint64_t off, uint64_t len) const {
+    return Bytes(content_.begin() + static_cast<long>(off), content_.begin() + static_cast<long>(off + len));
+  }
+
+  static constexpr size_t kFileSize = 256 * 1024 + 123;
+  lsio_test::TempDir dir_;
+  std::unique_ptr<IoBackend> backend_;
+  Bytes content_;
+  std::string path_;
+  int fd_ = -1;
+};
+
+using Backends = testing::Types<PreadTraits, UringTraits, UringNowaitTraits>;
+class BackendNames {
+ public:
+  template <typename T>
+  static std::string GetName(int) {
+    return T::kRing ? (T::kNowait ? "UringNowait" : "Uring") : "Pread";
+  }
+};
+TYPED_TEST_SUITE(IoBackendConformanceTest, Backends, BackendNames);
+
+TYPED_TEST(IoBackendConformanceTest, ReportsItsName) {
+  EXPECT_STREQ(this->backend_->name(), TypeParam::kName);
+}
+
+TYPED_TEST(IoBackendConformanceTest, ReadsOneRangeExactly) {
+  Guarded g(1000);
+  std::vector<ReadRequest> reqs(1);
+  reqs[0].fd = this->fd_;
+  reqs[0].offset = 4097;
+  reqs[0].length = 1000;
+  reqs[0].dst = g.data();
+  this->Read(reqs);
+  ASSERT_TRUE(reqs[0].status.ok()) << reqs[0].status.ToString();
+  EXPECT_EQ(g.contents(), this->Expected(4097, 1000));
+  EXPECT_TRUE(g.GuardsIntact());
+}
+
+TYPED_TEST(IoBackendConformanceTest, ManyRangesInOneCallBeyondQueueDepth) {
+  // 300 ranges (queue depth 4): overlapping, unsorted, some ending exactly at EOF.
+  constexpr size_t kN = 300;
+  std::vector<Guarded> bufs;
+  std::vector<ReadRequest> reqs(kN);
+  uint64_t x = 12345;
+  bufs.reserve(kN);
+  for (size_t i = 0; i < kN; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    uint64_t len = 1 + (x >> 33) % 9000;
+    uint64_t off = (x >> 7) % (this->kFileSize - len + 1);
+    if (i % 50 == 0) off = this->kFileSize - len;  // ends at EOF
+    bufs.emplace_back(len);
+    reqs[i].fd = this->fd_;
+    reqs[i].offset = off;
+    reqs[i].length = len;
+  }
+  for (size_t i = 0; i < kN; ++i) reqs[i].dst = bufs[i].data();
+  this->Read(reqs);
+  for (size_t i = 0; i < kN; ++i) {
+    ASSERT_TRUE(reqs[i].status.ok()) << i << ": " << reqs[i].status.ToString();
+    ASSERT_EQ(bufs[i].contents(), this->Expected(reqs[i].offset, reqs[i].length)) << "request " << i;
+    ASSERT_TRUE(bufs[i].GuardsIntact()) << "request " << i;
+  }
+}
+
+TYPED_TEST(IoBackendConformanceTest, EmptyBatchCallsNothing) {
+  std::vector<ReadRequest> reqs;
+  int calls = 0;
+  this->backend_->Read(reqs, [&](size_t) { ++calls; });
+  EXPECT_EQ(calls, 0);
+}
+
+TYPED_TEST(IoBackendConformanceTest, ZeroLengthRequestsSucceedWithoutASyscall) {
+  // fd -1 and a null dst: any syscall would fail with EBADF, any write would crash.
+  Guarded g(16);
+  std::vector<ReadRequest> reqs(3);
+  reqs[0].fd = -1;
+  reqs[0].offset = 0;
+  reqs[0].length = 0;
+  reqs[1].fd = this->fd_;
+  reqs[1].offset = 10;
+  reqs[1].length = 16;
+  reqs[1].dst = g.data();
+  reqs[2].fd = this->fd_;
+  reqs[2].offset = this->kFileSize + 100;  // past EOF, but nothing to read
+  reqs[2].length = 0;
+  this->Read(reqs);
+  EXPECT_TRUE(reqs[0].status.ok()) << reqs[0].status.ToString();
+  EXPECT_TRUE(reqs[2].status.ok()) << reqs[2].status.ToString();
+  ASSERT_TRUE(reqs[1].status.ok()) << reqs[1].status.ToString();
+  EXPECT_EQ(g.contents(), this->Expected(10, 16));
+}
+
+TYPED_TEST(IoBackendConformanceTest, EofBeforeLengthIsDataLoss) {
+  Guarded g(200);
+  std::vector<ReadRequest> reqs(1);
+  reqs[0].fd = this->fd_;
+  reqs[0].offset = this->kFileSize - 50;
+  reqs[0].length = 200;
+  reqs[0].dst = g.data();
+  this->Read(reqs);
+  const Status& st = reqs[0].status;
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st.ToString();
+  EXPECT_EQ(st.message(), "unexpected end of file after 50 of 200 bytes");
+  EXPECT_TRUE(st.has_range());
+  EXPECT_EQ(st.range_offset(), this->kFileSize - 50);
+  EXPECT_EQ(st.range_length(), 200u);
+  // The bytes before EOF arrived; nothing was written past what the file holds.
+  const Bytes got = g.contents();
+  EXPECT_EQ(Bytes(got.begin(), got.begin() + 50), this->Expected(this->kFileSize - 50, 50));
+  EXPECT_TRUE(std::all_of(got.begin() + 50, got.end(), [](uint8_t b) { return b == kCanary; }));
+  EXPECT_TRUE(g.GuardsIntact());
+}
+
+TYPED_TEST(IoBackendConformanceTest, RequestLargerThanTheFileIsDataLoss) {
+  const uint64_t len = this->kFileSize + 4096;
+  Guarded g(len);
+  std::vector<ReadRequest> reqs(1);
+  reqs[0].fd = this->fd_;
+  reqs[0].offset = 0;
+  reqs[0].length = len;
+  reqs[0].dst = g.data();
+  this->Read(reqs);
+  EXPECT_EQ(reqs[0].status.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(reqs[0].status.message(), "unexpected end of file after " + std::to_string(this->kFileSize) + " of " +
+                                          std::to_string(len) + " bytes");
+  EXPECT_TRUE(g.GuardsIntact());
+}
+
+TYPED_TEST(IoBackendConformanceTest, OffsetPastEndOfFileIsDataLoss) {
+  Guarded g(8);
+  std::vector<ReadRequest> reqs(1);
+  reqs[0].fd = this->fd_;
+  reqs[0].offset = this->kFileSize + 1;
+  reqs[0].length = 8;
+  reqs[0].dst = g.data();
+  this->Read(reqs);
+  EXPECT_EQ(reqs[0].status.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(reqs[0].status.message(), "unexpected end of file after 0 of 8 bytes");
+  EXPECT_EQ(g.contents(), Bytes(8, kCanary));
+}
+
+TYPED_TEST(IoBackendConformanceTest, BadFdIsIoErrorWithErrno) {
+  // A descriptor number above RLIMIT_NOFILE can never be open, so it cannot be reused by
+  // anything the backend opens meanwhile (an io_uring ring takes the lowest free number).
+  rlimit rl{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  const int closed_fd = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1u << 30)
+                            ? (1 << 30)
+                            : static_cast<int>(rl.rlim_cur) + 10;
+  const int dir_fd = open(this->dir_.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(dir_fd, 0);
+  Guarded a(8), b(8);
+  std::vector<ReadRequest> reqs(2);
+  reqs[0].fd = closed_fd;
+  reqs[0].offset = 0;
+  reqs[0].length = 8;
+  reqs[0].dst = a.data();
+  reqs[1].fd = dir_fd;
+  reqs[1].offset = 0;
+  reqs[1].length = 8;
+  reqs[1].dst = b.data();
+  this->Read(reqs);
+  close(dir_fd);
+  EXPECT_EQ(reqs[0].status.code(), StatusCode::kIoError) << reqs[0].status.ToString();
+  EXPECT_EQ(reqs[0].status.error_number(), EBADF);
+  EXPECT_EQ(reqs[0].status.message(), "read failed");
+  EXPECT_EQ(reqs[0].status.range_offset(), 0u);
+  EXPECT_EQ(reqs[0].status.range_length(), 8u);
+  EXPECT_EQ(reqs[1].status.code(), StatusCode::kIoError) << reqs[1].status.ToString();
+  EXPECT_EQ(reqs[1].status.error_number(), EISDIR);
+  EXPECT_TRUE(a.GuardsIntact() && b.GuardsIntact());
+  EXPECT_EQ(a.contents(), Bytes(8, kCanary));
+}
+
+TYPED_TEST(IoBackendConformanceTest, FailuresAreIndependent) {
+  std::vector<Guarded> bufs;
+  bufs.reserve(6);
+  std::vector<ReadRequest> reqs(6);
+  const uint64_t offs[] = {0, 0, 100, this->kFileSize - 4, 5000, 0};
+  const uint64_t lens[] = {64, 64, 64, 8, 64, 0};
+  const int fds[] = {this->fd_, -1, this->fd_, this->fd_, this->fd_, -1};
+  for (size_t i = 0; i < 6; ++i) bufs.emplace_back(lens[i]);
+  for (size_t i = 0; i < 6; ++i) {
+    reqs[i].fd = fds[i];
+    reqs[i].offset = offs[i];
+    reqs[i].length = lens[i];
+    reqs[i].dst = bufs[i].data();
+  }
+  this->Read(reqs);
+  EXPECT_TRUE(reqs[0].status.ok());
+  EXPECT_EQ(bufs[0].contents(), this->Expected(0, 64));
+  EXPECT_EQ(reqs[1].status.code(), StatusCode::kIoError);
+  EXPECT_EQ(reqs[1].status.error_number(), EBADF);
+  EXPECT_TRUE(reqs[2].status.ok());
+  EXPECT_EQ(bufs[2].contents(), this->Expected(100, 64));
+  EXPECT_EQ(reqs[3].status.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(reqs[3].status.message(), "unexpected end of file after 4 of 8 bytes");
+  EXPECT_TRUE(reqs[4].status.ok());
+  EXPECT_EQ(bufs[4].contents(), this->Expected(5000, 64));
+  EXPECT_TRUE(reqs[5].status.ok());
+}
+
+TYPED_TEST(IoBackendConformanceTest, ShortReadsAreResumed) {
+  // Every interposed call moves at most 7 bytes (the kernel's io_uring reads are not
+  // interposed; UringBackendTest.PipeShortReadsAreResumed covers those).
+  GetFaults().max_bytes = 7;
+  std::vector<Guarded> bufs;
+  bufs.reserve(3);
+  const uint64_t offs[] = {3, 70000, this->kFileSize - 100};
+  const uint64_t lens[] = {1000, 4096, 100};
+  std::vector<ReadRequest> reqs(3);
+  for (size_t i = 0; i < 3; ++i) bufs.emplace_back(lens[i]);
+  for (size_t i = 0; i < 3; ++i) {
+    reqs[i].fd = this->fd_;
+    reqs[i].offset = offs[i];
+    reqs[i].length = lens[i];
+    reqs[i].dst = bufs[i].data();
+  }
+  this->Read(reqs);
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(reqs[i].status.ok()) << reqs[i].status.ToString();
+    EXPECT_EQ(bufs[i].contents(), this->Expected(offs[i], lens[i]));
+    EXPECT_TRUE(bufs[i].GuardsIntact());
+  }
+  if constexpr (!TypeParam::kRing) {
+    EXPECT_GE(GetFaults().pread_calls.load(), (1000u + 4096u + 100u) / 7u);
+  }
+  if constexpr (TypeParam::kNowait) {
+    EXPECT_GE(GetFaults().preadv2_calls.load(), 2u);
+  }
+}
+
+TYPED_TEST(IoBackendConformanceTest, ShortReadsThenEofIsDataLoss) {
+  GetFaults().max_bytes = 3;
+  Guarded g(20);
+  std::vector<ReadRequest> reqs(1);
+  reqs[0].fd = this->fd_;
+  reqs[0].offset = this->kFileSize - 10;
+  reqs[0].length = 20;
+  reqs[0].dst = g.data();
+  this->Read(reqs);
+  EXPECT_EQ(reqs[0].status.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(reqs[0].status.message(), "unexpected end of file after 10 of 20 bytes");
+  const Bytes got = g.contents();
+  EXPECT_EQ(Bytes(got.begin(), got.begin() + 10), this->Expected(this->kFileSize - 10, 10));
+}
+
+TYPED_TEST(IoBackendConformanceTest, EintrAndEagainAreRetried) {
+  GetFaults().eintr_every = 2;   // calls 2, 4, 6, ... fail with EINTR
+  GetFaults().eagain_every = 3;  // calls 3, 9, 15, ... fail with EAGAIN
+  GetFaults().max_bytes = 100;
+  Guarded g(5000);
+  std::vector<ReadRequest> reqs(1);
+  reqs[0].fd = this->fd_;
+  reqs[0].offset = 1234;
+  reqs[0].length = 5000;
+  reqs[0].dst = g.data();
+  this->Read(reqs);
+  ASSERT_TRUE(reqs[0].status.ok()) << reqs[0].status.ToString();
+  EXPECT_EQ(g.contents(), this->Expected(1234, 5000));
+}
+
+TYPED_TEST(IoBackendConformanceTest, UsableFromManyThreadsAtOnce) {
+  std::vector<std::thread> threads;
+  std::vector<int> failures(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([this, t, &failures] {
+      for (int rep = 0; rep < 30; ++rep) {
+        std::vector<Bytes> bufs(8);
+        std::vector<ReadRequest> reqs(8);
+        for (size_t i = 0; i < 8; ++i) {
+          const uint64_t off = static_cast<uint64_t>((t * 7919 + rep * 104729 + static_cast<int>(i) * 1299709) % 200000);
+          bufs[i].assign(3000, 0);
+          reqs[i].fd = this->fd_;
+          reqs[i].offset = off;
+          reqs[i].length = 3000;
+          reqs[i].dst = bufs[i].data();
+        }
+        int done = 0;
+        this->backend_->Read(reqs, [&](size_t) { ++done; });
+        if (done != 8) ++failures[static_cast<size_t>(t)];
+        for (size_t i = 0; i < 8; ++i) {
+          if (!reqs[i].status.ok() || bufs[i] != this->Expected(reqs[i].offset, 3000)) ++failures[static_cast<size_t>(t)];
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(failures[static_cast<size_t>(t)], 0) << "thread " << t;
+}
+
+TYPED_TEST(IoBackendConformanceTest, ForkedChildReadsAfterParentDid) {
+  // The parent's thread has used the backend (a ring exists for io_uring); the child must
+  // read correctly through the same backend object without touching the parent's ring.
+  auto read_check = [this](uint64_t off) {
+    Bytes buf(4096, 0);
+    std::vector<ReadRequest> reqs(1);
+    reqs[0].fd = this->fd_;
+    reqs[0].offset = off;
+    reqs[0].length = buf.size();
+    reqs[0].dst = buf.data();
+    this->backend_->Read(reqs, [](size_t) {});
+    return reqs[0].status.ok() && buf == this->Expected(off, buf.size());
+  };
+  ASSERT_TRUE(read_check(0));
+  const int rc = lsio_test::RunInChild([&] {
+    for (uint64_t off = 0; off < 64 * 1024; off += 8192) {
+      if (!read_check(off)) return 1;
+    }
+    return 0;
+  });
+  EXPECT_EQ(rc, 0);
+  EXPECT_TRUE(read_check(8192)) << "the parent must keep reading after the child";
+}
+
+// ---- io_uring specifics (not expressible for pread) ----
+
+TEST(UringBackendTest, PipeShortReadsAreResumed) {
+  // A pipe hands the ring what is available: 3 bytes now, 3 more later.
+  LSIO_SKIP_WITHOUT_URING();
+  auto b = MakeUringBackend(8, false);
+  ASSERT_TRUE(b.ok());
+  int p[2];
+  ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
+  ASSERT_EQ(write(p[1], "abc", 3), 3);
+  std::thread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    EXPECT_EQ(write(p[1], "def", 3), 3);
+    close(p[1]);
+  });
+  Bytes buf(6, 0);
+  std::vector<ReadRequest> reqs(1);
+  reqs[0].fd = p[0];
+  reqs[0].offset = 0;
+  reqs[0].length = 6;
+  reqs[0].dst = buf.data();
+  int calls = 0;
+  (*b)->Read(reqs, [&](size_t) { ++calls; });
+  writer.join();
+  close(p[0]);
+  EXPECT_EQ(calls, 1);
+  ASSERT_TRUE(reqs[0].status.ok()) << reqs[0].status.ToString();
+  EXPECT_EQ(std::string(buf.begin(), buf.end()), "abcdef");
+}
+
+TEST(UringBackendTest, PipeEofAfterShortReadIsDataLoss) {
+  LSIO_SKIP_WITHOUT_URING();
+  auto b = MakeUringBackend(8, false);
+  ASSERT_TRUE(b.ok());
+  int p[2];
+  ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
+  ASSERT_EQ(write(p[1], "abc", 3), 3);
+  close(p[1]);
+  Bytes buf(6, 0);
+  std::vector<ReadRequest> reqs(1);
+  reqs[0].fd = p[0];
+  reqs[0].offset = 0;
+  reqs[0].length = 6;
+  reqs[0].dst = buf.data();
+  (*b)->Read(reqs, [](size_t) {});
+  close(p[0]);
+  EXPECT_EQ(reqs[0].status.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(reqs[0].status.message(), "unexpected end of file after 3 of 6 bytes");
+  EXPECT_EQ(std::string(buf.begin(), buf.begin() + 3), "abc");
+}
+
+TEST(UringBackendTest, PartialInlineReadIsFinishedByTheRing) {
+  // RWF_NOWAIT serves the first 5 bytes (the cached part), then says EAGAIN: the ring must
+  // continue at offset + 5 into dst + 5.
+  LSIO_SKIP_WITHOUT_URING();
+  ResetFaults();
+  lsio_test::TempDir dir;
+  const Bytes content = lsio_test::PatternBytes(10000, 3);
+  const std::string path = dir.Write("f", content);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  auto b = MakeUringBackend(8, true);
+  ASSERT_TRUE(b.ok());
+  GetFaults().nowait_budget = 5;
+  Guarded g(4000);
+  std::vector<ReadRequest> reqs(1);
+  reqs[0].fd = fd;
+  reqs[0].offset = 1000;
+  reqs[0].length = 4000;
+  reqs[0].dst = g.data();
+  (*b)->Read(reqs, [](size_t) {});
+  const uint64_t inline_calls = GetFaults().preadv2_calls.load();
+  ResetFaults();
+  close(fd);
+  ASSERT_TRUE(reqs[0].status.ok()) << reqs[0].status.ToString();
+  EXPECT_EQ(g.contents(), Bytes(content.begin() + 1000, content.begin() + 5000));
+  EXPECT_TRUE(g.GuardsIntact());
+  EXPECT_GE(inline_calls, 2u) << "expected one partial inline read, then EAGAIN";
+}
+
+TEST(UringBackendTest, QueueDepthOneStillCompletesEveryRequest) {
+  LSIO_SKIP_WITHOUT_URING();
+  lsio_test::TempDir dir;
+  const Bytes content = lsio_test::PatternBytes(50000, 9);
+  const std::string path = dir.Write("f", content);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  for (bool nowait : {false, true}) {
+    auto b = MakeUringBackend(1, nowait);
+    ASSERT_TRUE(b.ok());
+    std::vector<Bytes> bufs(40, Bytes(1000));
+    std::vector<ReadRequest> reqs(40);
+    for (size_t i = 0; i < 40; ++i) {
+      reqs[i].fd = fd;
+      reqs[i].offset = i * 1111;
+      reqs[i].length = 1000;
+      reqs[i].dst = bufs[i].data();
+    }
+    std::vector<int> calls(40, 0);
+    (*b)->Read(reqs, [&](size_t i) { ++calls[i]; });
+    for (size_t i = 0; i < 40; ++i) {
+      ASSERT_TRUE(reqs[i].status.ok());
+      EXPECT_EQ(calls[i], 1);
+      EXPECT_EQ(bufs[i], Bytes(content.begin() + static_cast<long>(i * 1111),
+                               content.begin() + static_cast<long>(i * 1111 + 1000)));
+    }
+  }
+  close(fd);
+}
+
+TEST(UringBackendTest, ZeroQueueDepthIsInvalidArgument) {
+  auto b = MakeUringBackend(0, false);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(b.status().message(), "io_uring queue depth must be >= 1");
+}
+
+// Installs a seccomp filter making io_uring_setup fail with `err` (this process only: run
+// it in a forked child).
+bool BlockIoUringSetup(int err) {
+  struct sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (static_cast<unsigned>(err) & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {static_cast<unsigned short>(sizeof(filter) / sizeof(filter[0])), filter};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
+  return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
+}
+
+TEST(UringBackendTest, ReadsFallBackToPreadWhenRingSetupFails) {
+  // A uring backend made where rings worked, used in a child where io_uring_setup is
+  // refused (the parent's thread already had a ring): reads still complete.
+  LSIO_SKIP_WITHOUT_URING();
+  lsio_test::TempDir dir;
+  const Bytes content = lsio_test::PatternBytes(8192, 4);
+  const std::string path = dir.Write("f", content);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  auto b = MakeUringBackend(8, false);
+  ASSERT_TRUE(b.ok());
+  IoBackend* backend = b->get();
+  auto read_ok = [&] {
+    Bytes buf(8192, 0);
+    std::vector<ReadRequest> reqs(1);
+    reqs[0].fd = fd;
+    reqs[0].offset = 0;
+    reqs[0].length = 8192;
+    reqs[0].dst = buf.data();
+    backend->Read(reqs, [](size_t) {});
+    return reqs[0].status.ok() && buf == content;
+  };
+  ASSERT_TRUE(read_ok());
+  const int rc = lsio_test::RunInChild([&] {
+    if (!BlockIoUringSetup(EPERM)) return 77;
+    return read_ok() ? 0 : 1;
+  });
+  close(fd);
+  if (rc == 77) GTEST_SKIP() << "cannot install a seccomp filter here";
+  EXPECT_EQ(rc, 0);
+}
+
+TEST(SelectBackendTest, AutoFallsBackToPreadWhenSeccompRefusesIoUring) {
+  for (int err : {EPERM, ENOSYS}) {
+    const int rc = lsio_test::RunInChild([err] {
+      if (!BlockIoUringSetup(err)) return 77;
+      if (ProbeUringSetup() != -err) return 1;
+      const UringSupportInfo info = UringSupport();  // re-probed in the child
+      if (info.available || info.error != err) return 2;
+      const std::string want = err == EPERM ? "(blocked by seccomp or kernel.io_uring_disabled)"
+                                            : "(kernel without io_uring)";
+      if (info.reason.find("io_uring setup failed: ") != 0) return 3;
+      if (info.reason.find(want) == std::string::npos) return 4;
+      auto autob = MakeBackend(IoMode::kAuto, 8);
+      if (!autob.ok() || std::string((*autob)->name()) != "pread") return 5;
+      auto forced = MakeBackend(IoMode::kUring, 8);
+      if (forced.ok() || forced.status().code() != StatusCode::kUnavailable) return 6;
+      if (forced.status().error_number() != err) return 7;
+      if (forced.status().message().find("io_uring") == std::string::npos) return 8;
+      if (err == EPERM && forced.status().message().find("seccomp") == std::string::npos) return 9;
+      return 0;
+    });
+    if (rc == 77) GTEST_SKIP() << "cannot install a seccomp filter here";
+    EXPECT_EQ(rc, 0) << "errno " << err;
+  }
+}
+
+}  // namespace
+}  // namespace lsio

@@ -1,0 +1,271 @@
+// ExecuteRead on stores written byte by byte: the §6.9 shard blobs, the index cache (the
+// index is read once and reused), error context (file, chunk, byte range), the uncompressed
+// size check, and identical results with 1 and several threads.
+#include "read/executor.h"
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "io/file_cache.h"
+#include "io/io_backend.h"
+#include "read/index_cache.h"
+#include "test_util.h"
+#include "zarr/metadata.h"
+
+namespace lsio {
+namespace {
+
+using lsio_test::Bytes;
+using lsio_test::TempDir;
+
+// An opened store: metadata, layout and the per-array caches, as the facade holds them.
+struct Store {
+  ArrayMetadata meta;
+  ArrayLayout layout;
+  std::unique_ptr<IoBackend> backend = MakePreadBackend();
+  std::unique_ptr<IndexCache> index = std::make_unique<IndexCache>(1 << 20);
+  std::unique_ptr<FileCache> files = std::make_unique<FileCache>(64);
+  int threads = 1;
+
+  Status Read(const std::vector<Selection>& sels, const std::vector<DstView>& dsts) {
+    ReadContext ctx;
+    ctx.layout = &layout;
+    ctx.backend = backend.get();
+    ctx.index_cache = index.get();
+    ctx.files = files.get();
+    ctx.threads = threads;
+    return ExecuteRead(ctx, sels, dsts);
+  }
+};
+
+std::unique_ptr<Store> OpenStore(const std::string& root, const std::string& zarr_json) {
+  auto m = ParseArrayMetadata(zarr_json);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  if (!m.ok()) return nullptr;
+  auto s = std::make_unique<Store>();
+  s->meta = std::move(m).value();
+  ArrayLayout& l = s->layout;
+  l.root = root + "/";
+  l.shape = s->meta.shape;
+  l.chunk = s->meta.read_chunk_shape;
+  for (size_t d = 0; d < l.shape.size(); ++d) l.grid.push_back((l.shape[d] + l.chunk[d] - 1) / l.chunk[d]);
+  l.sharded = s->meta.sharding.has_value();
+  if (l.sharded) l.shard = *s->meta.sharding;
+  l.keys = s->meta.key_encoding;
+  l.chain = s->meta.chain.get();
+  l.fill = s->meta.fill_value;
+  l.itemsize = s->meta.dtype.itemsize;
+  return s;
+}
+
+std::string Sharded69Json(const char* location) {
+  return std::string(R"({"zarr_format": 3, "node_type": "array", "shape": [4, 4], "data_type": "uint16",
+    "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4, 4]}},
+    "chunk_key_encoding": {"name": "default"}, "fill_value": 0,
+    "codecs": [{"name": "sharding_indexed", "configuration": {"chunk_shape": [2, 2],
+      "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+      "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+      "index_location": ")") + location + R"("}}]})";
+}
+
+DstView View(void* data, std::vector<int64_t> shape, size_t itemsize) {
+  DstView v;
+  v.data = static_cast<uint8_t*>(data);
+  v.shape = shape;
+  v.byte_strides.resize(shape.size());
+  int64_t s = static_cast<int64_t>(itemsize);
+  for (size_t d = shape.size(); d-- > 0;) {
+    v.byte_strides[d] = s;
+    s *= shape[d];
+  }
+  return v;
+}
+
+Selection Box(std::vector<int64_t> start, std::vector<int64_t> count) {
+  Selection s;
+  for (size_t d = 0; d < start.size(); ++d) s.push_back({start[d], count[d], 1});
+  return s;
+}
+
+TEST(ExecutorTest, ReadsTheSection69BlobsIdentically) {
+  struct Case {
+    const char* location;
+    Bytes blob;
+  };
+  const Case cases[] = {{"end", lsio_test::Shard69ZarrPythonEnd()},
+                        {"start", lsio_test::Shard69ZarrPythonStart()},
+                        {"end", lsio_test::Shard69TensorStore()}};
+  for (const Case& c : cases) {
+    for (int threads : {1, 3}) {
+      TempDir dir;
+      dir.Write("c/0/0", c.blob);
+      auto s = OpenStore(dir.path(), Sharded69Json(c.location));
+      ASSERT_NE(s, nullptr);
+      s->threads = threads;
+      std::vector<uint16_t> out(16, 0xBEEF);
+      Status st = s->Read({Box({0, 0}, {4, 4})}, {View(out.data(), {4, 4}, 2)});
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      EXPECT_EQ(out, lsio_test::Shard69Values()) << c.location << " threads=" << threads;
+    }
+  }
+}
+
+TEST(ExecutorTest, ShardIndexIsReadOnceThenServedFromTheCache) {
+  TempDir dir;
+  const Bytes blob = lsio_test::Shard69ZarrPythonEnd();
+  const std::string path = dir.Write("c/0/0", blob);
+  auto s = OpenStore(dir.path(), Sharded69Json("end"));
+  ASSERT_NE(s, nullptr);
+  std::vector<uint16_t> out(16, 0);
+  ASSERT_TRUE(s->Read({Box({0, 0}, {4, 4})}, {View(out.data(), {4, 4}, 2)}).ok());
+  EXPECT_EQ(s->index->size(), 1u);
+
+  // Corrupt the index checksum in place (same inode, same size): the cached index is used.
+  Bytes corrupt = blob;
+  corrupt.back() ^= 0xFF;
+  dir.Write("c/0/0", corrupt);
+  std::fill(out.begin(), out.end(), 0xFFFF);
+  Status again = s->Read({Box({0, 0}, {4, 4})}, {View(out.data(), {4, 4}, 2)});
+  ASSERT_TRUE(again.ok()) << again.ToString();
+  EXPECT_EQ(out, lsio_test::Shard69Values());
+
+  // A fresh index cache reads the index again and finds the corruption.
+  s->index = std::make_unique<IndexCache>(1 << 20);
+  Status fresh = s->Read({Box({0, 0}, {4, 4})}, {View(out.data(), {4, 4}, 2)});
+  ASSERT_FALSE(fresh.ok());
+  EXPECT_EQ(fresh.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(fresh.message().rfind("shard index crc32c mismatch (stored 0xa99d79ba", 0), 0u) << fresh.message();
+  EXPECT_EQ(fresh.path(), path);
+  EXPECT_TRUE(fresh.has_range());
+  EXPECT_EQ(fresh.range_offset(), 24u);
+  EXPECT_EQ(fresh.range_length(), 68u);
+}
+
+TEST(ExecutorTest, ShardShorterThanItsIndexIsDataLossNamingTheFile) {
+  TempDir dir;
+  const std::string path = dir.Write("c/0/0", Bytes(40, 0));
+  auto s = OpenStore(dir.path(), Sharded69Json("end"));
+  ASSERT_NE(s, nullptr);
+  std::vector<uint16_t> out(16);
+  Status st = s->Read({Box({0, 0}, {4, 4})}, {View(out.data(), {4, 4}, 2)});
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(st.message(), "shard is 40 bytes, shorter than its 68-byte index");
+  EXPECT_EQ(st.path(), path);
+}
+
+const char* kCrcChunks = R"({"zarr_format": 3, "node_type": "array", "shape": [4, 4], "data_type": "uint8",
+  "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 2]}},
+  "chunk_key_encoding": {"name": "default"}, "fill_value": 9, "codecs": ["bytes", "crc32c"]})";
+
+TEST(ExecutorTest, DecodeErrorsNameTheFileChunkAndRange) {
+  TempDir dir;
+  dir.Write("c/0/0", lsio_test::WithCrc({1, 2, 3, 4}));
+  Bytes bad = lsio_test::WithCrc({5, 6, 7, 8});
+  bad[0] ^= 1;
+  const std::string bad_path = dir.Write("c/0/1", bad);
+  auto s = OpenStore(dir.path(), kCrcChunks);
+  ASSERT_NE(s, nullptr);
+  std::vector<uint8_t> out(16);
+  Status st = s->Read({Box({0, 0}, {4, 4})}, {View(out.data(), {4, 4}, 1)});
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(st.message().rfind("crc32c checksum mismatch", 0), 0u) << st.message();
+  EXPECT_EQ(st.path(), bad_path);
+  EXPECT_EQ(st.chunk(), "(0, 1)");
+  EXPECT_TRUE(st.has_range());
+  EXPECT_EQ(st.range_offset(), 0u);
+  EXPECT_EQ(st.range_length(), 8u);
+}
+
+TEST(ExecutorTest, MissingChunkFilesReadAsFill) {
+  TempDir dir;
+  dir.Write("c/1/1", lsio_test::WithCrc({1, 2, 3, 4}));
+  auto s = OpenStore(dir.path(), kCrcChunks);
+  ASSERT_NE(s, nullptr);
+  std::vector<uint8_t> out(16, 0);
+  ASSERT_TRUE(s->Read({Box({0, 0}, {4, 4})}, {View(out.data(), {4, 4}, 1)}).ok());
+  EXPECT_EQ(out, (std::vector<uint8_t>{9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 1, 2, 9, 9, 3, 4}));
+}
+
+TEST(ExecutorTest, UncompressedChunkOfTheWrongSizeIsDataLossBeforeReading) {
+  TempDir dir;
+  const char* json = R"({"zarr_format": 3, "node_type": "array", "shape": [4], "data_type": "uint16",
+    "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+    "chunk_key_encoding": {"name": "default"}, "fill_value": 0, "codecs": ["bytes"]})";
+  const std::string path = dir.Write("c/0", Bytes(9, 1));
+  auto s = OpenStore(dir.path(), json);
+  ASSERT_NE(s, nullptr);
+  std::vector<uint16_t> out(4, 0x7777);
+  Status st = s->Read({Box({0}, {4})}, {View(out.data(), {4}, 2)});
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(st.message(), "uncompressed chunk has 9 bytes, expected 8");
+  EXPECT_EQ(st.path(), path);
+  EXPECT_EQ(st.chunk(), "(0)");
+  EXPECT_EQ(out, std::vector<uint16_t>(4, 0x7777)) << "nothing written before the check";
+}
+
+TEST(ExecutorTest, ManyCropsGiveTheSameResultWithOneOrSeveralThreads) {
+  // [32, 32] uint16 in [16,16] shards of [4,4] raw chunks, C-order data, some chunks absent.
+  TempDir dir;
+  const char* json = R"({"zarr_format": 3, "node_type": "array", "shape": [30, 30], "data_type": "uint16",
+    "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [16, 16]}},
+    "chunk_key_encoding": {"name": "default"}, "fill_value": 4660,
+    "codecs": [{"name": "sharding_indexed", "configuration": {"chunk_shape": [4, 4],
+      "codecs": ["bytes"], "index_codecs": ["bytes", "crc32c"]}}]})";
+  auto value = [](int64_t r, int64_t c) { return static_cast<uint16_t>(r * 100 + c); };
+  for (int64_t sr = 0; sr < 2; ++sr) {
+    for (int64_t sc = 0; sc < 2; ++sc) {
+      Bytes data;
+      Bytes index;
+      for (int64_t ir = 0; ir < 4; ++ir) {
+        for (int64_t ic = 0; ic < 4; ++ic) {
+          if ((ir + ic + sr) % 5 == 0) {  // absent inner chunk
+            lsio_test::PutLE<uint64_t>(index, ~0ull);
+            lsio_test::PutLE<uint64_t>(index, ~0ull);
+            continue;
+          }
+          lsio_test::PutLE<uint64_t>(index, data.size());
+          lsio_test::PutLE<uint64_t>(index, 32);
+          for (int64_t r = 0; r < 4; ++r)
+            for (int64_t c = 0; c < 4; ++c)
+              lsio_test::PutLE<uint16_t>(data, value(sr * 16 + ir * 4 + r, sc * 16 + ic * 4 + c));
+        }
+      }
+      dir.Write("c/" + std::to_string(sr) + "/" + std::to_string(sc), lsio_test::Concat({data, lsio_test::WithCrc(index)}));
+    }
+  }
+  auto expected = [&](int64_t r, int64_t c) -> uint16_t {
+    const int64_t sr = r / 16, ir = (r % 16) / 4, ic = (c % 16) / 4;
+    return (ir + ic + sr) % 5 == 0 ? 4660 : value(r, c);
+  };
+  std::vector<Selection> sels;
+  for (int i = 0; i < 40; ++i) sels.push_back(Box({(i * 7) % 23, (i * 11) % 23}, {8, 8}));
+  std::vector<std::vector<uint16_t>> results;
+  for (int threads : {1, 4}) {
+    auto s = OpenStore(dir.path(), json);
+    ASSERT_NE(s, nullptr);
+    s->threads = threads;
+    std::vector<uint16_t> out(40 * 64, 0);
+    std::vector<DstView> views;
+    for (int i = 0; i < 40; ++i) views.push_back(View(out.data() + i * 64, {8, 8}, 2));
+    Status st = s->Read(sels, views);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    for (int i = 0; i < 40; ++i)
+      for (int64_t r = 0; r < 8; ++r)
+        for (int64_t c = 0; c < 8; ++c)
+          ASSERT_EQ(out[static_cast<size_t>(i * 64 + r * 8 + c)], expected(sels[static_cast<size_t>(i)][0].start + r,
+                                                                           sels[static_cast<size_t>(i)][1].start + c))
+              << "crop " << i << " (" << r << ", " << c << ") threads=" << threads;
+    results.push_back(out);
+  }
+  EXPECT_EQ(results[0], results[1]);
+}
+
+}  // namespace
+}  // namespace lsio

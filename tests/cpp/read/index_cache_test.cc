@@ -1,0 +1,71 @@
+// IndexCache: LRU bounded by bytes (64 + 16 per entry), refresh on Find, replacement on
+// re-insert, oversized indexes not cached, evicted indexes still usable by their holders.
+#include "read/index_cache.h"
+
+#include <memory>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace lsio {
+namespace {
+
+ShardIndexPtr Index(size_t n, uint64_t tag) {
+  auto v = std::make_shared<std::vector<ShardIndexEntry>>(n);
+  (*v)[0].offset = tag;
+  return v;
+}
+
+constexpr uint64_t kCost4 = 64 + 4 * sizeof(ShardIndexEntry);
+
+TEST(IndexCacheTest, MissThenHit) {
+  IndexCache c(1 << 20);
+  EXPECT_EQ(c.Find(7), nullptr);
+  c.Insert(7, Index(4, 70));
+  auto hit = c.Find(7);
+  ASSERT_NE(hit, nullptr);
+  EXPECT_EQ((*hit)[0].offset, 70u);
+  EXPECT_EQ(c.size(), 1u);
+  EXPECT_EQ(c.bytes(), kCost4);
+}
+
+TEST(IndexCacheTest, EvictsLeastRecentlyUsedByBytes) {
+  IndexCache c(3 * kCost4);
+  c.Insert(1, Index(4, 1));
+  c.Insert(2, Index(4, 2));
+  c.Insert(3, Index(4, 3));
+  ShardIndexPtr held = c.Find(2);
+  ASSERT_NE(c.Find(1), nullptr);
+  ASSERT_NE(c.Find(3), nullptr);  // 2 is now the least recently used
+  c.Insert(4, Index(4, 4));
+  EXPECT_EQ(c.size(), 3u);
+  EXPECT_EQ(c.bytes(), 3 * kCost4);
+  EXPECT_EQ(c.Find(2), nullptr);
+  EXPECT_NE(c.Find(1), nullptr);
+  EXPECT_NE(c.Find(3), nullptr);
+  EXPECT_NE(c.Find(4), nullptr);
+  ASSERT_NE(held, nullptr);
+  EXPECT_EQ((*held)[0].offset, 2u) << "an evicted index stays valid for its holder";
+}
+
+TEST(IndexCacheTest, ReinsertReplacesAndKeepsAccounting) {
+  IndexCache c(1 << 20);
+  c.Insert(1, Index(4, 1));
+  c.Insert(1, Index(8, 9));
+  EXPECT_EQ(c.size(), 1u);
+  EXPECT_EQ(c.bytes(), 64 + 8 * sizeof(ShardIndexEntry));
+  EXPECT_EQ((*c.Find(1))[0].offset, 9u);
+}
+
+TEST(IndexCacheTest, IndexLargerThanCapacityIsNotCached) {
+  IndexCache c(kCost4 - 1);
+  c.Insert(1, Index(4, 1));
+  EXPECT_EQ(c.Find(1), nullptr);
+  EXPECT_EQ(c.bytes(), 0u);
+  IndexCache zero(0);
+  zero.Insert(1, Index(1, 1));
+  EXPECT_EQ(zero.size(), 0u);
+}
+
+}  // namespace
+}  // namespace lsio

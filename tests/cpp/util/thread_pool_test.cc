@@ -1,0 +1,189 @@
+// ThreadPool and RunOnWorkers: every work item is done exactly once, the caller always works,
+// a busy pool delays but never deadlocks a call, and helpers that start after the call has
+// returned do nothing (the body they would run may be gone).
+#include "util/thread_pool.h"
+
+#include <sched.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace lsio {
+namespace {
+
+// A one-shot gate a pool task can wait on.
+class Gate {
+ public:
+  void Open() {
+    std::lock_guard<std::mutex> l(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [this] { return open_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+
+TEST(ThreadPoolTest, NullPoolRunsTheBodyOnceOnTheCaller) {
+  int calls = 0;
+  const auto caller = std::this_thread::get_id();
+  bool on_caller = false;
+  RunOnWorkers(nullptr, 3, [&] {
+    ++calls;
+    on_caller = std::this_thread::get_id() == caller;
+  });
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(on_caller);
+
+  ThreadPool pool;
+  calls = 0;
+  RunOnWorkers(&pool, 0, [&] { ++calls; });
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(pool.size(), 0) << "extra == 0 must not create threads";
+}
+
+TEST(ThreadPoolTest, EnsureThreadsGrowsAndNeverShrinks) {
+  ThreadPool pool;
+  EXPECT_EQ(pool.size(), 0);
+  pool.EnsureThreads(3);
+  EXPECT_EQ(pool.size(), 3);
+  pool.EnsureThreads(1);
+  EXPECT_EQ(pool.size(), 3);
+  pool.EnsureThreads(5);
+  EXPECT_EQ(pool.size(), 5);
+}
+
+TEST(ThreadPoolTest, AllWorkIsDoneExactlyOnce) {
+  ThreadPool pool;
+  pool.EnsureThreads(4);
+  constexpr size_t kItems = 20000;
+  std::vector<std::atomic<int>> done(kItems);
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::set<std::thread::id> workers;
+  RunOnWorkers(&pool, 4, [&] {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      workers.insert(std::this_thread::get_id());
+    }
+    for (;;) {
+      const size_t i = next.fetch_add(1);
+      if (i >= kItems) return;
+      done[i].fetch_add(1);
+    }
+  });
+  for (size_t i = 0; i < kItems; ++i) ASSERT_EQ(done[i].load(), 1) << "item " << i;
+  EXPECT_TRUE(workers.count(std::this_thread::get_id())) << "the calling thread always works";
+  EXPECT_LE(workers.size(), 5u);
+}
+
+TEST(ThreadPoolTest, ReturnsOnlyAfterStartedHelpersFinish) {
+  ThreadPool pool;
+  pool.EnsureThreads(2);
+  std::atomic<int> running{0};
+  std::atomic<int> finished{0};
+  std::atomic<int> started{0};
+  RunOnWorkers(&pool, 2, [&] {
+    started.fetch_add(1);
+    running.fetch_add(1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    running.fetch_sub(1);
+    finished.fetch_add(1);
+  });
+  EXPECT_EQ(running.load(), 0) << "a helper was still running after RunOnWorkers returned";
+  EXPECT_EQ(finished.load(), started.load());
+}
+
+TEST(ThreadPoolTest, BusyPoolDoesNotDeadlockAndLateHelpersDoNothing) {
+  ThreadPool pool;
+  pool.EnsureThreads(1);
+  Gate gate;
+  std::promise<void> blocker_running;
+  pool.Submit([&] {
+    blocker_running.set_value();
+    gate.Wait();
+  });
+  blocker_running.get_future().wait();  // the only pool thread is now busy
+
+  int body_calls = 0;
+  {
+    // The body and its captures die when this scope ends, before the helper can start.
+    std::vector<int> work(100, 0);
+    RunOnWorkers(&pool, 1, [&] {
+      ++body_calls;
+      for (int& w : work) ++w;
+    });
+    EXPECT_EQ(body_calls, 1);
+    for (int w : work) EXPECT_EQ(w, 1);
+  }
+
+  // Now let the queued (late) helper run; it must see the call closed and return.
+  gate.Open();
+  std::promise<void> drained;
+  pool.Submit([&] { drained.set_value(); });
+  ASSERT_EQ(drained.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(body_calls, 1) << "a late helper ran the body of a finished call";
+}
+
+TEST(ThreadPoolTest, ConcurrentCallsShareOnePool) {
+  ThreadPool pool;
+  pool.EnsureThreads(3);
+  constexpr int kCallers = 4;
+  constexpr int kItems = 5000;
+  std::vector<int> totals(kCallers, 0);
+  std::vector<std::thread> callers;
+  for (int c = 0; c < kCallers; ++c) {
+    callers.emplace_back([&, c] {
+      for (int rep = 0; rep < 5; ++rep) {
+        std::atomic<int> next{0};
+        std::atomic<int> sum{0};
+        RunOnWorkers(&pool, 3, [&] {
+          for (;;) {
+            const int i = next.fetch_add(1);
+            if (i >= kItems) return;
+            sum.fetch_add(1);
+          }
+        });
+        totals[static_cast<size_t>(c)] += sum.load();
+      }
+    });
+  }
+  for (auto& t : callers) t.join();
+  for (int c = 0; c < kCallers; ++c) EXPECT_EQ(totals[static_cast<size_t>(c)], 5 * kItems);
+}
+
+TEST(ThreadPoolTest, DestructorRunsQueuedTasksAndJoins) {
+  std::atomic<int> ran{0};
+  {
+    ThreadPool pool;
+    pool.EnsureThreads(2);
+    for (int i = 0; i < 200; ++i) pool.Submit([&] { ran.fetch_add(1); });
+  }
+  EXPECT_EQ(ran.load(), 200);
+}
+
+TEST(ThreadPoolTest, AvailableCpusMatchesAffinity) {
+  const int n = AvailableCpus();
+  EXPECT_GE(n, 1);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  EXPECT_EQ(n, CPU_COUNT(&set));
+}
+
+}  // namespace
+}  // namespace lsio

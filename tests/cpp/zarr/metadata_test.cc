@@ -1,0 +1,315 @@
+// zarr.json parsing: the zarr-python and TensorStore documents of zarr-format.md §2.5, and
+// every malformed or unsupported case with its code (kInvalidFormat / kUnimplemented) and
+// message.
+#include "zarr/metadata.h"
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <ostream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace lsio {
+namespace {
+
+// zarr-format.md §2.5, zarr-python >= 3.1 create_array(shape=(100,100), chunks=(10,10),
+// shards=(50,50), dtype="uint16").
+const char* kZarrPython = R"({"shape": [100, 100], "data_type": "uint16",
+ "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [50, 50]}},
+ "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+ "fill_value": 0,
+ "codecs": [{"name": "sharding_indexed", "configuration": {
+     "chunk_shape": [10, 10],
+     "codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                {"name": "zstd", "configuration": {"level": 0, "checksum": false}}],
+     "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+     "index_location": "end"}}],
+ "attributes": {}, "zarr_format": 3, "node_type": "array", "storage_transformers": []})";
+
+// zarr-format.md §2.5, TensorStore "zarr3/data/sharded" (transpose before sharding).
+const char* kTensorStore = R"({"zarr_format": 3, "node_type": "array", "shape": [20, 30], "data_type": "uint16", "fill_value": 0,
+ "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4, 6]}},
+ "chunk_key_encoding": {"name": "default"},
+ "codecs": [{"name": "transpose", "configuration": {"order": [1, 0]}},
+            {"name": "sharding_indexed", "configuration": {
+                "chunk_shape": [3, 2],
+                "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+                "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]}}]})";
+
+// The same TensorStore style without the outer transpose (what lsio reads today).
+const char* kTensorStoreNoTranspose = R"({"zarr_format": 3, "node_type": "array", "shape": [20, 30], "data_type": "uint16", "fill_value": 0,
+ "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4, 6]}},
+ "chunk_key_encoding": {"name": "default"},
+ "codecs": [{"name": "sharding_indexed", "configuration": {
+                "chunk_shape": [2, 3],
+                "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+                "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]}}]})";
+
+// A small valid unsharded document; tests patch one key at a time.
+nlohmann::json Base() {
+  return nlohmann::json::parse(R"({"zarr_format": 3, "node_type": "array", "shape": [10, 20], "data_type": "float32",
+    "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [5, 5]}},
+    "chunk_key_encoding": {"name": "default"}, "fill_value": 0.0,
+    "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]})");
+}
+
+Result<ArrayMetadata> Parse(const nlohmann::json& j) { return ParseArrayMetadata(j.dump()); }
+
+TEST(MetadataTest, ZarrPythonShardedDocument) {
+  auto m = ParseArrayMetadata(kZarrPython);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->shape, (std::vector<int64_t>{100, 100}));
+  EXPECT_EQ(m->dtype.name, "uint16");
+  EXPECT_EQ(m->dtype.itemsize, 2u);
+  EXPECT_EQ(m->chunk_shape, (std::vector<int64_t>{50, 50}));
+  EXPECT_EQ(m->read_chunk_shape, (std::vector<int64_t>{10, 10}));
+  EXPECT_FALSE(m->key_encoding.v2);
+  EXPECT_EQ(m->key_encoding.separator, '/');
+  EXPECT_EQ(m->fill_value, (std::vector<uint8_t>{0, 0}));
+  ASSERT_TRUE(m->sharding.has_value());
+  EXPECT_EQ(m->sharding->chunks_per_shard, (std::vector<int64_t>{5, 5}));
+  EXPECT_EQ(m->sharding->index_size, 25u * 16 + 4);
+  EXPECT_TRUE(m->sharding->index_at_end);
+  EXPECT_TRUE(m->sharding->index_has_crc);
+  ASSERT_NE(m->chain, nullptr);
+  EXPECT_EQ(m->chain->decoded_size(), 200u);
+  EXPECT_FALSE(m->chain->stored_is_decoded());
+  EXPECT_EQ(m->codecs_description, "sharding_indexed[bytes, zstd]");
+  EXPECT_EQ(m->attributes, nlohmann::json::object());
+  EXPECT_FALSE(m->dimension_names.has_value());
+}
+
+TEST(MetadataTest, TensorStoreDocumentWithOuterTransposeIsUnimplemented) {
+  auto m = ParseArrayMetadata(kTensorStore);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(m.status().message().find("before sharding_indexed"), std::string::npos) << m.status().message();
+}
+
+TEST(MetadataTest, TensorStoreStyleDefaultsAreFilledIn) {
+  // No attributes, no storage_transformers, no separator, no index_location.
+  auto m = ParseArrayMetadata(kTensorStoreNoTranspose);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->key_encoding.separator, '/');
+  ASSERT_TRUE(m->sharding.has_value());
+  EXPECT_TRUE(m->sharding->index_at_end);
+  EXPECT_EQ(m->sharding->chunks_per_shard, (std::vector<int64_t>{2, 2}));
+  EXPECT_TRUE(m->chain->stored_is_decoded());
+  EXPECT_EQ(m->codecs_description, "sharding_indexed[bytes]");
+  EXPECT_EQ(m->attributes, nlohmann::json::object());
+}
+
+TEST(MetadataTest, UnshardedDocumentWithAttributesAndDimensionNames) {
+  nlohmann::json j = Base();
+  j["attributes"] = {{"units", "K"}, {"scale", 2.5}};
+  j["dimension_names"] = {"y", nullptr};
+  j["storage_transformers"] = nlohmann::json::array();
+  auto m = Parse(j);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_FALSE(m->sharding.has_value());
+  EXPECT_EQ(m->chunk_shape, (std::vector<int64_t>{5, 5}));
+  EXPECT_EQ(m->read_chunk_shape, (std::vector<int64_t>{5, 5}));
+  EXPECT_EQ(m->attributes["units"], "K");
+  ASSERT_TRUE(m->dimension_names.has_value());
+  EXPECT_EQ((*m->dimension_names)[0], std::optional<std::string>("y"));
+  EXPECT_EQ((*m->dimension_names)[1], std::nullopt);
+  EXPECT_EQ(m->codecs_description, "bytes");
+}
+
+TEST(MetadataTest, ZeroDimensionalAndZeroLengthArrays) {
+  nlohmann::json j = Base();
+  j["shape"] = nlohmann::json::array();
+  j["chunk_grid"]["configuration"]["chunk_shape"] = nlohmann::json::array();
+  auto m = Parse(j);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_TRUE(m->shape.empty());
+  EXPECT_EQ(m->chain->decoded_size(), 4u);
+
+  nlohmann::json z = Base();
+  z["shape"] = {0, 20};
+  auto mz = Parse(z);
+  ASSERT_TRUE(mz.ok()) << mz.status().ToString();
+  EXPECT_EQ(mz->shape, (std::vector<int64_t>{0, 20}));
+}
+
+TEST(MetadataTest, UnknownKeyWithMustUnderstandFalseIsIgnored) {
+  nlohmann::json j = Base();
+  j["consolidated_metadata"] = {{"kind", "inline"}, {"must_understand", false}, {"metadata", nlohmann::json::object()}};
+  auto m = Parse(j);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+}
+
+TEST(MetadataTest, ShortHandCodecsAndChunkKeyEncoding) {
+  nlohmann::json j = Base();
+  j["data_type"] = "uint8";
+  j["fill_value"] = 3;
+  j["codecs"] = {"bytes", "crc32c"};
+  j["chunk_key_encoding"] = "v2";
+  auto m = Parse(j);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_TRUE(m->key_encoding.v2);
+  EXPECT_EQ(m->key_encoding.separator, '.');
+  EXPECT_EQ(m->chain->FixedEncodedSize(), 25u + 4);
+}
+
+TEST(MetadataTest, BareNanAndInfinityTokensAreTolerated) {
+  const std::string text = R"({"zarr_format": 3, "node_type": "array", "shape": [4], "data_type": "float64",
+    "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+    "chunk_key_encoding": {"name": "default"}, "fill_value": NaN,
+    "codecs": ["bytes"], "attributes": {"lo": -Infinity, "hi": Infinity, "note": "NaN stays a string"}})";
+  auto m = ParseArrayMetadata(text);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  double fill;
+  std::memcpy(&fill, m->fill_value.data(), 8);
+  EXPECT_TRUE(std::isnan(fill));
+  // attributes_json keeps the bare tokens (Python's json reads them back as floats), and a
+  // string that merely says NaN stays a string.
+  EXPECT_EQ(m->attributes_json, R"({"hi":Infinity,"lo":-Infinity,"note":"NaN stays a string"})");
+  EXPECT_EQ(m->attributes["note"], "NaN stays a string");
+}
+
+TEST(MetadataTest, LenientJsonKeepsEscapedQuotesInStrings) {
+  auto j = ParseJsonLenient(R"({"a": "say \"NaN\" here", "b": NaN})");
+  ASSERT_TRUE(j.ok()) << j.status().ToString();
+  EXPECT_EQ((*j)["a"], "say \"NaN\" here") << "tokens inside strings are left alone";
+  EXPECT_TRUE((*j)["b"].is_string()) << "a bare token becomes an internal marker string";
+  EXPECT_NE((*j)["b"], "NaN") << "the marker must not collide with a real \"NaN\" string";
+}
+
+struct BadDoc {
+  std::string name;
+  std::function<void(nlohmann::json&)> patch;
+  StatusCode code;
+  std::string message;  // exact, or a substring when it starts with '~'
+};
+
+void PrintTo(const BadDoc& b, std::ostream* os) { *os << b.name; }
+
+class MalformedMetadataTest : public testing::TestWithParam<BadDoc> {};
+
+TEST_P(MalformedMetadataTest, IsRefused) {
+  const BadDoc& b = GetParam();
+  nlohmann::json j = Base();
+  b.patch(j);
+  auto m = Parse(j);
+  ASSERT_FALSE(m.ok()) << b.name;
+  EXPECT_EQ(m.status().code(), b.code) << b.name << ": " << m.status().ToString();
+  if (!b.message.empty() && b.message[0] == '~') {
+    EXPECT_NE(m.status().message().find(b.message.substr(1)), std::string::npos) << m.status().message();
+  } else {
+    EXPECT_EQ(m.status().message(), b.message);
+  }
+}
+
+using J = nlohmann::json;
+const StatusCode kFmt = StatusCode::kInvalidFormat;
+const StatusCode kUnimpl = StatusCode::kUnimplemented;
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, MalformedMetadataTest,
+    testing::Values(
+        BadDoc{"NotAnObject", [](J& j) { j = J::array(); }, kFmt, "zarr.json must hold a JSON object"},
+        BadDoc{"NoZarrFormat", [](J& j) { j.erase("zarr_format"); }, kFmt, "zarr.json lacks \"zarr_format\""},
+        BadDoc{"ZarrFormat4", [](J& j) { j["zarr_format"] = 4; }, kFmt, "zarr_format must be 3, got 4"},
+        BadDoc{"ZarrFormatString", [](J& j) { j["zarr_format"] = "3"; }, kFmt, "zarr_format must be 3, got \"3\""},
+        BadDoc{"ZarrFormat2", [](J& j) { j["zarr_format"] = 2; }, kUnimpl,
+               "Zarr format 2 arrays are not supported by lsio yet"},
+        BadDoc{"NoNodeType", [](J& j) { j.erase("node_type"); }, kFmt, "zarr.json lacks \"node_type\""},
+        BadDoc{"GroupNode", [](J& j) { j["node_type"] = "group"; }, kFmt, "node_type is 'group', expected 'array'"},
+        BadDoc{"UnknownKey", [](J& j) { j["my_extension"] = {{"x", 1}}; }, kFmt,
+               "unknown metadata key 'my_extension' that must be understood (no \"must_understand\": false)"},
+        BadDoc{"UnknownKeyMustUnderstandTrue", [](J& j) { j["ext"] = {{"must_understand", true}}; }, kFmt,
+               "~unknown metadata key 'ext'"},
+        BadDoc{"UnknownScalarKey", [](J& j) { j["ext"] = false; }, kFmt, "~unknown metadata key 'ext'"},
+        BadDoc{"NoShape", [](J& j) { j.erase("shape"); }, kFmt, "zarr.json lacks \"shape\""},
+        BadDoc{"NoDataType", [](J& j) { j.erase("data_type"); }, kFmt, "zarr.json lacks \"data_type\""},
+        BadDoc{"NoChunkGrid", [](J& j) { j.erase("chunk_grid"); }, kFmt, "zarr.json lacks \"chunk_grid\""},
+        BadDoc{"NoKeyEncoding", [](J& j) { j.erase("chunk_key_encoding"); }, kFmt,
+               "zarr.json lacks \"chunk_key_encoding\""},
+        BadDoc{"NoFillValue", [](J& j) { j.erase("fill_value"); }, kFmt, "zarr.json lacks \"fill_value\""},
+        BadDoc{"NoCodecs", [](J& j) { j.erase("codecs"); }, kFmt, "zarr.json lacks \"codecs\""},
+        BadDoc{"ShapeNotAList", [](J& j) { j["shape"] = 10; }, kFmt, "shape must be a list of integers"},
+        BadDoc{"NegativeShape", [](J& j) { j["shape"] = {10, -1}; }, kFmt, "shape entries must be >= 0, got -1"},
+        BadDoc{"FloatShape", [](J& j) { j["shape"] = {10, 2.5}; }, kFmt, "shape must hold integers, got 2.5"},
+        BadDoc{"HugeShape", [](J& j) { j["shape"] = {10, 1ull << 63}; }, kFmt,
+               "shape must hold integers, got 9223372036854775808"},
+        BadDoc{"ArrayTooLarge", [](J& j) { j["shape"] = {1ll << 40, 1ll << 40}; }, kFmt,
+               "the array is too large (more than 2^63 bytes)"},
+        BadDoc{"ZeroChunk", [](J& j) { j["chunk_grid"]["configuration"]["chunk_shape"] = {5, 0}; }, kFmt,
+               "chunk_grid.chunk_shape entries must be >= 1, got 0"},
+        BadDoc{"ChunkRankMismatch", [](J& j) { j["chunk_grid"]["configuration"]["chunk_shape"] = {5}; }, kFmt,
+               "chunk_shape has rank 1, shape has rank 2"},
+        BadDoc{"ChunkShapeMissing", [](J& j) { j["chunk_grid"]["configuration"] = J::object(); }, kFmt,
+               "chunk_grid lacks chunk_shape"},
+        BadDoc{"RectilinearGrid", [](J& j) { j["chunk_grid"] = {{"name", "rectilinear"}, {"configuration", J::object()}}; },
+               kUnimpl, "chunk grid 'rectilinear' is not supported (only 'regular')"},
+        BadDoc{"ChunkGridNotObject", [](J& j) { j["chunk_grid"] = 5; }, kFmt,
+               "chunk_grid: codec must be an object or a string"},
+        BadDoc{"UnknownKeyEncoding", [](J& j) { j["chunk_key_encoding"] = {{"name", "morton"}}; }, kUnimpl,
+               "chunk key encoding 'morton' is not supported"},
+        BadDoc{"BadSeparator", [](J& j) { j["chunk_key_encoding"] = {{"name", "default"}, {"configuration", {{"separator", "-"}}}}; },
+               kFmt, "chunk_key_encoding: separator must be \"/\" or \".\", got '-'"},
+        BadDoc{"ExtensionDataType", [](J& j) { j["data_type"] = {{"name", "numpy.datetime64"}, {"configuration", {{"unit", "s"}}}}; },
+               kUnimpl, "data type 'numpy.datetime64' (extension data types) is not supported by lsio yet"},
+        BadDoc{"StringDataType", [](J& j) { j["data_type"] = "string"; }, kUnimpl,
+               "data type 'string' is not supported by lsio yet"},
+        BadDoc{"NullFill", [](J& j) { j["fill_value"] = nullptr; }, kFmt,
+               "fill_value null is not valid for data type float32: null is not allowed in Zarr v3"},
+        BadDoc{"StorageTransformer", [](J& j) { j["storage_transformers"] = {{{"name", "x"}}}; }, kUnimpl,
+               "storage transformers are not supported"},
+        BadDoc{"StorageTransformersNotList", [](J& j) { j["storage_transformers"] = J::object(); }, kFmt,
+               "storage_transformers must be a list"},
+        BadDoc{"AttributesNotObject", [](J& j) { j["attributes"] = J::array(); }, kFmt, "attributes must be an object"},
+        BadDoc{"DimensionNamesWrongLength", [](J& j) { j["dimension_names"] = {"x"}; }, kFmt,
+               "dimension_names must be a list with one entry per dimension"},
+        BadDoc{"DimensionNamesNotStrings", [](J& j) { j["dimension_names"] = {"x", 1}; }, kFmt,
+               "dimension_names entries must be strings or null"},
+        BadDoc{"CodecsNotList", [](J& j) { j["codecs"] = "bytes"; }, kFmt, "\"codecs\" must be a list"},
+        BadDoc{"CodecsEmpty", [](J& j) { j["codecs"] = J::array(); }, kFmt, "\"codecs\" must not be empty"},
+        BadDoc{"UnknownCodec", [](J& j) { j["codecs"] = {"bytes", "lzma"}; }, kUnimpl, "unknown codec 'lzma'"},
+        BadDoc{"BloscCodec", [](J& j) { j["codecs"] = {"bytes", {{"name", "blosc"}}}; }, kUnimpl,
+               "codec 'blosc' is not supported by lsio yet"},
+        BadDoc{"NoArrayToBytes", [](J& j) { j["codecs"] = {"zstd"}; }, kFmt,
+               "codec 'zstd' (bytes -> bytes) before the array -> bytes codec"},
+        BadDoc{"CompressionAfterSharding",
+               [](J& j) {
+                 j["codecs"] = {{{"name", "sharding_indexed"},
+                                 {"configuration", {{"chunk_shape", {5, 5}}, {"codecs", {"bytes"}}, {"index_codecs", {"bytes"}}}}},
+                                "zstd"};
+               },
+               kUnimpl, "~bytes -> bytes codecs after sharding_indexed"},
+        BadDoc{"NestedSharding",
+               [](J& j) {
+                 J inner = {{"name", "sharding_indexed"},
+                            {"configuration", {{"chunk_shape", {1, 1}}, {"codecs", {"bytes"}}, {"index_codecs", {"bytes"}}}}};
+                 j["codecs"] = {{{"name", "sharding_indexed"},
+                                 {"configuration", {{"chunk_shape", {5, 5}}, {"codecs", {inner}}, {"index_codecs", {"bytes"}}}}}};
+               },
+               kUnimpl, "~nested sharding"},
+        BadDoc{"ShardingWithoutInnerCodecs",
+               [](J& j) {
+                 j["codecs"] = {{{"name", "sharding_indexed"},
+                                 {"configuration", {{"chunk_shape", {5, 5}}, {"index_codecs", {"bytes"}}}}}};
+               },
+               kFmt, "sharding_indexed: missing inner \"codecs\" list"},
+        BadDoc{"InnerChunkNotDividing",
+               [](J& j) {
+                 j["codecs"] = {{{"name", "sharding_indexed"},
+                                 {"configuration", {{"chunk_shape", {2, 5}}, {"codecs", {"bytes"}}, {"index_codecs", {"bytes"}}}}}};
+               },
+               kFmt, "~does not divide the shard shape (dimension 0: 5 % 2 != 0)"}),
+    [](const testing::TestParamInfo<BadDoc>& info) { return info.param.name; });
+
+TEST(MetadataTest, InvalidJsonIsInvalidFormat) {
+  for (const char* text : {"", "{", "{\"zarr_format\": 3,}", "not json", "{\"a\": Nan}"}) {
+    auto m = ParseArrayMetadata(text);
+    ASSERT_FALSE(m.ok()) << text;
+    EXPECT_EQ(m.status().code(), StatusCode::kInvalidFormat) << text;
+    EXPECT_EQ(m.status().message(), "zarr.json is not valid JSON") << text;
+  }
+}
+
+}  // namespace
+}  // namespace lsio
