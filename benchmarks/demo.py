@@ -50,8 +50,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=16, help="crops per batch (one read_crops call)")
     p.add_argument("--rounds", type=int, default=10, help="timed batches per reader")
     p.add_argument("--threads", type=int, default=None,
-                   help="lsio worker threads (default: lsio's, i.e. LSIO_THREADS or all cores)")
-    p.add_argument("--io", default="auto", choices=["auto", "uring", "pread"], help="lsio io backend")
+                   help="lsio worker threads; None: LSIO_THREADS or all cores")
+    p.add_argument("--io", default=None, choices=["auto", "uring", "pread"],
+                   help="lsio io backend; None: LSIO_IO or auto")
     p.add_argument("--seed", type=int, default=0, help="seed for the data and the crops")
     p.add_argument("--zstd-level", type=int, default=3)
     p.add_argument("--cache-dir", type=Path, default=HERE / ".cache", help="where the store lives")
@@ -178,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     arr = lsio.open(str(path), threads=args.threads, io=args.io)
     z = zarr.open_array(str(path), mode="r")
     info = lsio.io_backend_info()
-    print(f"lsio {getattr(lsio, '__version__', '?')}: io={args.io!r}, threads="
+    print(f"lsio {getattr(lsio, '__version__', '?')}: io={args.io or 'default'}, threads="
           f"{args.threads if args.threads is not None else 'default'}; "
           f"io_backend_info() = {json.dumps(info, default=str)}")
     print(f"zarr-python {zarr.__version__}, numpy {np.__version__}, Python "

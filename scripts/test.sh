@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Install everything needed, then run all lsio tests: the C++ suite (GoogleTest via ctest)
-# and the Python suite (pytest against the installed package). Run from anywhere:
+# and the Python suite (pytest against the installed package), after the layering check
+# (scripts/check_layers.py: no upward #include, Python headers only in cpp/bindings/).
+# Run from anywhere:
 #
 #   bash scripts/test.sh                  # both suites
 #   bash scripts/test.sh --cpp-only       # setup + ctest
@@ -22,7 +24,7 @@ while [ "$#" -gt 0 ]; do
     --cpp-only) run_python=0 ;;
     --python-only) run_cpp=0 ;;
     --) shift; pytest_args=("$@"); break ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -36,6 +38,7 @@ results_dir="$LSIO_ROOT/build/test-results"
 mkdir -p "$results_dir"
 rm -f "$results_dir"/ctest.xml "$results_dir"/pytest.xml
 failed_steps=()
+layers_status="not run"
 cpp_status="not run"
 python_status="not run"
 
@@ -88,6 +91,8 @@ run_python_tests() {
 }
 
 if [ "$run_cpp" = 1 ]; then
+  lsio_log "C++: layering check"
+  if python scripts/check_layers.py; then layers_status="ok"; else layers_status="FAILED"; failed_steps+=("layering check"); fi
   if run_cpp_tests; then cpp_status="ok"; else cpp_status="FAILED"; failed_steps+=("C++ (ctest)"); fi
 fi
 if [ "$run_python" = 1 ]; then
@@ -96,12 +101,12 @@ fi
 
 # ---------------------------------------------------------------- summary
 lsio_log "Summary"
-python - "$results_dir" "$cpp_status" "$python_status" <<'PY'
+python - "$results_dir" "$layers_status" "$cpp_status" "$python_status" <<'PY'
 import os
 import sys
 import xml.etree.ElementTree as ET
 
-results_dir, cpp_status, python_status = sys.argv[1:4]
+results_dir, layers_status, cpp_status, python_status = sys.argv[1:5]
 
 
 def count(path):
@@ -120,6 +125,10 @@ def count(path):
 
 
 total = [0, 0, 0]
+if layers_status != "not run":
+    print(f"  {'layers':6}  {layers_status}")
+    if layers_status != "ok":
+        total[1] += 1
 for name, status, xml in (("ctest", cpp_status, "ctest.xml"), ("pytest", python_status, "pytest.xml")):
     if status == "not run":
         print(f"  {name:6}  not run")

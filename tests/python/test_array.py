@@ -654,7 +654,7 @@ def test_kernel_refusing_io_uring(stores, err):
     assert proc.returncode == 0, proc.stderr
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     if "seccomp_errno" in res:
-        pytest.skip(f"cannot install a seccomp filter here "
+        pytest.skip(f"cannot simulate a kernel refusing io_uring: no seccomp filter here "
                     f"(errno {res['seccomp_errno']})")
     info = res["info"]
     assert info["uring_available"] is False
