@@ -229,7 +229,7 @@ class Array:
     def __getitem__(self, key: Any) -> np.ndarray:
         return self.read(key)
 
-    def read(self, key: Any = (), *, out: Optional[np.ndarray] = None) -> np.ndarray:
+    def read(self, key: Any = (), out: Optional[np.ndarray] = None) -> np.ndarray:
         """Read ``self[key]`` (numpy basic indexing) into a new array, or into ``out``.
 
         ``out`` must be a writeable numpy array of exactly :attr:`dtype` and the result's
@@ -257,7 +257,6 @@ class Array:
         self,
         starts: "np.ndarray | Sequence[Sequence[int]]",
         shape: Sequence[int],
-        *,
         out: Optional[np.ndarray] = None,
     ) -> np.ndarray:
         """Read N crops of one ``shape`` whose origins are the rows of ``starts`` (N, ndim).

@@ -19,6 +19,9 @@
 namespace lsio {
 namespace {
 
+using lsio_test::View;
+using lsio_test::Box;
+
 using lsio_test::Bytes;
 using lsio_test::TempDir;
 
@@ -38,25 +41,6 @@ std::unique_ptr<Array> OpenOk(const std::string& path, OpenOptions o = {}) {
   auto a = Array::Open(path, o);
   EXPECT_TRUE(a.ok()) << a.status().ToString();
   return a.ok() ? std::move(a).value() : nullptr;
-}
-
-DstView View(void* data, std::vector<int64_t> shape, size_t itemsize) {
-  DstView v;
-  v.data = static_cast<uint8_t*>(data);
-  v.shape = shape;
-  v.byte_strides.resize(shape.size());
-  int64_t s = static_cast<int64_t>(itemsize);
-  for (size_t d = shape.size(); d-- > 0;) {
-    v.byte_strides[d] = s;
-    s *= shape[d];
-  }
-  return v;
-}
-
-Selection Box(std::vector<int64_t> start, std::vector<int64_t> count, std::vector<int64_t> step = {}) {
-  Selection s;
-  for (size_t d = 0; d < start.size(); ++d) s.push_back({start[d], count[d], step.empty() ? 1 : step[d]});
-  return s;
 }
 
 std::vector<uint16_t> ReadAll16(Array& a) {

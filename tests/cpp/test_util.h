@@ -25,6 +25,8 @@
 
 #include <gtest/gtest.h>
 
+#include "lsio/box.h"
+
 namespace lsio_test {
 
 using Bytes = std::vector<uint8_t>;
@@ -205,6 +207,32 @@ inline std::vector<uint16_t> Shard69Values() {
 inline bool RequireUring() {
   const char* e = std::getenv("LSIO_REQUIRE_URING");
   return e != nullptr && std::string(e) == "1";
+}
+
+// A C-contiguous view of `shape` (elements of `itemsize` bytes) over `data`.
+inline lsio::DstView View(void* data, std::vector<int64_t> shape, size_t itemsize) {
+  lsio::DstView v;
+  v.data = static_cast<uint8_t*>(data);
+  v.shape = shape;
+  v.byte_strides.resize(shape.size());
+  int64_t s = static_cast<int64_t>(itemsize);
+  for (size_t d = shape.size(); d-- > 0;) {
+    v.byte_strides[d] = s;
+    s *= shape[d];
+  }
+  return v;
+}
+
+inline lsio::DstView View(std::vector<uint8_t>& buf, std::vector<int64_t> shape, size_t itemsize = 1) {
+  return View(buf.data(), std::move(shape), itemsize);
+}
+
+// A selection from per-dimension starts, counts and (optional) steps.
+inline lsio::Selection Box(std::vector<int64_t> start, std::vector<int64_t> count,
+                           std::vector<int64_t> step = {}) {
+  lsio::Selection s;
+  for (size_t d = 0; d < start.size(); ++d) s.push_back({start[d], count[d], step.empty() ? 1 : step[d]});
+  return s;
 }
 
 }  // namespace lsio_test

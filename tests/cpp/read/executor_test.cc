@@ -19,6 +19,9 @@
 namespace lsio {
 namespace {
 
+using lsio_test::View;
+using lsio_test::Box;
+
 using lsio_test::Bytes;
 using lsio_test::TempDir;
 
@@ -70,25 +73,6 @@ std::string Sharded69Json(const char* location) {
       "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
       "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
       "index_location": ")") + location + R"("}}]})";
-}
-
-DstView View(void* data, std::vector<int64_t> shape, size_t itemsize) {
-  DstView v;
-  v.data = static_cast<uint8_t*>(data);
-  v.shape = shape;
-  v.byte_strides.resize(shape.size());
-  int64_t s = static_cast<int64_t>(itemsize);
-  for (size_t d = shape.size(); d-- > 0;) {
-    v.byte_strides[d] = s;
-    s *= shape[d];
-  }
-  return v;
-}
-
-Selection Box(std::vector<int64_t> start, std::vector<int64_t> count) {
-  Selection s;
-  for (size_t d = 0; d < start.size(); ++d) s.push_back({start[d], count[d], 1});
-  return s;
 }
 
 TEST(ExecutorTest, ReadsTheSection69BlobsIdentically) {

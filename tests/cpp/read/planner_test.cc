@@ -10,10 +10,14 @@
 #include <gtest/gtest.h>
 
 #include "codec/chain.h"
+#include "test_util.h"
 #include "zarr/shard_index.h"
 
 namespace lsio {
 namespace {
+
+using lsio_test::View;
+using lsio_test::Box;
 
 struct TestLayout {
   std::unique_ptr<CodecChain> chain;
@@ -47,26 +51,6 @@ TestLayout MakeLayout(std::vector<int64_t> shape, std::vector<int64_t> chunk, si
     t.l.shard = sl.value();
   }
   return t;
-}
-
-// A C-contiguous view of `shape` over `buf`.
-DstView View(std::vector<uint8_t>& buf, std::vector<int64_t> shape, size_t itemsize = 1) {
-  DstView v;
-  v.data = buf.data();
-  v.shape = shape;
-  v.byte_strides.resize(shape.size());
-  int64_t s = static_cast<int64_t>(itemsize);
-  for (size_t d = shape.size(); d-- > 0;) {
-    v.byte_strides[d] = s;
-    s *= shape[d];
-  }
-  return v;
-}
-
-Selection Box(std::vector<int64_t> start, std::vector<int64_t> count, std::vector<int64_t> step = {}) {
-  Selection s;
-  for (size_t d = 0; d < start.size(); ++d) s.push_back({start[d], count[d], step.empty() ? 1 : step[d]});
-  return s;
 }
 
 std::vector<int64_t> Coords(const Plan& p, const ChunkTask& t) {
