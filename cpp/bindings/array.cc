@@ -114,6 +114,21 @@ void BindArray(py::module_& m) {
              Check(r.status());
              return r.value();
            })
+      .def("stored_chunk_nbytes",
+           [](lsio::Array& a) {
+             lsio::Result<std::vector<int64_t>> r = lsio::Status::Internal("unset");
+             {
+               py::gil_scoped_release release;
+               r = a.StoredChunkBytes();
+             }
+             Check(r.status());
+             const lsio::ArrayInfo& i = a.info();
+             std::vector<py::ssize_t> grid;
+             for (size_t d = 0; d < i.shape.size(); ++d) grid.push_back((i.shape[d] + i.chunks[d] - 1) / i.chunks[d]);
+             py::array_t<int64_t> out(grid);
+             std::copy(r.value().begin(), r.value().end(), out.mutable_data());
+             return out;
+           })
       .def(
           "read_into",
           [](lsio::Array& a, const std::vector<int64_t>& starts, const std::vector<int64_t>& counts,

@@ -83,6 +83,21 @@ struct Array::Impl {
     if (!s.status.ok()) return s.status;
     return s.backend.get();
   }
+
+  // Everything one call needs, from this process's slots.
+  Result<ReadContext> Context() {
+    LSIO_ASSIGN_OR_RETURN(IoBackend * b, Backend());
+    ReadContext ctx;
+    ctx.layout = &layout;
+    ctx.backend = b;
+    ctx.index_cache = &index_cache.Get();
+    ctx.files = &files.Get();
+    ctx.plan.max_gap = options.max_gap;
+    ctx.plan.max_request = options.max_request;
+    ctx.threads = options.threads > 0 ? options.threads : AvailableCpus();
+    ctx.queue_depth = options.queue_depth;
+    return ctx;
+  }
 };
 
 Array::Array(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -187,17 +202,15 @@ Status Array::ReadBatch(const std::vector<Selection>& sels, const std::vector<Ds
       }
     }
   }
-  LSIO_ASSIGN_OR_RETURN(IoBackend * backend, impl_->Backend());
-  ReadContext ctx;
-  ctx.layout = &l;
-  ctx.backend = backend;
-  ctx.index_cache = &impl_->index_cache.Get();
-  ctx.files = &impl_->files.Get();
-  ctx.plan.max_gap = impl_->options.max_gap;
-  ctx.plan.max_request = impl_->options.max_request;
-  ctx.threads = impl_->options.threads > 0 ? impl_->options.threads : AvailableCpus();
-  ctx.queue_depth = impl_->options.queue_depth;
+  LSIO_ASSIGN_OR_RETURN(ReadContext ctx, impl_->Context());
   return ExecuteRead(ctx, sels, dsts);
+}
+
+Result<std::vector<int64_t>> Array::StoredChunkBytes() {
+  LSIO_ASSIGN_OR_RETURN(ReadContext ctx, impl_->Context());
+  std::vector<int64_t> nbytes;
+  LSIO_RETURN_IF_ERROR(SurveyChunks(ctx, &nbytes));
+  return nbytes;
 }
 
 IoBackendInfo GetIoBackendInfo() {

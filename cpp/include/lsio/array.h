@@ -61,6 +61,11 @@ class Array {
   /// Reads many selections in one plan; views must not overlap.
   Status ReadBatch(const std::vector<Selection>& sels, const std::vector<DstView>& dsts);
 
+  /// Stored bytes of every read chunk (inner chunk if sharded), in C order of the chunk grid;
+  /// -1 where a chunk is not stored (it reads as the fill value). Reads shard indexes only.
+  /// Fails like ReadBatch (corrupt shard index, I/O errors).
+  Result<std::vector<int64_t>> StoredChunkBytes();
+
   /// Name of the I/O backend reads use ("pread", "uring", "uring+nowait"); decides it on
   /// first call. Fails with kUnavailable when io="uring" cannot work here.
   Result<std::string> BackendName();

@@ -278,6 +278,58 @@ void WorkerLoop(CallState& cs) {
   }
 }
 
+// Splits a plan's tasks into waves that each hold at most `budget` files open, and resolves
+// each wave (shard indexes, chunk files). A call touching more files than the descriptor
+// budget allows thus runs in several rounds; tasks of one shard are mostly adjacent, so a
+// shard is rarely opened twice.
+class WaveResolver {
+ public:
+  WaveResolver(const ReadContext& ctx, Plan* plan)
+      : ctx_(ctx),
+        plan_(plan),
+        budget_(std::max<size_t>(4, ctx.files->capacity() / 2)),
+        shard_index_(plan->shard_ids.size()),
+        shard_file_(plan->shard_ids.size(), -2),
+        shard_wave_(plan->shard_ids.size(), UINT32_MAX) {}
+
+  /// Resolves the next wave into [*first, *last); false when every task is done.
+  Result<bool> Next(uint32_t* first, uint32_t* last) {
+    // Release the previous wave's descriptors (the FileCache may keep some of them).
+    for (FileRef& f : plan_->file_refs) f.reset();
+    if (next_ >= plan_->tasks.size()) return false;
+    const bool sharded = ctx_.layout->sharded;
+    uint32_t end = next_;
+    size_t opened = 0;
+    for (; end < plan_->tasks.size(); ++end) {
+      if (sharded) {
+        const size_t s = static_cast<size_t>(plan_->tasks[end].shard);
+        if (shard_wave_[s] == wave_) continue;
+        if (opened == budget_) break;
+        shard_wave_[s] = wave_;
+      } else if (opened == budget_) {
+        break;
+      }
+      ++opened;
+    }
+    LSIO_RETURN_IF_ERROR(Resolve(ctx_, next_, end, plan_, &shard_index_, &shard_file_));
+    *first = next_;
+    *last = end;
+    next_ = end;
+    ++wave_;
+    return true;
+  }
+
+ private:
+  const ReadContext& ctx_;
+  Plan* plan_;
+  const size_t budget_;
+  std::vector<ShardIndexPtr> shard_index_;
+  std::vector<int32_t> shard_file_;
+  std::vector<uint32_t> shard_wave_;
+  uint32_t next_ = 0;
+  uint32_t wave_ = 0;
+};
+
 }  // namespace
 
 Status ExecuteRead(const ReadContext& ctx, const std::vector<Selection>& sels,
@@ -286,36 +338,13 @@ Status ExecuteRead(const ReadContext& ctx, const std::vector<Selection>& sels,
   if (l.ndim() > 64) return Status::Unimplemented("arrays of more than 64 dimensions");
   Plan plan;
   BuildTasks(l, sels, dsts, &plan);
-  if (plan.tasks.empty()) return Status::Ok();
-
-  // Waves: a call touching more files than the descriptor budget allows runs in several
-  // rounds, each holding at most `budget` files open (tasks of one shard are mostly adjacent,
-  // so a shard is rarely opened twice).
-  const size_t budget = std::max<size_t>(4, ctx.files->capacity() / 2);
-  std::vector<ShardIndexPtr> shard_index(plan.shard_ids.size());
-  std::vector<int32_t> shard_file(plan.shard_ids.size(), -2);
-  std::vector<uint32_t> shard_wave(plan.shard_ids.size(), UINT32_MAX);
-
+  WaveResolver waves(ctx, &plan);
   const int max_workers = std::max(1, ctx.threads);
   uint32_t first = 0;
-  uint32_t wave = 0;
-  while (first < plan.tasks.size()) {
-    uint32_t last = first;
-    size_t opened = 0;
-    for (; last < plan.tasks.size(); ++last) {
-      if (l.sharded) {
-        const size_t s = static_cast<size_t>(plan.tasks[last].shard);
-        if (shard_wave[s] != wave) {
-          if (opened == budget) break;
-          shard_wave[s] = wave;
-          ++opened;
-        }
-      } else {
-        if (opened == budget) break;
-        ++opened;
-      }
-    }
-    LSIO_RETURN_IF_ERROR(Resolve(ctx, first, last, &plan, &shard_index, &shard_file));
+  uint32_t last = 0;
+  for (;;) {
+    LSIO_ASSIGN_OR_RETURN(bool more, waves.Next(&first, &last));
+    if (!more) break;
 
     // Uncompressed chunks must have exactly the decoded size; say so before reading.
     if (l.chain->stored_is_decoded()) {
@@ -344,11 +373,38 @@ Status ExecuteRead(const ReadContext& ctx, const std::vector<Selection>& sels,
     }
     RunOnWorkers(pool, workers - 1, [&cs] { WorkerLoop(cs); });
     if (cs.failed.load()) return cs.error;
+  }
+  return Status::Ok();
+}
 
-    // Release this wave's descriptors (the FileCache may keep some of them).
-    for (FileRef& f : plan.file_refs) f.reset();
-    first = last;
-    ++wave;
+Status SurveyChunks(const ReadContext& ctx, std::vector<int64_t>* nbytes) {
+  const ArrayLayout& l = *ctx.layout;
+  const int nd = l.ndim();
+  // One selection over the whole array; its tasks come out in C order of the chunk grid.
+  Selection all(static_cast<size_t>(nd));
+  DstView none;
+  none.shape.resize(static_cast<size_t>(nd));
+  none.byte_strides.assign(static_cast<size_t>(nd), 0);
+  uint64_t total = 1;
+  for (int d = 0; d < nd; ++d) {
+    all[static_cast<size_t>(d)] = {0, l.shape[static_cast<size_t>(d)], 1};
+    none.shape[static_cast<size_t>(d)] = l.shape[static_cast<size_t>(d)];
+    total *= static_cast<uint64_t>(l.grid[static_cast<size_t>(d)]);
+  }
+  if (total > (1ull << 31)) return Status::ResourceExhausted("more than 2^31 chunks to survey");
+  Plan plan;
+  BuildTasks(l, {all}, {none}, &plan);
+  nbytes->assign(plan.tasks.size(), -1);
+  WaveResolver waves(ctx, &plan);
+  uint32_t first = 0;
+  uint32_t last = 0;
+  for (;;) {
+    LSIO_ASSIGN_OR_RETURN(bool more, waves.Next(&first, &last));
+    if (!more) break;
+    for (uint32_t i = first; i < last; ++i) {
+      const ChunkTask& t = plan.tasks[i];
+      if (!t.missing) (*nbytes)[i] = static_cast<int64_t>(t.nbytes);
+    }
   }
   return Status::Ok();
 }

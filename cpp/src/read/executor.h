@@ -44,4 +44,8 @@ struct ReadContext {
 Status ExecuteRead(const ReadContext& ctx, const std::vector<Selection>& sels,
                    const std::vector<DstView>& dsts);
 
+/// Stored size of every read chunk, in C order of the read-chunk grid (-1: not stored, reads
+/// as fill). Reads shard indexes (through the cache) but no chunk data.
+Status SurveyChunks(const ReadContext& ctx, std::vector<int64_t>* nbytes);
+
 }  // namespace lsio
