@@ -80,6 +80,14 @@ void Check(const lsio::Status& st) {
   if (!st.ok()) ThrowStatus(st);
 }
 
+// Polled by the engine on the calling thread while the GIL is released: runs Python's
+// signal handlers, so Ctrl-C in Jupyter or a terminal stops a long read promptly. The
+// exception the handler raised stays set and is re-raised by ThrowStatus.
+bool PythonInterrupted() {
+  py::gil_scoped_acquire acquire;
+  return PyErr_CheckSignals() != 0;
+}
+
 py::dict Info(const lsio::Array& a) {
   const lsio::ArrayInfo& i = a.info();
   py::dict d;
@@ -143,7 +151,7 @@ void BindArray(py::module_& m) {
             lsio::Status st;
             {
               py::gil_scoped_release release;
-              st = a.Read(sel, v);
+              st = a.Read(sel, v, &PythonInterrupted);
             }
             Check(st);
           },
@@ -175,7 +183,7 @@ void BindArray(py::module_& m) {
             lsio::Status st;
             {
               py::gil_scoped_release release;
-              st = a.ReadBatch(sels, views);
+              st = a.ReadBatch(sels, views, &PythonInterrupted);
             }
             Check(st);
           },

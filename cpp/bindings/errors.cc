@@ -10,6 +10,11 @@ namespace lsio_py {
 
 [[noreturn]] void ThrowStatus(const lsio::Status& st) {
   using lsio::StatusCode;
+  if (st.code() == StatusCode::kCancelled) {
+    // A Python signal handler raised (KeyboardInterrupt for Ctrl-C): propagate that.
+    if (PyErr_Occurred() == nullptr) PyErr_SetNone(PyExc_KeyboardInterrupt);
+    throw py::error_already_set();
+  }
   const std::string msg = st.ToString();
   PyObject* builtin = nullptr;
   const char* lsio_class = nullptr;

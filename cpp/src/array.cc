@@ -169,11 +169,13 @@ Result<std::string> Array::BackendName() {
   return std::string(b->name());
 }
 
-Status Array::Read(const Selection& sel, const DstView& dst) {
-  return ReadBatch(std::vector<Selection>{sel}, std::vector<DstView>{dst});
+Status Array::Read(const Selection& sel, const DstView& dst,
+                   const std::function<bool()>& interrupted) {
+  return ReadBatch(std::vector<Selection>{sel}, std::vector<DstView>{dst}, interrupted);
 }
 
-Status Array::ReadBatch(const std::vector<Selection>& sels, const std::vector<DstView>& dsts) {
+Status Array::ReadBatch(const std::vector<Selection>& sels, const std::vector<DstView>& dsts,
+                        const std::function<bool()>& interrupted) {
   const ArrayLayout& l = impl_->layout;
   const size_t nd = l.shape.size();
   if (sels.size() != dsts.size()) return Status::InvalidArgument("one output view per selection is required");
@@ -203,6 +205,7 @@ Status Array::ReadBatch(const std::vector<Selection>& sels, const std::vector<Ds
     }
   }
   LSIO_ASSIGN_OR_RETURN(ReadContext ctx, impl_->Context());
+  ctx.interrupted = interrupted;
   return ExecuteRead(ctx, sels, dsts);
 }
 

@@ -14,6 +14,7 @@
 // file, the chunk and the byte range involved.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,10 +57,14 @@ class Array {
 
   /// Reads `sel` into `dst` (dst.shape must equal the selection's counts).
   /// Fails with kOutOfRange, kInvalidArgument, kDataLoss, kIoError, kUnavailable.
-  Status Read(const Selection& sel, const DstView& dst);
+  /// `interrupted`, if set, is polled on the calling thread (about every 10 ms) and stops
+  /// the call with kCancelled when it returns true (the Python bindings check for Ctrl-C).
+  Status Read(const Selection& sel, const DstView& dst,
+              const std::function<bool()>& interrupted = {});
 
   /// Reads many selections in one plan; views must not overlap.
-  Status ReadBatch(const std::vector<Selection>& sels, const std::vector<DstView>& dsts);
+  Status ReadBatch(const std::vector<Selection>& sels, const std::vector<DstView>& dsts,
+                   const std::function<bool()>& interrupted = {});
 
   /// Stored bytes of every read chunk (inner chunk if sharded), in C order of the chunk grid;
   /// -1 where a chunk is not stored (it reads as the fill value). Reads shard indexes only.

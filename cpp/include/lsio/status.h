@@ -35,6 +35,7 @@ enum class StatusCode : int {
   kUnavailable,      ///< a resource (io_uring) cannot be had: lsio.StorageError
   kOutOfRange,       ///< selection outside the array: lsio.BoundsError
   kResourceExhausted,///< allocation or limit exceeded: MemoryError
+  kCancelled,        ///< the caller interrupted the call (Ctrl-C): KeyboardInterrupt
   kInternal,         ///< a bug in lsio: RuntimeError
 };
 
@@ -66,6 +67,7 @@ class Status {
   static Status OutOfRange(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
   static Status ResourceExhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+  static Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }

@@ -2,6 +2,8 @@
 #include "read/executor.h"
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <mutex>
 
 #include "codec/codec.h"
@@ -142,6 +144,19 @@ struct CallState {
   std::atomic<bool> failed{false};
   std::mutex mu;
   Status error;
+  std::thread::id caller = std::this_thread::get_id();
+  std::chrono::steady_clock::time_point next_check = std::chrono::steady_clock::now();
+
+  // On the calling thread only: poll the caller's interrupt check at most every 10 ms.
+  bool Interrupted() {
+    if (!ctx->interrupted || std::this_thread::get_id() != caller) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next_check) return false;
+    next_check = now + std::chrono::milliseconds(10);
+    if (!ctx->interrupted()) return false;
+    Fail(Status::Cancelled("read interrupted"));
+    return true;
+  }
 
   void Fail(Status st) {
     std::lock_guard<std::mutex> lock(mu);
@@ -218,7 +233,7 @@ void WorkerLoop(CallState& cs) {
   std::vector<size_t> req_unit;
   const size_t max_batch = std::string(ctx.backend->name()) == "pread" ? 1 : std::max(1u, ctx.queue_depth);
 
-  while (!cs.failed.load(std::memory_order_relaxed)) {
+  while (!cs.failed.load(std::memory_order_relaxed) && !cs.Interrupted()) {
     reqs.clear();
     req_unit.clear();
     uint64_t buffered = 0;
@@ -254,7 +269,7 @@ void WorkerLoop(CallState& cs) {
       }
     }
     ctx.backend->Read(reqs, [&](size_t i) {
-      if (cs.failed.load(std::memory_order_relaxed)) return;
+      if (cs.failed.load(std::memory_order_relaxed) || cs.Interrupted()) return;
       const IoUnit& unit = plan.units[req_unit[i]];
       const ReadRequest& r = reqs[i];
       if (!r.status.ok()) {
@@ -343,6 +358,7 @@ Status ExecuteRead(const ReadContext& ctx, const std::vector<Selection>& sels,
   uint32_t first = 0;
   uint32_t last = 0;
   for (;;) {
+    if (ctx.interrupted && ctx.interrupted()) return Status::Cancelled("read interrupted");
     LSIO_ASSIGN_OR_RETURN(bool more, waves.Next(&first, &last));
     if (!more) break;
 

@@ -20,6 +20,7 @@
 // Writes go only to the selected regions of the caller's output.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "io/file_cache.h"
@@ -39,6 +40,9 @@ struct ReadContext {
   int threads = 1;             ///< total workers including the calling thread
   unsigned queue_depth = 64;   ///< reads in flight per worker
   uint64_t batch_bytes = 64ull << 20;  ///< bytes buffered per worker batch
+  /// Polled on the calling thread only, about every 10 ms between batches of work; when it
+  /// returns true the call stops with kCancelled (the output is then partly written).
+  std::function<bool()> interrupted;
 };
 
 Status ExecuteRead(const ReadContext& ctx, const std::vector<Selection>& sels,
