@@ -192,7 +192,7 @@ void BindArray(py::module_& m) {
   m.def(
       "open",
       [](const std::string& path, int threads, const std::string& io, unsigned queue_depth,
-         uint64_t max_gap, uint64_t max_request, uint64_t index_cache_bytes) {
+         uint64_t max_gap, uint64_t max_request, uint64_t index_cache_bytes, uint64_t memory_limit) {
         lsio::OpenOptions o;
         o.threads = threads;
         o.io = io;
@@ -200,6 +200,7 @@ void BindArray(py::module_& m) {
         o.max_gap = max_gap;
         o.max_request = max_request;
         o.index_cache_bytes = index_cache_bytes;
+        o.memory_limit = memory_limit;
         lsio::Result<std::unique_ptr<lsio::Array>> r = lsio::Status::Internal("unset");
         {
           py::gil_scoped_release release;
@@ -210,7 +211,7 @@ void BindArray(py::module_& m) {
       },
       py::arg("path"), py::arg("threads") = 0, py::arg("io") = "auto", py::arg("queue_depth") = 64,
       py::arg("max_gap") = 64 << 10, py::arg("max_request") = 16 << 20,
-      py::arg("index_cache_bytes") = 64 << 20);
+      py::arg("index_cache_bytes") = 64 << 20, py::arg("memory_limit") = 0);
 
   m.def(
       "check_out",

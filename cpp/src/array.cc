@@ -96,6 +96,7 @@ struct Array::Impl {
     ctx.plan.max_request = options.max_request;
     ctx.threads = options.threads > 0 ? options.threads : AvailableCpus();
     ctx.queue_depth = options.queue_depth;
+    ctx.memory_limit = options.memory_limit;
     return ctx;
   }
 };

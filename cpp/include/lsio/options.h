@@ -22,6 +22,9 @@ struct OpenOptions {
   uint64_t max_request = 16 << 20;
   /// Bytes of decoded shard indexes kept per array.
   uint64_t index_cache_bytes = 64 << 20;
+  /// Bytes one read call may allocate for its plan and buffers; 0 = no limit. Calls that
+  /// cannot fit fail with kResourceExhausted before reading.
+  uint64_t memory_limit = 0;
 };
 
 }  // namespace lsio

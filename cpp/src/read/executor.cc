@@ -140,6 +140,7 @@ struct CallState {
   const ReadContext* ctx;
   const Plan* plan;
   const std::vector<DstView>* dsts;
+  uint64_t batch_bytes = 0;  // read buffer per worker batch (may be below ctx->batch_bytes)
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   std::mutex mu;
@@ -237,7 +238,7 @@ void WorkerLoop(CallState& cs) {
     reqs.clear();
     req_unit.clear();
     uint64_t buffered = 0;
-    while (reqs.size() < max_batch && buffered < ctx.batch_bytes) {
+    while (reqs.size() < max_batch && buffered < cs.batch_bytes) {
       const size_t u = cs.next.fetch_add(1, std::memory_order_relaxed);
       if (u >= n) break;
       const IoUnit& unit = plan.units[u];
@@ -291,6 +292,46 @@ void WorkerLoop(CallState& cs) {
       }
     });
   }
+}
+
+// Chooses workers and batch size so that the plan plus every worker's read buffer and decode
+// scratch stay within ctx.memory_limit; fails before any read if even one worker cannot.
+Status FitMemory(const ReadContext& ctx, const Plan& plan, int* workers, uint64_t* batch_bytes) {
+  *batch_bytes = ctx.batch_bytes;
+  if (ctx.memory_limit == 0) return Status::Ok();
+  const CodecChain& chain = *ctx.layout->chain;
+  uint64_t max_unit = 0;
+  uint64_t total_buffered = 0;
+  for (const IoUnit& u : plan.units) {
+    if (u.file < 0 || u.dst != nullptr) continue;
+    max_unit = std::max(max_unit, u.length);
+    total_buffered += u.length;
+  }
+  // Decoded chunk + two ping-pong stage buffers (each at most about the decoded size).
+  const uint64_t scratch = chain.stored_is_decoded() ? 0 : 3 * chain.decoded_size();
+  const uint64_t plan_bytes = plan.tasks.capacity() * sizeof(ChunkTask) + plan.pieces.capacity() * sizeof(Piece) +
+                              (plan.piece_dims.capacity() + plan.coords.capacity()) * sizeof(int64_t) +
+                              plan.units.capacity() * sizeof(IoUnit) + plan.unit_tasks.capacity() * sizeof(uint32_t);
+  uint64_t need = 0;
+  for (int w = *workers; w >= 1; --w) {
+    for (uint64_t batch : {ctx.batch_bytes, uint64_t{1}}) {
+      const uint64_t arena = std::min(total_buffered, batch + max_unit);
+      need = plan_bytes + static_cast<uint64_t>(w) * (arena + scratch);
+      if (need <= ctx.memory_limit) {
+        *workers = w;
+        *batch_bytes = batch;
+        return Status::Ok();
+      }
+    }
+  }
+  auto human = [](uint64_t b) {
+    return b >= (10ull << 20) ? std::to_string(b >> 20) + " MiB"
+                              : b >= (10ull << 10) ? std::to_string(b >> 10) + " KiB" : std::to_string(b) + " bytes";
+  };
+  return Status::ResourceExhausted("this read needs about " + human(need) + " of buffers (largest read " +
+                                   human(max_unit) + ", decoded chunk " + human(chain.decoded_size()) +
+                                   "), over the memory limit of " + human(ctx.memory_limit) +
+                                   ": read a smaller region, lower max_request, or raise memory_limit");
 }
 
 // Splits a plan's tasks into waves that each hold at most `budget` files open, and resolves
@@ -381,7 +422,8 @@ Status ExecuteRead(const ReadContext& ctx, const std::vector<Selection>& sels,
     cs.ctx = &ctx;
     cs.plan = &plan;
     cs.dsts = &dsts;
-    const int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(max_workers), plan.units.size()));
+    int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(max_workers), plan.units.size()));
+    LSIO_RETURN_IF_ERROR(FitMemory(ctx, plan, &workers, &cs.batch_bytes));
     ThreadPool* pool = nullptr;
     if (workers > 1) {
       pool = &g_pool->Get();

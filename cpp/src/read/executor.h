@@ -43,6 +43,10 @@ struct ReadContext {
   /// Polled on the calling thread only, about every 10 ms between batches of work; when it
   /// returns true the call stops with kCancelled (the output is then partly written).
   std::function<bool()> interrupted;
+  /// Bytes one call may allocate (plan + per-worker read and decode buffers); 0 = no limit.
+  /// The executor first uses fewer workers and smaller read batches to fit, then fails
+  /// with kResourceExhausted before reading anything.
+  uint64_t memory_limit = 0;
 };
 
 Status ExecuteRead(const ReadContext& ctx, const std::vector<Selection>& sels,
