@@ -157,6 +157,75 @@ void BindArray(py::module_& m) {
           },
           py::arg("starts"), py::arg("counts"), py::arg("steps"), py::arg("out"))
       .def(
+          "read_outer_into",
+          // Outer (orthogonal) indexing: per dimension, runs of evenly spaced indices given as
+          // rows (start, count, step, dst_offset); a negative step fills its output backwards. The selection is the cartesian product of the
+          // runs; each combination becomes one box of a single batched read, so chunks
+          // shared by several indices are read and decoded once.
+          [](lsio::Array& a, const std::vector<py::array>& runs_obj, const py::array& out) {
+            const size_t nd = a.info().shape.size();
+            if (runs_obj.size() != nd) ThrowStatus(lsio::Status::InvalidArgument("one run list per dimension is required"));
+            std::vector<py::array_t<int64_t, py::array::c_style>> runs;
+            std::vector<int64_t> shape(nd, 0);
+            uint64_t boxes = 1;
+            for (size_t d = 0; d < nd; ++d) {
+              auto r = py::array_t<int64_t, py::array::c_style>::ensure(runs_obj[d]);
+              if (!r || r.ndim() != 2 || r.shape(1) != 4) {
+                ThrowStatus(lsio::Status::InvalidArgument("runs must be int64 arrays of shape (K, 4)"));
+              }
+              const int64_t* p = r.data();
+              for (py::ssize_t k = 0; k < r.shape(0); ++k) {
+                if (p[4 * k + 2] == 0 || p[4 * k + 1] < 0 || p[4 * k + 3] < 0) {
+                  ThrowStatus(lsio::Status::InvalidArgument("bad run (zero step or negative count/offset)"));
+                }
+                shape[d] = std::max(shape[d], p[4 * k + 3] + p[4 * k + 1]);
+              }
+              boxes *= static_cast<uint64_t>(r.shape(0));
+              runs.push_back(std::move(r));
+            }
+            if (boxes > (1ull << 26)) {
+              ThrowStatus(lsio::Status::ResourceExhausted("outer selection splits into more than 2^26 boxes"));
+            }
+            lsio::DstView v = CheckedView(out, a.info(), shape, /*allow_negative=*/false);
+            std::vector<lsio::Selection> sels;
+            std::vector<lsio::DstView> views;
+            sels.reserve(boxes);
+            views.reserve(boxes);
+            std::vector<py::ssize_t> odo(nd, 0);
+            for (uint64_t b = 0; b < boxes; ++b) {
+              lsio::Selection sel(nd);
+              lsio::DstView dv;
+              dv.data = v.data;
+              dv.byte_strides = v.byte_strides;
+              for (size_t d = 0; d < nd; ++d) {
+                const int64_t* row = runs[d].data() + 4 * odo[d];
+                const int64_t start = row[0], count = row[1], step = row[2], at = row[3];
+                dv.shape.push_back(count);
+                if (step > 0) {
+                  sel[d] = {start, count, step};
+                  dv.data += at * v.byte_strides[d];
+                } else {  // walk the run upwards, write its output backwards
+                  sel[d] = {start + (count - 1) * step, count, -step};
+                  dv.data += (at + std::max<int64_t>(count - 1, 0)) * v.byte_strides[d];
+                  dv.byte_strides[d] = -v.byte_strides[d];
+                }
+              }
+              sels.push_back(std::move(sel));
+              views.push_back(std::move(dv));
+              for (size_t d = nd; d-- > 0;) {
+                if (++odo[d] < runs[d].shape(0)) break;
+                odo[d] = 0;
+              }
+            }
+            lsio::Status st;
+            {
+              py::gil_scoped_release release;
+              st = a.ReadBatch(sels, views, &PythonInterrupted);
+            }
+            Check(st);
+          },
+          py::arg("runs"), py::arg("out"))
+      .def(
           "read_crops_into",
           [](lsio::Array& a, const py::array& starts_obj, const std::vector<int64_t>& crop,
              const py::array& out) {

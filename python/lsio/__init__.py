@@ -10,12 +10,19 @@ chunks shared by several crops are read and decoded once, nearby byte ranges are
 and every chunk is decoded straight into its final place in the output where the layout
 allows. Importing lsio or opening an array starts no threads and opens no files beyond
 ``zarr.json``.
+
+Exploration: ``lsio.open_group(path)`` lists a group's members, ``arr.to_dask()`` gives a
+dask array, ``xr.open_dataset(path, engine="lsio")`` an xarray Dataset, ``lsio.progress``
+reads with a progress bar, and ``python -m lsio info|bench|verify`` is the command line.
+These adapters import their frameworks only when used.
 """
 
 from __future__ import annotations
 
 from . import _core
 from .array import Array, open
+from ._async import prefetch
+from .group import Group, open_group
 from .errors import (
     BoundsError,
     CorruptDataError,
@@ -30,6 +37,9 @@ __version__ = "0.1.0"
 __all__ = [
     "Array",
     "open",
+    "Group",
+    "open_group",
+    "prefetch",
     "io_backend_info",
     "Error",
     "FormatError",

@@ -14,12 +14,15 @@ from __future__ import annotations
 import json
 import operator
 import os
-from typing import Any, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Tuple
+
+if TYPE_CHECKING:
+    import concurrent.futures
 
 import numpy as np
 
 from . import _core
-from .errors import BoundsError
+from .errors import BoundsError, FormatError
 
 __all__ = ["Array", "open"]
 
@@ -52,6 +55,7 @@ def _io_option(io: Optional[str]) -> str:
 
 def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
     path: "str | os.PathLike[str]",
+    name: Optional[str] = None,
     *,
     threads: Optional[int] = None,
     io: Optional[str] = None,
@@ -59,11 +63,16 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
     max_gap: int = 64 << 10,
     max_request: int = 16 << 20,
     index_cache_bytes: int = 64 << 20,
+    memory_limit: Optional[int] = None,
 ) -> "Array":
     """Open the Zarr v3 array stored in directory ``path`` (the one holding ``zarr.json``).
 
     Parameters
     ----------
+    name:
+        With ``path`` a group, the array's path inside it (``"t2m"``, ``"forecast/t2m"``);
+        ``lsio.open("store.zarr", "t2m")`` equals ``lsio.open("store.zarr/t2m")``. Opening
+        a group without ``name`` raises :class:`lsio.FormatError` listing its arrays.
     threads:
         Worker threads per read call, the calling thread included. ``None`` reads
         ``LSIO_THREADS``, else uses every CPU available to the process. ``1`` reads on the
@@ -77,11 +86,22 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
         Engine tuning: reads in flight per thread; coalescing of nearby byte ranges (merge
         when the gap is at most ``max_gap`` bytes and the read at most ``max_request``);
         bytes of shard indexes cached per array.
+    memory_limit:
+        Bytes one read call may allocate for its plan and read/decode buffers (``None``:
+        ``LSIO_MEMORY_LIMIT`` or no limit). Calls first use fewer threads and smaller
+        batches to fit, else raise :class:`MemoryError` before reading.
 
     Raises
     ------
     lsio.FormatError, lsio.UnsupportedError, lsio.StorageError, ValueError
     """
+    if name is not None:
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {type(name).__name__}")
+        parts = [p for p in name.split("/") if p not in ("", ".")]
+        if not parts or ".." in parts:
+            raise ValueError(f"invalid array name {name!r}")
+        path = os.path.join(os.fspath(path), *parts)
     return Array(
         path,
         threads=threads,
@@ -90,7 +110,23 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
         max_gap=max_gap,
         max_request=max_request,
         index_cache_bytes=index_cache_bytes,
+        memory_limit=memory_limit,
     )
+
+
+def _memory_limit_option(limit: Optional[int]) -> int:
+    if limit is None:
+        env = os.environ.get("LSIO_MEMORY_LIMIT", "").strip()
+        if not env:
+            return 0
+        try:
+            limit = int(env)
+        except ValueError:
+            raise ValueError(f"LSIO_MEMORY_LIMIT must be a number of bytes, got {env!r}") from None
+    limit = operator.index(limit)
+    if limit <= 0:
+        raise ValueError(f"memory_limit must be a positive number of bytes (or None), got {limit}")
+    return int(limit)
 
 
 class Array:
@@ -110,13 +146,21 @@ class Array:
             "max_gap": int(options.pop("max_gap", 64 << 10)),
             "max_request": int(options.pop("max_request", 16 << 20)),
             "index_cache_bytes": int(options.pop("index_cache_bytes", 64 << 20)),
+            "memory_limit": _memory_limit_option(options.pop("memory_limit", None)),
         }
         if options:
             raise TypeError(f"unexpected options: {', '.join(sorted(options))}")
         self._native_obj = None
         self._pid = -1
         self._info: Optional[dict] = None
-        self._native()  # validate the metadata now
+        try:
+            self._native()  # validate the metadata now
+        except FormatError as e:
+            if "node_type is 'group'" not in str(e):
+                raise
+            err = FormatError(_group_message(self._config["path"]))
+            err.path = e.path
+            raise err from e
 
     # -- native handle, rebuilt per process -----------------------------------------------
 
@@ -224,6 +268,37 @@ class Array:
             f"chunks={self.chunks} shards={self.shards} codecs={self.codecs!r}>"
         )
 
+    def _repr_html_(self) -> str:
+        """Jupyter display: metadata plus stored bytes and the share of chunks present."""
+        from ._repr import array_html
+
+        return array_html(self)
+
+    # -- dask -----------------------------------------------------------------------------
+
+    def to_dask(self, chunks: Any = None, **kwargs: Any) -> Any:
+        """A lazy ``dask.array.Array`` reading through lsio (imports dask).
+
+        ``chunks`` defaults to the shard shape (the chunk shape if unsharded); any value
+        ``dask.array.from_array`` accepts works, e.g. ``"auto"`` or ``(1, -1, -1)``.
+        ``kwargs`` go to ``from_array`` (e.g. ``name``). See :func:`lsio.dask.to_dask`.
+        """
+        from .dask import to_dask
+
+        return to_dask(self, chunks=chunks, **kwargs)
+
+    def __dask_tokenize__(self) -> Any:
+        """A deterministic dask token: the path, options, and what zarr.json says."""
+        meta = self._meta()
+        return (
+            "lsio.Array",
+            tuple(sorted(self._config.items())),
+            tuple(self.shape),
+            str(self.dtype),
+            meta.get("codecs"),
+            tuple(meta.get("chunks") or ()),
+        )
+
     # -- reading --------------------------------------------------------------------------
 
     def __getitem__(self, key: Any) -> np.ndarray:
@@ -252,6 +327,41 @@ class Array:
             view = view[tuple(slice(None, None, -1) if d in flips else slice(None) for d in range(len(counts)))]
         native.read_into(starts, counts, steps, view)
         return out
+
+    def read_crops_async(
+        self,
+        starts: "np.ndarray | Sequence[Sequence[int]]",
+        shape: Sequence[int],
+        out: Optional[np.ndarray] = None,
+    ) -> "concurrent.futures.Future[np.ndarray]":
+        """:meth:`read_crops` on a background thread of this process; returns a
+        ``concurrent.futures.Future`` (``.result()``, ``.done()``; ``asyncio.wrap_future``
+        for asyncio). ``starts`` is copied at submission."""
+        from ._async import read_crops_async
+
+        return read_crops_async(self, starts, shape, out)
+
+    @property
+    def oindex(self) -> "_OIndex":
+        """Outer (orthogonal) indexing, as zarr-python's ``oindex``: per axis an integer
+        array / list (any order, repeats allowed, negative from the end), a slice or an int.
+
+        ``arr.oindex[[3, 1, 7], :, 10:20]`` reads rows 3, 1 and 7. The engine plans all
+        selected indices as one call, so chunks shared by several indices are read and
+        decoded once. ``arr.oindex.read(key, out=None)`` fills a given ``out``.
+        """
+        return _OIndex(self)
+
+    def take(self, indices: Any, axis: int = 0, out: Optional[np.ndarray] = None) -> np.ndarray:
+        """Select records by index along ``axis`` (like :func:`numpy.take` with an integer
+        array): equals ``arr.oindex[(slice(None),) * axis + (indices,)]``."""
+        nd = len(self.shape)
+        axis = operator.index(axis)
+        if not -nd <= axis < nd:
+            raise np.exceptions.AxisError(axis, nd) if hasattr(np, "exceptions") else IndexError(axis)
+        axis %= nd
+        key = (slice(None),) * axis + (np.asarray(indices),)
+        return self.oindex.read(key, out=out)
 
     def read_crops(
         self,
@@ -359,3 +469,100 @@ def _normalize_key(key: Any, shape: Tuple[int, ...]):
             steps.append(1)
             int_axes.append(d)
     return starts, counts, steps, tuple(out_shape), int_axes, flips
+
+
+def _group_message(path: str) -> str:
+    """The error text for opening a group as an array: name its arrays."""
+    try:
+        from .group import open_group
+
+        names = [n for n, _ in open_group(path).walk_arrays()]
+    except Exception:  # noqa: BLE001 - the message is best effort
+        names = []
+    listing = ", ".join(repr(n) for n in names[:50]) or "none"
+    if len(names) > 50:
+        listing += f", ... ({len(names)} in all)"
+    return (
+        f"{path!r} is a Zarr group, not an array; pass an array name, e.g. "
+        f"lsio.open(path, {names[0]!r}) (arrays: {listing}), or use lsio.open_group(path)"
+        if names
+        else f"{path!r} is a Zarr group, not an array, and holds no arrays; use lsio.open_group(path)"
+    )
+
+
+class _OIndex:
+    """``arr.oindex[...]``: outer indexing through one batched engine call."""
+
+    def __init__(self, arr: Array) -> None:
+        self._arr = arr
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        return self.read(key)
+
+    def read(self, key: Any, out: Optional[np.ndarray] = None) -> np.ndarray:
+        arr = self._arr
+        native = arr._native()
+        shape = arr._shape
+        runs, out_shape, int_axes = _outer_runs(key, shape)
+        if out is None:
+            out = np.empty(out_shape, dtype=arr._dtype)
+        else:
+            _core.check_out(out, native, list(out_shape))
+        if 0 in out_shape:
+            return out
+        # Integer-indexed axes are dropped from the result: read into a view that has them.
+        view = np.expand_dims(out, tuple(int_axes)) if int_axes else out
+        native.read_outer_into(runs, view)
+        return out
+
+
+def _outer_runs(key: Any, shape: Tuple[int, ...]):
+    """Outer-indexing key -> per-axis runs (start, count, step, dst_offset), the result's
+    shape and the axes indexed by a scalar (dropped from the result)."""
+    nd = len(shape)
+    if not isinstance(key, tuple):
+        key = (key,)
+    if any(k is Ellipsis for k in key):
+        i = next(j for j, k in enumerate(key) if k is Ellipsis)
+        key = key[:i] + (slice(None),) * (nd - len(key) + 1) + key[i + 1 :]
+    if len(key) > nd:
+        raise IndexError(f"too many indices for array: array is {nd}-dimensional, but {len(key)} were indexed")
+    key = key + (slice(None),) * (nd - len(key))
+    runs, out_shape, int_axes = [], [], []
+    for d, (k, n) in enumerate(zip(key, shape)):
+        if isinstance(k, slice):
+            start, stop, step = k.indices(n)
+            count = len(range(start, stop, step))
+            runs.append(np.array([[start, count, step, 0]] if count else np.zeros((0, 4)), dtype=np.int64))
+            out_shape.append(count)
+            continue
+        idx = np.asarray(k)
+        if idx.dtype == bool:
+            if idx.shape != (n,):
+                raise IndexError(f"boolean index for axis {d} must have length {n}, got shape {idx.shape}")
+            idx = np.flatnonzero(idx)
+        elif idx.size == 0 and idx.ndim == 1:
+            idx = idx.astype(np.int64)  # [] arrives as float64
+        elif idx.dtype.kind not in "iu":
+            raise TypeError(f"oindex takes integer arrays, booleans, slices or ints; got {idx.dtype} for axis {d}")
+        scalar = idx.ndim == 0
+        if idx.ndim > 1:
+            raise IndexError(f"oindex takes 1-d index arrays; got {idx.ndim}-d for axis {d}")
+        idx = idx.astype(np.int64, copy=False).reshape(-1)
+        idx = np.where(idx < 0, idx + n, idx)
+        if idx.size and (idx.min() < 0 or idx.max() >= n):
+            bad = int(np.asarray(k).reshape(-1)[np.flatnonzero((idx < 0) | (idx >= n))[0]])
+            raise BoundsError(f"index {bad} is out of bounds for axis {d} with size {n}")
+        if idx.size == 0:
+            runs.append(np.zeros((0, 4), dtype=np.int64))
+        else:
+            # Runs of consecutive indices become one box each (vectorised, no Python loop).
+            breaks = np.flatnonzero(np.diff(idx) != 1) + 1
+            starts = np.concatenate(([0], breaks))
+            counts = np.diff(np.concatenate((starts, [idx.size])))
+            runs.append(np.stack([idx[starts], counts, np.ones_like(counts), starts], axis=1).astype(np.int64))
+        if scalar:
+            int_axes.append(d)
+        else:
+            out_shape.append(idx.size)
+    return runs, tuple(out_shape), int_axes

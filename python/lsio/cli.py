@@ -1,0 +1,449 @@
+"""The ``lsio`` command line (also ``python -m lsio``).
+
+``lsio info STORE [ARRAY]``
+    Metadata, chunk and shard statistics, bytes on disk and compression ratio of an array, or
+    of every array in a group.
+``lsio bench STORE [ARRAY] --crop 4,256,256 --batch 32 --threads 8 --io auto``
+    Random-crop throughput (crops/s, MB/s, batch latency percentiles).
+``lsio verify STORE [ARRAY]``
+    Reads every stored chunk (checksums are checked by the decoder), reports corrupt and
+    missing chunks; exit status 1 if any chunk is corrupt or unreadable.
+
+Every command takes ``--json`` (one JSON document on stdout). Exit status: 0 success,
+1 corruption found by ``verify``, 2 usage error or a store that cannot be opened.
+Progress bars (tqdm, stderr) are drawn for ``verify`` when stderr is a terminal;
+``--progress`` / ``--no-progress`` force them on or off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import os
+import sys
+import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import __version__
+from .array import Array
+from .errors import CorruptDataError, Error, StorageError
+from .group import _node_type, _read_json, open_group
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_CORRUPT, EXIT_USAGE = 0, 1, 2
+_LIST_LIMIT = 1000
+
+
+# -- helpers -----------------------------------------------------------------------------
+
+
+def _open_targets(store: str, name: Optional[str], opts: Dict[str, Any]) -> Tuple[str, List[Tuple[str, Array]]]:
+    """(kind, [(name, Array)]) for an array path, a group path, or group + array name."""
+    path = os.path.join(store, name) if name else store
+    meta = _read_json(path)
+    kind = _node_type(meta, os.path.join(path, "zarr.json"))
+    if kind == "array":
+        return "array", [(name or os.path.basename(os.path.abspath(path)), Array(path, **opts))]
+    g = open_group(path, **opts)
+    return "group", [(rel, g[rel]) for rel, _ in g.walk_arrays()]
+
+
+def _open_one(store: str, name: Optional[str], opts: Dict[str, Any]) -> Tuple[str, Array]:
+    kind, arrays = _open_targets(store, name, opts)
+    if kind == "group":
+        names = [n for n, _ in arrays]
+        raise _Usage(f"{store!r} is a group; name one of its arrays: {', '.join(names) or '(none)'}")
+    return arrays[0]
+
+
+class _Usage(Exception):
+    pass
+
+
+def _fmt_shape(t: Optional[Sequence[int]]) -> str:
+    if t is None:
+        return "-"
+    return "(" + ", ".join(str(int(v)) for v in t) + ("," if len(t) == 1 else "") + ")"
+
+
+def _opts(args: argparse.Namespace) -> Dict[str, Any]:
+    return {"threads": args.threads, "io": args.io}
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.generic):
+        v = x.item()
+        if isinstance(v, float) and not math.isfinite(v):
+            return str(v)
+        if isinstance(v, complex):
+            return [v.real, v.imag]
+        return v
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    return x
+
+
+def _emit_json(doc: Any) -> None:
+    json.dump(_jsonable(doc), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+# -- info --------------------------------------------------------------------------------
+
+
+def _array_info(name: str, arr: Array) -> Dict[str, Any]:
+    from ._repr import chunk_stats
+
+    d: Dict[str, Any] = {
+        "name": name,
+        "path": arr.path,
+        "shape": list(arr.shape),
+        "dtype": str(arr.dtype),
+        "chunks": list(arr.chunks),
+        "shards": None if arr.shards is None else list(arr.shards),
+        "codecs": arr.codecs,
+        "fill_value": arr.fill_value.item(),
+        "dimension_names": None if arr.dimension_names is None else list(arr.dimension_names),
+        "attributes": arr.attrs,
+        "nbytes": arr.nbytes,
+    }
+    try:
+        d.update(chunk_stats(arr))
+    except Error as e:
+        d["stats_error"] = f"{type(e).__name__}: {e}"
+    files, size = 0, 0
+    for root, _dirs, names in os.walk(arr.path):
+        for n in names:
+            try:
+                size += os.stat(os.path.join(root, n)).st_size
+                files += 1
+            except OSError:
+                pass
+    d["files"] = files
+    d["bytes_on_disk"] = size
+    return d
+
+
+def _print_info(d: Dict[str, Any]) -> None:
+    from ._repr import format_bytes
+
+    p = print
+    p(f"{d['name']}  ({d['path']})")
+    p(f"  shape          {_fmt_shape(d['shape'])}   dtype {d['dtype']}   fill {d['fill_value']!r}")
+    if d.get("dimension_names"):
+        p(f"  dimensions     {', '.join(str(n) for n in d['dimension_names'])}")
+    p(f"  chunks         {_fmt_shape(d['chunks'])}   shards {_fmt_shape(d['shards'])}")
+    p(f"  codecs         {d['codecs']}")
+    p(f"  size           {format_bytes(d['nbytes'])} uncompressed")
+    if "stats_error" in d:
+        p(f"  statistics     unavailable: {d['stats_error']}")
+    else:
+        p(
+            f"  chunks         {d['chunks_present']:,} of {d['chunks_total']:,} stored "
+            f"({d['present_fraction']:.1%}), grid {_fmt_shape(d['chunk_grid'])}"
+        )
+        if d["chunks_present"]:
+            p(
+                f"  chunk bytes    min {format_bytes(d['stored_chunk_bytes_min'])}  "
+                f"mean {format_bytes(d['stored_chunk_bytes_mean'])}  max {format_bytes(d['stored_chunk_bytes_max'])}"
+            )
+        if "shards_total" in d:
+            p(f"  shards         {d['shards_present']:,} of {d['shards_total']:,} stored, grid {_fmt_shape(d['shard_grid'])}")
+            if d["shards_present"]:
+                p(
+                    f"  shard bytes    min {format_bytes(d['shard_bytes_min'])}  "
+                    f"mean {format_bytes(d['shard_bytes_mean'])}  max {format_bytes(d['shard_bytes_max'])}"
+                )
+        ratio = d["compression_ratio"]
+        p(f"  chunk data     {format_bytes(d['stored_bytes'])}   compression ratio {'-' if ratio is None else f'{ratio:.2f}x'}")
+    p(f"  bytes on disk  {format_bytes(d['bytes_on_disk'])} in {d['files']:,} files (metadata and indexes included)")
+    if d.get("attributes"):
+        text = json.dumps(_jsonable(d["attributes"]))
+        p(f"  attributes     {text if len(text) < 200 else text[:197] + '...'}")
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    kind, arrays = _open_targets(args.store, args.array, _opts(args))
+    infos = [_array_info(n, a) for n, a in arrays]
+    doc: Dict[str, Any] = {"store": os.path.abspath(args.store), "kind": kind, "arrays": infos}
+    if kind == "group":
+        g = open_group(os.path.join(args.store, args.array) if args.array else args.store)
+        doc["attributes"] = g.attrs
+        doc["consolidated"] = g.consolidated
+    if args.json:
+        _emit_json(doc)
+        return EXIT_OK
+    if kind == "group":
+        print(f"group {doc['store']}: {len(infos)} arrays ({'consolidated metadata' if doc['consolidated'] else 'listed'})")
+    for d in infos:
+        _print_info(d)
+    return EXIT_OK
+
+
+# -- bench -------------------------------------------------------------------------------
+
+
+def _parse_shape(text: str) -> Tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.replace("x", ",").split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a shape like 4,256,256, got {text!r}") from None
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    name, arr = _open_one(args.store, args.array, _opts(args))
+    if args.crop is None:
+        crop = tuple(min(s, c) for s, c in zip(arr.shape, arr.shards or arr.chunks))
+    else:
+        crop = args.crop
+        if len(crop) != arr.ndim:
+            raise _Usage(f"--crop has {len(crop)} dimensions, the array has {arr.ndim}")
+        if any(c < 1 or c > s for c, s in zip(crop, arr.shape)):
+            raise _Usage(f"--crop {crop} does not fit in the array shape {arr.shape}")
+    rng = np.random.default_rng(args.seed)
+    hi = np.subtract(arr.shape, crop) + 1
+    buf = np.empty((args.batch, *crop), dtype=arr.dtype)
+    arr.read_crops(rng.integers(0, hi, size=(args.batch, arr.ndim)), crop, out=buf)  # warm-up
+    times: List[float] = []
+    t_end = time.perf_counter() + args.seconds if args.seconds else None
+    from .progress import bar
+
+    with bar(total=None if t_end else args.rounds, desc="bench", enable=args.progress, unit="batch") as b:
+        for i in itertools.count():
+            if t_end is None and i >= args.rounds:
+                break
+            if t_end is not None and time.perf_counter() >= t_end and i > 0:
+                break
+            starts = rng.integers(0, hi, size=(args.batch, arr.ndim))
+            t0 = time.perf_counter()
+            arr.read_crops(starts, crop, out=buf)
+            times.append(time.perf_counter() - t0)
+            b.update(1)
+    total = sum(times)
+    n_crops = len(times) * args.batch
+    doc = {
+        "array": name,
+        "path": arr.path,
+        "shape": list(arr.shape),
+        "dtype": str(arr.dtype),
+        "crop": list(crop),
+        "batch": args.batch,
+        "batches": len(times),
+        "threads": args.threads,
+        "io": arr.io_backend,
+        "seconds": total,
+        "crops_per_s": n_crops / total if total else None,
+        "mb_per_s": n_crops * buf[0].nbytes / total / 1e6 if total else None,
+        "batch_ms_p50": float(np.percentile(times, 50) * 1e3),
+        "batch_ms_p90": float(np.percentile(times, 90) * 1e3),
+        "batch_ms_max": float(max(times) * 1e3),
+    }
+    if args.json:
+        _emit_json(doc)
+    else:
+        print(
+            f"{name}: crop {_fmt_shape(crop)} x batch {args.batch}, {len(times)} batches, io={doc['io']}, "
+            f"threads={args.threads or 'all'}\n"
+            f"  {doc['crops_per_s']:,.1f} crops/s   {doc['mb_per_s']:,.1f} MB/s   "
+            f"batch p50 {doc['batch_ms_p50']:.2f} ms  p90 {doc['batch_ms_p90']:.2f} ms  max {doc['batch_ms_max']:.2f} ms"
+        )
+    return EXIT_OK
+
+
+# -- verify ------------------------------------------------------------------------------
+
+
+def _blocks(grid: Tuple[int, ...], per: Tuple[int, ...]):
+    ranges = [range(0, g, p) for g, p in zip(grid, per)]
+    for origin in itertools.product(*ranges):
+        yield tuple(origin), tuple(min(p, g - o) for o, p, g in zip(origin, per, grid))
+
+
+def _verify_block_size(arr: Array, grid: Tuple[int, ...]) -> Tuple[int, ...]:
+    if arr.shards is not None:
+        return tuple(max(1, s // c) for s, c in zip(arr.shards, arr.chunks))
+    # unsharded: blocks of chunks up to ~32 MiB decoded, growing from the last dimension
+    chunk_bytes = max(1, math.prod(arr.chunks) * arr.dtype.itemsize)
+    budget = max(1, (32 << 20) // chunk_bytes)
+    per = [1] * len(grid)
+    for d in reversed(range(len(grid))):
+        take = max(1, min(grid[d], budget))
+        per[d] = take
+        budget //= take
+        if budget <= 1:
+            break
+    return tuple(per)
+
+
+def _chunk_slices(arr: Array, origin: Tuple[int, ...], count: Tuple[int, ...]) -> tuple:
+    return tuple(
+        slice(o * c, min((o + n) * c, s)) for o, n, c, s in zip(origin, count, arr.chunks, arr.shape)
+    )
+
+
+def _verify_array(name: str, arr: Array, bar_: Any) -> Dict[str, Any]:
+    res: Dict[str, Any] = {"name": name, "path": arr.path, "corrupt": [], "unreadable": [], "missing": []}
+    nd = arr.ndim
+    try:
+        sizes: Optional[np.ndarray] = np.asarray(arr._native().stored_chunk_nbytes())
+        grid = tuple(int(s) for s in sizes.shape)
+    except (CorruptDataError, StorageError) as e:
+        # an unreadable shard index: read everything and let the reads name the chunks
+        sizes = None
+        grid = tuple(-(-s // c) for s, c in zip(arr.shape, arr.chunks))
+        res["survey_error"] = f"{type(e).__name__}: {e}"
+    res["chunks_total"] = int(math.prod(grid)) if nd else 1
+    if sizes is not None:
+        missing = np.argwhere(sizes < 0)
+        res["missing_count"] = int(len(missing))
+        res["missing"] = [list(map(int, m)) for m in missing[:_LIST_LIMIT]]
+        res["chunks_present"] = res["chunks_total"] - res["missing_count"]
+    if nd == 0 or 0 in arr.shape:
+        if nd == 0:
+            try:
+                arr.read(())
+            except (CorruptDataError, StorageError) as e:
+                res["corrupt" if isinstance(e, CorruptDataError) else "unreadable"].append(
+                    {"chunk": [], "error": f"{type(e).__name__}: {e}"}
+                )
+        bar_.update(res["chunks_total"])
+        res["corrupt_count"] = len(res["corrupt"])
+        res["unreadable_count"] = len(res["unreadable"])
+        return res
+    per = _verify_block_size(arr, grid)
+    buf = np.empty(tuple(min(p * c, s) for p, c, s in zip(per, arr.chunks, arr.shape)), dtype=arr.dtype)
+    n_checked = 0
+    for origin, count in _blocks(grid, per):
+        n_block = math.prod(count)
+        n_stored = n_block
+        if sizes is not None:
+            block = sizes[tuple(slice(o, o + n) for o, n in zip(origin, count))]
+            n_stored = int((block >= 0).sum())
+            if not n_stored:
+                bar_.update(n_block)
+                continue
+        key = _chunk_slices(arr, origin, count)
+        sub = buf[tuple(slice(0, k.stop - k.start) for k in key)]
+        try:
+            arr.read(key, out=sub)
+            n_checked += n_stored
+        except (CorruptDataError, StorageError):
+            # find the culprits chunk by chunk
+            for idx in itertools.product(*(range(o, o + n) for o, n in zip(origin, count))):
+                if sizes is not None and sizes[idx] < 0:
+                    continue
+                ck = _chunk_slices(arr, idx, (1,) * nd)
+                try:
+                    arr.read(ck, out=buf[tuple(slice(0, k.stop - k.start) for k in ck)])
+                    n_checked += 1
+                except CorruptDataError as e:
+                    res["corrupt"].append({"chunk": list(idx), "error": f"{type(e).__name__}: {e}"})
+                except StorageError as e:
+                    res["unreadable"].append({"chunk": list(idx), "error": f"{type(e).__name__}: {e}"})
+        bar_.update(n_block)
+    res["chunks_checked"] = n_checked
+    res["corrupt_count"] = len(res["corrupt"])
+    res["unreadable_count"] = len(res["unreadable"])
+    res["corrupt"] = res["corrupt"][:_LIST_LIMIT]
+    res["unreadable"] = res["unreadable"][:_LIST_LIMIT]
+    return res
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    kind, arrays = _open_targets(args.store, args.array, _opts(args))
+    from .progress import bar
+
+    total = 0
+    for _, a in arrays:
+        total += math.prod(-(-s // c) for s, c in zip(a.shape, a.chunks)) if a.ndim else 1
+    results = []
+    with bar(total=total, desc="verify", enable=args.progress, unit="chunk") as b:
+        for n, a in arrays:
+            results.append(_verify_array(n, a, b))
+    bad = sum(r["corrupt_count"] + r["unreadable_count"] for r in results)
+    missing = sum(r.get("missing_count", 0) for r in results)
+    ok = bad == 0 and not (args.fail_on_missing and missing)
+    doc = {"store": os.path.abspath(args.store), "ok": ok, "corrupt_chunks": bad, "missing_chunks": missing, "arrays": results}
+    if args.json:
+        _emit_json(doc)
+    else:
+        for r in results:
+            status = "OK" if r["corrupt_count"] + r["unreadable_count"] == 0 else "CORRUPT"
+            extra = f", {r['missing_count']:,} missing (read as fill)" if "missing_count" in r else ""
+            print(f"{r['name']}: {status}: {r['chunks_checked']:,} chunks read{extra}, {r['corrupt_count']} corrupt, {r['unreadable_count']} unreadable")
+            if "survey_error" in r:
+                print(f"  shard index survey failed: {r['survey_error']}")
+            for kind_ in ("corrupt", "unreadable"):
+                for c in r[kind_][:20]:
+                    print(f"  {kind_} chunk {tuple(c['chunk'])}: {c['error']}")
+                if r[f"{kind_}_count"] > 20:
+                    print(f"  ... {r[f'{kind_}_count'] - 20} more {kind_} chunks (see --json)")
+        print("OK" if ok else "FAILED", f"({bad} corrupt or unreadable, {missing} missing)")
+    return EXIT_OK if ok else EXIT_CORRUPT
+
+
+# -- entry point -------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lsio", description="Inspect, benchmark and verify Zarr v3 stores with lsio.")
+    p.add_argument("--version", action="version", version=f"lsio {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{info,bench,verify}")
+
+    def common(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("store", help="an array or group directory (the one holding zarr.json)")
+        sp.add_argument("array", nargs="?", default=None, help="array path inside a group STORE")
+        sp.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+        sp.add_argument("--threads", type=int, default=None, help="engine threads (default: LSIO_THREADS or all CPUs)")
+        sp.add_argument("--io", choices=("auto", "uring", "pread"), default=None, help="I/O backend (default: LSIO_IO or auto)")
+        g = sp.add_mutually_exclusive_group()
+        g.add_argument("--progress", dest="progress", action="store_const", const=True, default=None, help="draw a progress bar (tqdm)")
+        g.add_argument("--no-progress", dest="progress", action="store_const", const=False)
+
+    sp = sub.add_parser("info", help="metadata, chunk/shard statistics, bytes on disk, compression ratio")
+    common(sp)
+    sp.set_defaults(func=cmd_info)
+
+    sp = sub.add_parser("bench", help="random-crop read throughput")
+    common(sp)
+    sp.add_argument("--crop", type=_parse_shape, default=None, help="crop shape, e.g. 4,256,256 (default: one shard or chunk)")
+    sp.add_argument("--batch", type=int, default=32, help="crops per read_crops call (default 32)")
+    sp.add_argument("--rounds", type=int, default=20, help="batches to time (default 20)")
+    sp.add_argument("--seconds", type=float, default=None, help="time for this long instead of --rounds")
+    sp.add_argument("--seed", type=int, default=0)
+    sp.set_defaults(func=cmd_bench)
+
+    sp = sub.add_parser("verify", help="read every chunk; report corrupt and missing chunks (exit 1 on corruption)")
+    common(sp)
+    sp.add_argument("--fail-on-missing", action="store_true", help="also exit 1 when chunks are missing")
+    sp.set_defaults(func=cmd_verify)
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the CLI with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "batch", 1) < 1 or getattr(args, "rounds", 1) < 1:
+        parser.error("--batch and --rounds must be >= 1")
+    try:
+        return int(args.func(args))
+    except _Usage as e:
+        print(f"lsio {args.command}: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except (Error, OSError, ValueError, TypeError) as e:
+        print(f"lsio {args.command}: {type(e).__name__}: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

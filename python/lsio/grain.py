@@ -1,0 +1,346 @@
+"""Random crops from lsio arrays as a Grain data source, without importing Grain.
+
+:class:`GrainCropSource` satisfies Grain's ``RandomAccessDataSource`` protocol
+(``__len__``, a thread-safe and deterministic ``__getitem__``, the batched ``_getitems``
+that Grain's batch push-down calls, a stable ``__repr__`` for checkpoints) and pickles as
+its configuration, so Grain's ``mp_prefetch`` (spawned workers) can use it::
+
+    import grain
+    import lsio
+    from lsio.grain import GrainCropSource
+
+    src = GrainCropSource({"x": lsio.open("era5.zarr/t2m"), "y": lsio.open("era5.zarr/tp")},
+                          crop_shape={"x": (4, 128, 128), "y": (1, 128, 128)},
+                          length=100_000, seed=0)
+    ds = grain.MapDataset.source(src).shuffle(seed=1).batch(32)
+
+One record is a crop from every array at matching coordinates over the leading dimensions
+the arrays share (see ``shared_dims``), returned as numpy arrays in the structure the arrays
+were given in (one array, a tuple, or a dict). The crop origin of record ``i`` is a pure
+function of ``(seed, epoch, i)``, so it does not depend on workers, threads or restarts.
+``length`` is virtual: a record costs nothing until it is read, so a long ``length`` (or a
+new ``epoch``) gives fresh crops.
+
+:class:`CropSource` is the same thing under a framework-neutral name; ``lsio.torch``
+builds its ``CropDataset`` on it. This module imports only numpy and lsio.
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from .array import Array
+
+__all__ = ["CropSource", "GrainCropSource", "with_options", "crop_origins"]
+
+_M64 = (1 << 64) - 1
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_C1 = np.uint64(0xBF58476D1CE4E5B9)
+_C2 = np.uint64(0x94D049BB133111EB)
+
+
+def with_options(arr: Array, **options: Any) -> Array:
+    """A new handle on ``arr``'s array with some open options replaced (e.g. ``threads=1``).
+
+    The handle is built like an unpickled one: lazily, in the process that first reads.
+    """
+    state = arr.__getstate__()
+    config = dict(state["config"])
+    for k, v in options.items():
+        if k not in config or k == "path":
+            raise TypeError(f"unexpected option {k!r}")
+        if k == "threads" and v is None:
+            v = 0
+        config[k] = v
+    new = Array.__new__(Array)
+    new.__setstate__({"config": config})
+    return new
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser on a uint64 array (wrapping arithmetic)."""
+    x = (x ^ (x >> np.uint64(30))) * _C1
+    x = (x ^ (x >> np.uint64(27))) * _C2
+    return x ^ (x >> np.uint64(31))
+
+
+def _u64(x: Any) -> np.ndarray:
+    a = np.asarray(x)
+    if a.dtype == object:
+        a = np.asarray([int(v) & _M64 for v in a.ravel()], dtype=np.uint64).reshape(a.shape)
+    return a.astype(np.int64, copy=False).view(np.uint64) if a.dtype.kind == "i" else a.astype(np.uint64)
+
+
+def crop_origins(seed: int, epochs: Any, indices: Any, spans: Sequence[int], stream: int = 0) -> np.ndarray:
+    """Random crop origins, a pure function of ``(seed, epoch, index, stream, dimension)``.
+
+    Returns int64 ``(N, len(spans))`` with column ``d`` uniform in ``[0, spans[d])``.
+    ``epochs`` broadcasts against ``indices``. Counter-based (splitmix64), vectorised.
+    """
+    idx = _u64(np.atleast_1d(np.asarray(indices, dtype=np.int64)))
+    ep = _u64(np.broadcast_to(np.asarray(epochs, dtype=np.int64), idx.shape))
+    with np.errstate(over="ignore"):
+        s = _mix(np.asarray([int(seed) & _M64], dtype=np.uint64) + _GOLDEN)
+        h = _mix(_mix(s ^ ep) ^ (idx + _GOLDEN))
+        out = np.empty((idx.shape[0], len(spans)), dtype=np.int64)
+        for d, span in enumerate(spans):
+            u = _mix(h + _GOLDEN * np.uint64(1 + d + 64 * stream))
+            f = (u >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+            out[:, d] = np.minimum(np.floor(f * span), span - 1).astype(np.int64)
+    return out
+
+
+class CropSource:
+    """Records of random crops from one or more lsio arrays (numpy, no framework).
+
+    Parameters
+    ----------
+    arrays:
+        An :class:`lsio.Array`, a sequence of them, or a mapping name -> Array. Records have
+        the same structure.
+    crop_shape:
+        One shape for every array, or a sequence / mapping of per-array shapes (matching
+        ``arrays``). A ``None`` entry, or a shape shorter than the array's rank, takes the
+        whole extent of that dimension.
+    length:
+        Records per epoch (virtual; nothing is read until asked). Required unless
+        ``origins`` is given.
+    seed, epoch:
+        Crop origins are a pure function of ``(seed, epoch, index)``. ``epoch`` is the
+        default for integer keys; ``(epoch, index)`` keys override it.
+    shared_dims:
+        How many leading dimensions the arrays share: over those, every array's crop starts
+        at the same coordinates (they must have equal sizes there). Default: the leading
+        dimensions where all arrays have the same size. The other dimensions get an
+        independent random origin per array.
+    origins:
+        Optional fixed origins, int ``(M, shared_dims)``: record ``i`` starts at
+        ``origins[i]`` over the shared dimensions and at 0 elsewhere (e.g. a validation
+        grid); ``length`` defaults to ``M`` and ``seed``/``epoch`` are then unused.
+    threads:
+        When not None, reopen the arrays with this many native threads per read.
+    """
+
+    def __init__(
+        self,
+        arrays: Union[Array, Sequence[Array], Mapping[str, Array]],
+        crop_shape: Any,
+        *,
+        length: Optional[int] = None,
+        seed: int = 0,
+        epoch: int = 0,
+        shared_dims: Optional[int] = None,
+        origins: Any = None,
+        threads: Optional[int] = None,
+    ) -> None:
+        if isinstance(arrays, Array):
+            kind, names, arrs = "single", None, [arrays]
+        elif isinstance(arrays, Mapping):
+            kind, names, arrs = "dict", list(arrays.keys()), list(arrays.values())
+        else:
+            kind, names, arrs = "tuple", None, list(arrays)
+        if not arrs:
+            raise ValueError("at least one array is needed")
+        for a in arrs:
+            if not isinstance(a, Array):
+                raise TypeError(f"expected lsio.Array objects, got {type(a).__name__}")
+        if threads is not None:
+            arrs = [with_options(a, threads=threads) for a in arrs]
+        self._kind, self._names, self._arrays = kind, names, arrs
+        self._crops = self._crop_shapes(crop_shape)
+        shapes = [a.shape for a in arrs]
+        min_nd = min(len(s) for s in shapes)
+        if shared_dims is None:
+            shared_dims = 0
+            while shared_dims < min_nd and len({s[shared_dims] for s in shapes}) == 1:
+                shared_dims += 1
+        shared_dims = int(shared_dims)
+        if not 0 <= shared_dims <= min_nd:
+            raise ValueError(f"shared_dims must be in [0, {min_nd}], got {shared_dims}")
+        for d in range(shared_dims):
+            if len({s[d] for s in shapes}) != 1:
+                raise ValueError(f"arrays differ in shared dimension {d}: {[s[d] for s in shapes]}")
+        self._shared = shared_dims
+        # Spans of valid origins: shared dims limited by the largest crop there.
+        self._shared_spans = [min(s[d] - c[d] for s, c in zip(shapes, self._crops)) + 1 for d in range(shared_dims)]
+        self._own_spans = [[s[d] - c[d] + 1 for d in range(shared_dims, len(s))] for s, c in zip(shapes, self._crops)]
+        for s, c in zip(shapes, self._crops):
+            if any(ci > si for ci, si in zip(c, s)):
+                raise ValueError(f"crop shape {c} is larger than array shape {s}")
+        if origins is not None:
+            o = np.asarray(origins)
+            if o.dtype.kind not in "iu" or o.ndim != 2 or o.shape[1] != shared_dims:
+                raise ValueError(f"origins must be an integer array of shape (M, {shared_dims})")
+            o = o.astype(np.int64)
+            if o.size and ((o < 0).any() or (o >= np.asarray(self._shared_spans)).any()):
+                raise ValueError("origins put crops outside the arrays")
+            self._origins: Optional[np.ndarray] = o
+            if length is None:
+                length = o.shape[0]
+            elif length > o.shape[0]:
+                raise ValueError(f"length {length} exceeds the {o.shape[0]} origins")
+        else:
+            self._origins = None
+        if length is None:
+            raise TypeError("length is required (records per epoch) unless origins are given")
+        if int(length) < 0:
+            raise ValueError("length must be >= 0")
+        self._length = int(length)
+        self.seed = int(seed)
+        self.epoch = int(epoch)
+
+    def _crop_shapes(self, crop_shape: Any) -> List[Tuple[int, ...]]:
+        n = len(self._arrays)
+        if isinstance(crop_shape, Mapping):
+            if self._kind != "dict" or set(crop_shape) != set(self._names):
+                raise ValueError("a crop_shape mapping must have the same keys as arrays")
+            per = [crop_shape[k] for k in self._names]
+        elif self._kind != "single" and len(crop_shape) == n and all(
+            c is not None and not isinstance(c, (int, np.integer)) for c in crop_shape
+        ):
+            per = list(crop_shape)
+        else:
+            per = [crop_shape] * n
+        out = []
+        for a, c in zip(self._arrays, per):
+            c = tuple(c)
+            if len(c) > a.ndim:
+                raise ValueError(f"crop shape {c} has more dimensions than array shape {a.shape}")
+            c = c + (None,) * (a.ndim - len(c))
+            full = tuple(int(a.shape[d]) if v is None else int(v) for d, v in enumerate(c))
+            if any(v < 0 for v in full):
+                raise ValueError(f"crop shape {full} has negative entries")
+            out.append(full)
+        return out
+
+    # -- protocol ---------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __repr__(self) -> str:
+        arrays = [f"{a.path!r}:{a.shape}:{a.dtype.str}" for a in self._arrays]
+        if self._names is not None:
+            arrays = [f"{k}={v}" for k, v in zip(self._names, arrays)]
+        origins = "" if self._origins is None else f", origins={self._origins.shape[0]}"
+        return (
+            f"{type(self).__name__}(arrays=[{', '.join(arrays)}], crop_shapes={self._crops}, "
+            f"length={self._length}, seed={self.seed}, epoch={self.epoch}, "
+            f"shared_dims={self._shared}{origins})"
+        )
+
+    def __getstate__(self) -> dict:
+        return dict(self.__dict__)
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+    @property
+    def arrays(self) -> List[Array]:
+        return list(self._arrays)
+
+    @property
+    def crop_shapes(self) -> List[Tuple[int, ...]]:
+        return list(self._crops)
+
+    @property
+    def shared_dims(self) -> int:
+        return self._shared
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def _split_keys(self, keys: Sequence[Any]) -> Tuple[np.ndarray, np.ndarray]:
+        """Keys (ints or (epoch, index) pairs) -> (epochs, indices) int64 arrays."""
+        if isinstance(keys, np.ndarray) and keys.dtype.kind in "iu" and keys.ndim == 1:
+            idx = keys.astype(np.int64)
+            ep = np.full(idx.shape, self.epoch, dtype=np.int64)
+        else:
+            ep_l, idx_l = [], []
+            for k in keys:
+                if isinstance(k, (tuple, list)):
+                    e, i = k
+                else:
+                    e, i = self.epoch, k
+                ep_l.append(int(e))
+                idx_l.append(int(i))
+            idx = np.asarray(idx_l, dtype=np.int64).reshape(-1)
+            ep = np.asarray(ep_l, dtype=np.int64).reshape(-1)
+        if idx.size:
+            neg = idx < 0
+            if neg.any():
+                idx = np.where(neg, idx + self._length, idx)
+            if idx.min() < 0 or idx.max() >= self._length:
+                bad = int(idx[(idx < 0) | (idx >= self._length)][0])
+                raise IndexError(f"index {bad} out of range for {self._length} records")
+        return ep, idx
+
+    def starts(self, keys: Sequence[Any]) -> List[np.ndarray]:
+        """Per array, the int64 ``(N, ndim)`` crop origins of the records ``keys``."""
+        ep, idx = self._split_keys(keys)
+        n = idx.shape[0]
+        if self._origins is not None:
+            shared = self._origins[idx]
+        else:
+            shared = crop_origins(self.seed, ep, idx, self._shared_spans, stream=0)
+        out = []
+        for a, (arr, spans) in enumerate(zip(self._arrays, self._own_spans)):
+            st = np.zeros((n, arr.ndim), dtype=np.int64)
+            st[:, : self._shared] = shared
+            if spans and self._origins is None:
+                st[:, self._shared :] = crop_origins(self.seed, ep, idx, spans, stream=1 + a)
+            out.append(st)
+        return out
+
+    def read_batch_arrays(self, keys: Sequence[Any], outs: Optional[Sequence[np.ndarray]] = None) -> List[np.ndarray]:
+        """Read the records ``keys`` as one ``(N, *crop)`` array per array: one
+        ``read_crops`` call per array (into ``outs[j]`` when given)."""
+        starts = self.starts(keys)
+        res = []
+        for j, (arr, st, crop) in enumerate(zip(self._arrays, starts, self._crops)):
+            res.append(arr.read_crops(st, crop, out=None if outs is None else outs[j]))
+        return res
+
+    def _structure(self, items: Sequence[Any]) -> Any:
+        if self._kind == "single":
+            return items[0]
+        if self._kind == "dict":
+            return dict(zip(self._names, items))
+        return tuple(items)
+
+    def _flatten(self, structure: Any) -> List[Any]:
+        if self._kind == "single":
+            return [structure]
+        if self._kind == "dict":
+            return [structure[k] for k in self._names]
+        return list(structure)
+
+    def read_batch(self, keys: Sequence[Any]) -> Any:
+        """The records ``keys`` stacked: ``(N, *crop)`` arrays in the arrays' structure."""
+        return self._structure(self.read_batch_arrays(keys))
+
+    def __getitem__(self, index: Any) -> Any:
+        """Record ``index`` (an int, or an ``(epoch, index)`` pair). Thread-safe."""
+        return self._structure([b[0] for b in self.read_batch_arrays([index])])
+
+    def _getitems(self, indices: Sequence[Any]) -> List[Any]:
+        """Records ``indices`` as a list, read with one ``read_crops`` call per array."""
+        batch = self.read_batch_arrays(list(indices))
+        return [self._structure([b[i] for b in batch]) for i in range(len(indices))]
+
+    def __getitems__(self, indices: Sequence[Any]) -> List[Any]:
+        return self._getitems(indices)
+
+
+class GrainCropSource(CropSource):
+    """A Grain ``RandomAccessDataSource`` of random crops; see :class:`CropSource`.
+
+    ``len(src)`` is ``length``; ``src[i]`` is record ``i`` of ``epoch`` (numpy arrays),
+    deterministic and thread-safe; ``src._getitems(indices)`` reads a batch with one
+    ``read_crops`` call per array. The source pickles as its configuration (array paths and
+    options), so Grain's multiprocessing workers reopen the arrays themselves; pass
+    ``threads=1`` to keep each worker to one native thread.
+    """
+

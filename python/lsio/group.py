@@ -1,0 +1,286 @@
+"""Zarr v3 groups: :func:`open_group` and :class:`Group`.
+
+A group is a directory whose ``zarr.json`` has ``"node_type": "group"``. Its members are the
+subdirectories holding a ``zarr.json`` (arrays or groups). When the group's ``zarr.json``
+carries zarr-python's inline consolidated metadata (``"consolidated_metadata"``, keys are
+full relative paths), members are listed from it without touching the children; otherwise
+the directory is listed and each child's ``zarr.json`` read. Nothing else is opened until
+an array is requested with ``group[name]`` (which returns an :class:`lsio.Array`).
+
+>>> g = lsio.open_group("weather.zarr")
+>>> g.array_names, g.group_names
+(('t2m', 'u10'), ('forecast',))
+>>> t2m = g["t2m"]                       # same as lsio.open("weather.zarr", "t2m")
+>>> sub = g["forecast/run1"]             # nested paths work too
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, Iterator, Optional, Tuple
+
+from .errors import FormatError, StorageError, UnsupportedError
+
+__all__ = ["Group", "open_group"]
+
+
+def _read_json(path: str) -> dict:
+    file = os.path.join(path, "zarr.json")
+    try:
+        with open(file, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        if os.path.exists(os.path.join(path, ".zgroup")) or os.path.exists(os.path.join(path, ".zarray")):
+            err: Exception = UnsupportedError(f"{path!r} is a Zarr v2 node; lsio reads Zarr v3 only")
+        else:
+            err = StorageError(2, f"no zarr.json in {path!r}", file)
+        err.path = file  # type: ignore[attr-defined]
+        raise err from None
+    except OSError as e:
+        err = StorageError(e.errno, f"cannot read {file!r}: {e.strerror}", file)
+        err.path = file  # type: ignore[attr-defined]
+        raise err from None
+    try:
+        meta = json.loads(raw)
+    except ValueError as e:
+        err = FormatError(f"invalid JSON in {file!r}: {e}")
+        err.path = file  # type: ignore[attr-defined]
+        raise err from None
+    if not isinstance(meta, dict):
+        raise FormatError(f"{file!r} does not hold a JSON object")
+    return meta
+
+
+def _node_type(meta: dict, where: str) -> str:
+    if meta.get("zarr_format") != 3:
+        raise UnsupportedError(f"{where}: zarr_format is {meta.get('zarr_format')!r}; lsio reads Zarr v3 only")
+    nt = meta.get("node_type")
+    if nt not in ("array", "group"):
+        raise FormatError(f"{where}: node_type must be 'array' or 'group', got {nt!r}")
+    return nt
+
+
+def open_group(
+    path: "str | os.PathLike[str]",
+    *,
+    consolidated: Optional[bool] = None,
+    **options: Any,
+) -> "Group":
+    """Open the Zarr v3 group stored in directory ``path`` (the one holding its ``zarr.json``).
+
+    ``consolidated``: ``None`` (default) uses inline consolidated metadata when the group has
+    it and lists the directory otherwise; ``True`` requires it (``FormatError`` if absent);
+    ``False`` always lists the directory. Other keyword arguments (``threads``, ``io``, ...)
+    are passed to :func:`lsio.open` for the arrays opened through the group.
+
+    Raises ``lsio.FormatError`` if ``path`` is an array (use :func:`lsio.open`) or not a
+    group, ``lsio.StorageError`` if it has no ``zarr.json``.
+    """
+    root = os.path.abspath(os.fspath(path))
+    meta = _read_json(root)
+    if _node_type(meta, os.path.join(root, "zarr.json")) != "group":
+        raise FormatError(f"{root!r} is an array, not a group; open it with lsio.open()")
+    members: Optional[Dict[str, dict]] = None
+    cm = meta.get("consolidated_metadata")
+    if consolidated is not False and isinstance(cm, dict) and isinstance(cm.get("metadata"), dict):
+        members = {str(k).strip("/"): v for k, v in cm["metadata"].items() if isinstance(v, dict)}
+    if consolidated and members is None:
+        raise FormatError(f"group {root!r} has no consolidated metadata")
+    return Group(root, meta, members, options)
+
+
+class Group:
+    """A Zarr v3 group. Create with :func:`lsio.open_group`.
+
+    ``group[name]`` returns an :class:`lsio.Array` or a :class:`Group` (``name`` may be a
+    ``/``-separated path). ``array_names`` / ``group_names`` list the direct members;
+    ``arrays()`` / ``groups()`` / ``members()`` iterate them; ``walk_arrays()`` yields
+    ``(path, metadata)`` for every array below the group.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        meta: dict,
+        consolidated: Optional[Dict[str, dict]],
+        options: Dict[str, Any],
+    ) -> None:
+        self._path = path
+        self._meta = meta
+        self._consolidated = consolidated
+        self._options = dict(options)
+        self._children: Optional[Dict[str, dict]] = None
+
+    # -- metadata -------------------------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self._path.rstrip(os.sep)) or self._path
+
+    @property
+    def attrs(self) -> dict:
+        a = self._meta.get("attributes") or {}
+        return dict(a) if isinstance(a, dict) else {}
+
+    @property
+    def consolidated(self) -> bool:
+        """Whether members are listed from consolidated metadata."""
+        return self._consolidated is not None
+
+    def _member_meta(self) -> Dict[str, dict]:
+        """Direct members: name -> that member's zarr.json content."""
+        if self._children is None:
+            children: Dict[str, dict] = {}
+            if self._consolidated is not None:
+                for key, meta in self._consolidated.items():
+                    if key and "/" not in key:
+                        children[key] = meta
+            else:
+                try:
+                    entries = sorted(os.scandir(self._path), key=lambda e: e.name)
+                except OSError as e:
+                    raise StorageError(e.errno, f"cannot list group {self._path!r}: {e.strerror}", self._path) from None
+                for entry in entries:
+                    if entry.is_dir() and os.path.isfile(os.path.join(entry.path, "zarr.json")):
+                        try:
+                            meta = _read_json(entry.path)
+                        except FormatError:
+                            continue  # not a v3 node (or unreadable): not a member
+                        if meta.get("node_type") in ("array", "group"):
+                            children[entry.name] = meta
+            self._children = dict(sorted(children.items()))
+        return self._children
+
+    @property
+    def array_names(self) -> Tuple[str, ...]:
+        return tuple(k for k, m in self._member_meta().items() if m.get("node_type") == "array")
+
+    @property
+    def group_names(self) -> Tuple[str, ...]:
+        return tuple(k for k, m in self._member_meta().items() if m.get("node_type") == "group")
+
+    def keys(self) -> Tuple[str, ...]:
+        return tuple(self._member_meta())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys())
+
+    def __len__(self) -> int:
+        return len(self._member_meta())
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        try:
+            self._lookup(name)
+        except KeyError:
+            return False
+        return True
+
+    def member_metadata(self, name: str) -> dict:
+        """The ``zarr.json`` content of member ``name`` (from consolidated metadata if used)."""
+        return dict(self._lookup(name)[2])
+
+    # -- access ---------------------------------------------------------------------------
+
+    def _lookup(self, name: str) -> Tuple["Group", str, dict]:
+        """(parent group, member name, member metadata) of a ``/``-separated path."""
+        parts = [p for p in str(name).split("/") if p not in ("", ".")]
+        if not parts or ".." in parts:
+            raise KeyError(name)
+        group: Group = self
+        for part in parts[:-1]:
+            meta = group._member_meta().get(part)
+            if meta is None or meta.get("node_type") != "group":
+                raise KeyError(name)
+            group = group._child_group(part, meta)
+        meta = group._member_meta().get(parts[-1])
+        if meta is None:
+            raise KeyError(name)
+        return group, parts[-1], meta
+
+    def _child_group(self, name: str, meta: dict) -> "Group":
+        sub: Optional[Dict[str, dict]] = None
+        if self._consolidated is not None:
+            prefix = name + "/"
+            sub = {k[len(prefix) :]: v for k, v in self._consolidated.items() if k.startswith(prefix)}
+        return Group(os.path.join(self._path, name), meta, sub, self._options)
+
+    def __getitem__(self, name: str) -> Any:
+        """The member ``name`` (a ``/``-separated path): an :class:`lsio.Array` or a :class:`Group`."""
+        try:
+            parent, part, meta = self._lookup(name)
+        except KeyError:
+            raise KeyError(
+                f"{name!r} is not a member of group {self._path!r} "
+                f"(arrays: {list(self.array_names)}, groups: {list(self.group_names)})"
+            ) from None
+        if meta.get("node_type") == "group":
+            return parent._child_group(part, meta)
+        from .array import Array
+
+        return Array(os.path.join(parent._path, part), **self._options)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+    def arrays(self) -> Iterator[Tuple[str, Any]]:
+        """``(name, lsio.Array)`` for each direct array member (opened on iteration)."""
+        for n in self.array_names:
+            yield n, self[n]
+
+    def groups(self) -> Iterator[Tuple[str, "Group"]]:
+        for n in self.group_names:
+            yield n, self[n]
+
+    def members(self) -> Iterator[Tuple[str, Any]]:
+        for n in self.keys():
+            yield n, self[n]
+
+    def walk_arrays(self) -> Iterator[Tuple[str, dict]]:
+        """``(relative path, zarr.json metadata)`` of every array below this group, depth first."""
+        for n, meta in self._member_meta().items():
+            if meta.get("node_type") == "array":
+                yield n, meta
+            else:
+                for sub, m in self._child_group(n, meta).walk_arrays():
+                    yield f"{n}/{sub}", m
+
+    # -- display --------------------------------------------------------------------------
+
+    def tree(self) -> str:
+        """A text tree of the members with shapes and data types."""
+        lines = [self.name + "/"]
+
+        def rec(g: "Group", indent: str) -> None:
+            items = list(g._member_meta().items())
+            for i, (n, meta) in enumerate(items):
+                last = i == len(items) - 1
+                branch = "└── " if last else "├── "
+                if meta.get("node_type") == "group":
+                    lines.append(f"{indent}{branch}{n}/")
+                    rec(g._child_group(n, meta), indent + ("    " if last else "│   "))
+                else:
+                    lines.append(f"{indent}{branch}{n} {tuple(meta.get('shape', ()))} {meta.get('data_type')}")
+
+        rec(self, "")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (
+            f"<lsio.Group {self._path!r} arrays={list(self.array_names)} "
+            f"groups={list(self.group_names)}>"
+        )
+
+    def _repr_html_(self) -> str:
+        from ._repr import group_html
+
+        return group_html(self)

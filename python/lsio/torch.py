@@ -1,0 +1,303 @@
+"""PyTorch adapters: a map-style dataset of random crops, its sampler and worker set-up.
+
+Importing this module imports torch (``import lsio`` alone never does)::
+
+    import lsio
+    from lsio.torch import CropDataset, CropSampler, collate, worker_init_fn
+    from torch.utils.data import DataLoader
+
+    ds = CropDataset({"x": lsio.open("era5.zarr/t2m"), "y": lsio.open("era5.zarr/tp")},
+                     crop_shape={"x": (4, 128, 128), "y": (1, 128, 128)},
+                     length=10_000, seed=0)
+    sampler = CropSampler(ds, seed=0)              # rank / world size from torch.distributed
+    loader = DataLoader(ds, batch_size=32, sampler=sampler, collate_fn=collate,
+                        num_workers=4, persistent_workers=True, pin_memory=True,
+                        worker_init_fn=worker_init_fn)
+    for epoch in range(10):
+        sampler.set_epoch(epoch)
+        for batch in loader:                      # {"x": (32, 4, 128, 128) tensor, ...}
+            ...
+
+* A sample is a crop from every array at matching coordinates over the leading dimensions
+  the arrays share; its origin is a pure function of ``(seed, epoch, index)``, so batches do
+  not depend on the number of workers, on ranks or on restarts.
+* :class:`CropSampler` yields ``(epoch, index)`` keys, so persistent workers (which never
+  see a later ``set_epoch`` on their copy of the dataset) still read the current epoch's
+  crops. It shards indices across ranks like ``DistributedSampler`` and has a
+  ``state_dict`` for torchdata's ``StatefulDataLoader``.
+* ``__getitems__`` reads a whole batch with one ``read_crops`` call per array, straight into
+  the batch tensor (in a worker, into shared memory, so the batch reaches the main process
+  without a copy). With ``collate_fn=collate`` that tensor is the batch; with the default
+  collate the per-sample views are stacked (one copy), with the same values.
+* In DataLoader workers the arrays are reopened with ``worker_threads`` (default 1) native
+  threads: the workers are the parallelism. :func:`worker_init_fn` does the same
+  explicitly, and also sets ``LSIO_THREADS`` for arrays opened later in the worker.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+import torch.utils.data
+
+from .array import Array
+from .grain import CropSource, with_options
+
+__all__ = ["CropDataset", "CropSampler", "CropBatch", "collate", "worker_init_fn", "with_options"]
+
+
+def _torch_dtype(dt: np.dtype) -> "torch.dtype":
+    try:
+        return torch.from_numpy(np.empty(0, dtype=dt)).dtype
+    except TypeError as e:
+        raise TypeError(f"torch has no dtype for lsio dtype {dt}") from e
+
+
+class CropBatch(list):
+    """What :meth:`CropDataset.__getitems__` returns: the list of samples (views into the
+    batch tensors, so the default collate works), plus ``.batch``, the batch itself, which
+    :func:`collate` returns without copying."""
+
+    batch: Any = None
+
+
+def collate(samples: Any) -> Any:
+    """``collate_fn`` for :class:`CropDataset`: returns the batch ``__getitems__`` read,
+    without copying; falls back to torch's ``default_collate`` for anything else."""
+    if isinstance(samples, CropBatch) and samples.batch is not None:
+        return samples.batch
+    return torch.utils.data.default_collate(samples)
+
+
+class CropDataset(torch.utils.data.Dataset):
+    """Map-style dataset of random crops from one or more lsio arrays.
+
+    Parameters are those of :class:`lsio.grain.CropSource` (``arrays``, ``crop_shape``,
+    ``length``, ``seed``, ``epoch``, ``shared_dims``, ``origins``), plus:
+
+    worker_threads:
+        Native threads per read inside DataLoader workers (default 1; ``None`` keeps the
+        arrays' own setting). The main process keeps the arrays' setting.
+
+    Keys are ints (record of :attr:`epoch`, see :meth:`set_epoch`) or ``(epoch, index)``
+    pairs (what :class:`CropSampler` yields). A sample is a tensor, a tuple of tensors or a
+    dict of tensors, following ``arrays``.
+    """
+
+    def __init__(
+        self,
+        arrays: Union[Array, Sequence[Array], Mapping[str, Array]],
+        crop_shape: Any,
+        *,
+        length: Optional[int] = None,
+        seed: int = 0,
+        epoch: int = 0,
+        shared_dims: Optional[int] = None,
+        origins: Any = None,
+        worker_threads: Optional[int] = 1,
+    ) -> None:
+        self.source = CropSource(
+            arrays, crop_shape, length=length, seed=seed, epoch=epoch, shared_dims=shared_dims, origins=origins
+        )
+        self.worker_threads = worker_threads
+        self._tdtypes = [_torch_dtype(a.dtype) for a in self.source.arrays]
+        self._pid = os.getpid()
+
+    # -- configuration ----------------------------------------------------------------------
+
+    @property
+    def seed(self) -> int:
+        return self.source.seed
+
+    @property
+    def epoch(self) -> int:
+        return self.source.epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Epoch for integer keys. Persistent workers never see this: use CropSampler."""
+        self.source.set_epoch(epoch)
+
+    def set_threads(self, threads: Optional[int]) -> None:
+        """Reopen the arrays (lazily) with ``threads`` native threads per read."""
+        src = self.source
+        src._arrays = [with_options(a, threads=threads) for a in src._arrays]
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __repr__(self) -> str:
+        return repr(self.source).replace("CropSource(", "CropDataset(", 1)
+
+    def _check_process(self) -> None:
+        pid = os.getpid()
+        if pid != self._pid:
+            self._pid = pid
+            if self.worker_threads is not None and torch.utils.data.get_worker_info() is not None:
+                self.set_threads(self.worker_threads)
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_pid"] = -1  # a new process: apply worker_threads there
+        return state
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def _alloc(self, n: int, j: int, shared: bool) -> torch.Tensor:
+        shape = (n, *self.source.crop_shapes[j])
+        dt = self._tdtypes[j]
+        if shared:
+            try:
+                elem = torch.empty(0, dtype=dt)
+                numel = int(np.prod(shape, dtype=np.int64))
+                storage = elem._typed_storage()._new_shared(numel, device=elem.device)
+                return elem.new(storage).resize_(shape)
+            except Exception:  # pragma: no cover - private API changed: plain memory
+                pass
+        return torch.empty(shape, dtype=dt)
+
+    def read_batch(self, keys: Sequence[Any]) -> Any:
+        """The samples ``keys`` stacked into batch tensors (one ``read_crops`` per array)."""
+        self._check_process()
+        keys = list(keys)
+        shared = torch.utils.data.get_worker_info() is not None
+        tensors = [self._alloc(len(keys), j, shared) for j in range(len(self._tdtypes))]
+        self.source.read_batch_arrays(keys, outs=[t.numpy() for t in tensors])
+        return self.source._structure(tensors)
+
+    def __getitems__(self, keys: Sequence[Any]) -> CropBatch:
+        """The samples ``keys`` as a :class:`CropBatch` (one ``read_crops`` per array)."""
+        batch = self.read_batch(keys)
+        tensors = self.source._flatten(batch)
+        out = CropBatch(self.source._structure([t[i] for t in tensors]) for i in range(len(tensors[0])))
+        out.batch = batch
+        return out
+
+    def __getitem__(self, key: Any) -> Any:
+        self._check_process()
+        arrays = self.source.read_batch_arrays([key])
+        return self.source._structure([torch.from_numpy(a[0]) for a in arrays])
+
+
+def _dist_defaults(num_replicas: Optional[int], rank: Optional[int]) -> Tuple[int, int]:
+    dist = getattr(torch, "distributed", None)
+    initialised = dist is not None and dist.is_available() and dist.is_initialized()
+    if num_replicas is None:
+        num_replicas = dist.get_world_size() if initialised else 1
+    if rank is None:
+        rank = dist.get_rank() if initialised else 0
+    if num_replicas < 1:
+        raise ValueError(f"num_replicas must be >= 1, got {num_replicas}")
+    if not 0 <= rank < num_replicas:
+        raise ValueError(f"rank must be in [0, {num_replicas}), got {rank}")
+    return int(num_replicas), int(rank)
+
+
+class CropSampler(torch.utils.data.Sampler):
+    """Yields ``(epoch, index)`` keys of this rank's share of an epoch.
+
+    Like ``DistributedSampler``: the epoch's indices (a permutation from ``(seed, epoch)``
+    when ``shuffle``) are padded by repetition to a multiple of ``num_replicas`` (or
+    truncated, with ``drop_last``), and rank ``r`` takes every ``num_replicas``-th from
+    ``r``. ``num_replicas`` and ``rank`` default to torch.distributed's when it is
+    initialised, else 1 and 0. Call :meth:`set_epoch` before each epoch.
+
+    ``state_dict()`` / ``load_state_dict()`` record the epoch and how many keys this epoch
+    has yielded, so torchdata's ``StatefulDataLoader`` resumes mid-epoch.
+    """
+
+    def __init__(
+        self,
+        data_source: Union[int, "torch.utils.data.Dataset"],
+        *,
+        num_replicas: Optional[int] = None,
+        rank: Optional[int] = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = False,
+    ) -> None:
+        self.length = int(data_source) if isinstance(data_source, (int, np.integer)) else len(data_source)
+        self.num_replicas, self.rank = _dist_defaults(num_replicas, rank)
+        self.shuffle = bool(shuffle)
+        self.seed = int(seed)
+        self.drop_last = bool(drop_last)
+        self.epoch = 0
+        self.yielded = 0
+        self._resume_at: Optional[int] = None
+        if self.drop_last:
+            self.num_samples = self.length // self.num_replicas
+        else:
+            self.num_samples = math.ceil(self.length / self.num_replicas)
+        self.total_size = self.num_samples * self.num_replicas
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def indices(self, epoch: Optional[int] = None) -> np.ndarray:
+        """This rank's indices of ``epoch`` (default: the current one), in order."""
+        epoch = self.epoch if epoch is None else int(epoch)
+        if self.shuffle:
+            idx = np.random.default_rng([self.seed & ((1 << 63) - 1), epoch]).permutation(self.length)
+        else:
+            idx = np.arange(self.length)
+        if self.total_size > self.length and self.length:
+            reps = math.ceil((self.total_size - self.length) / self.length)
+            idx = np.concatenate([idx] + [idx] * reps)[: self.total_size]
+        else:
+            idx = idx[: self.total_size]
+        return idx[self.rank : self.total_size : self.num_replicas]
+
+    def __iter__(self) -> Iterator[Tuple[int, int]]:
+        start = 0
+        if self._resume_at is not None:
+            start, self._resume_at = self._resume_at, None
+        self.yielded = start
+        epoch = self.epoch
+        idx = self.indices(epoch)
+        for i in idx[start:].tolist():
+            self.yielded += 1
+            yield (epoch, i)
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {"epoch": self.epoch, "yielded": self.yielded, "seed": self.seed}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        if "yielded" not in state or int(state["yielded"]) < 0:
+            raise ValueError("invalid CropSampler state_dict")
+        if "seed" in state and int(state["seed"]) != self.seed:
+            raise ValueError(f"state_dict was saved with seed {state['seed']}, this sampler has {self.seed}")
+        self.epoch = int(state.get("epoch", self.epoch))
+        self.yielded = int(state["yielded"])
+        self._resume_at = self.yielded
+
+
+def _unwrap(ds: Any) -> List[Any]:
+    """The CropDatasets inside ``ds`` (through Subset and ConcatDataset)."""
+    if isinstance(ds, CropDataset):
+        return [ds]
+    if isinstance(ds, torch.utils.data.Subset):
+        return _unwrap(ds.dataset)
+    if isinstance(ds, torch.utils.data.ConcatDataset):
+        return [c for d in ds.datasets for c in _unwrap(d)]
+    return []
+
+
+def worker_init_fn(worker_id: int) -> None:
+    """DataLoader ``worker_init_fn``: one native lsio thread per worker.
+
+    Reopens the arrays of the worker's CropDataset(s) with ``threads=1`` and sets
+    ``LSIO_THREADS=1`` for arrays opened later in the worker.
+    """
+    os.environ["LSIO_THREADS"] = "1"
+    info = torch.utils.data.get_worker_info()
+    if info is None:
+        return
+    for ds in _unwrap(info.dataset):
+        ds.set_threads(1)
+        ds._pid = os.getpid()

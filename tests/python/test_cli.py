@@ -1,0 +1,172 @@
+"""The lsio command line: info, bench, verify (lsio.cli.main and python -m lsio)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import BytesCodec, Crc32cCodec, ZstdCodec
+
+import lsio
+from lsio.cli import main
+
+
+def _write(root):
+    g = zarr.open_group(str(root), mode="w", attributes={"title": "cli"})
+    rng = np.random.default_rng(3)
+    s = g.create_array("sharded", shape=(4, 32, 32), chunks=(1, 8, 8), shards=(2, 16, 16), dtype="f4",
+                       compressors=[ZstdCodec(level=1, checksum=True)], dimension_names=["t", "y", "x"])
+    s[:] = rng.normal(size=(4, 32, 32)).astype("f4")
+    p = g.create_array("plain", shape=(20, 20), chunks=(5, 5), dtype="u2", compressors=[ZstdCodec(level=1, checksum=True)])
+    p[:10] = np.arange(200, dtype="u2").reshape(10, 20)  # 8 of 16 chunks
+    return g
+
+
+@pytest.fixture()
+def store(tmp_path):
+    _write(tmp_path / "s.zarr")
+    return tmp_path / "s.zarr"
+
+
+def _run(capsys, *argv):
+    rc = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_info_json(store, capsys):
+    rc, out, _ = _run(capsys, "info", store, "--json")
+    assert rc == 0
+    doc = json.loads(out)
+    assert doc["kind"] == "group" and doc["attributes"] == {"title": "cli"}
+    by = {a["name"]: a for a in doc["arrays"]}
+    assert set(by) == {"sharded", "plain"}
+    s, p = by["sharded"], by["plain"]
+    assert s["shape"] == [4, 32, 32] and s["chunks"] == [1, 8, 8] and s["shards"] == [2, 16, 16]
+    assert s["dimension_names"] == ["t", "y", "x"] and s["dtype"] == "float32"
+    assert s["chunks_total"] == s["chunks_present"] == 64 and s["shards_present"] == 8
+    assert p["chunks_total"] == 16 and p["chunks_present"] == 8 and p["present_fraction"] == 0.5
+    assert p["shards"] is None and "shards_total" not in p
+    files = [os.path.join(d, f) for d, _, fs in os.walk(store / "plain") for f in fs]
+    assert p["bytes_on_disk"] == sum(os.path.getsize(f) for f in files) and p["files"] == 9
+    assert p["compression_ratio"] == pytest.approx(8 * 25 * 2 / p["stored_bytes"])
+    rc, out, _ = _run(capsys, "info", store, "plain", "--json")
+    doc = json.loads(out)
+    assert doc["kind"] == "array" and [a["name"] for a in doc["arrays"]] == ["plain"]
+
+
+def test_info_text(store, capsys):
+    rc, out, _ = _run(capsys, "info", store / "sharded")
+    assert rc == 0
+    for text in ("(4, 32, 32)", "float32", "chunks", "shards", "compression ratio", "bytes on disk", "64 of 64 stored"):
+        assert text in out, text
+
+
+def test_bench(store, capsys):
+    rc, out, _ = _run(capsys, "bench", store, "sharded", "--crop", "2,8,8", "--batch", "4", "--rounds", "3",
+                      "--threads", "1", "--io", "pread", "--json")
+    assert rc == 0
+    doc = json.loads(out)
+    assert doc["crop"] == [2, 8, 8] and doc["batch"] == 4 and doc["batches"] == 3 and doc["threads"] == 1
+    assert doc["io"] == "pread" and doc["crops_per_s"] > 0 and doc["mb_per_s"] > 0
+    rc, out, _ = _run(capsys, "bench", store / "plain", "--batch", "2", "--seconds", "0.05")
+    assert rc == 0 and "crops/s" in out
+    # group without array name, bad crop: usage errors
+    rc, _, err = _run(capsys, "bench", store)
+    assert rc == 2 and "sharded" in err
+    rc, _, err = _run(capsys, "bench", store, "plain", "--crop", "30,2")
+    assert rc == 2 and "crop" in err
+
+
+def test_verify_clean_and_missing(store, capsys):
+    rc, out, _ = _run(capsys, "verify", store, "--json", "--no-progress")
+    assert rc == 0
+    doc = json.loads(out)
+    assert doc["ok"] and doc["corrupt_chunks"] == 0 and doc["missing_chunks"] == 8
+    by = {a["name"]: a for a in doc["arrays"]}
+    assert by["plain"]["missing_count"] == 8 and by["plain"]["chunks_checked"] == 8
+    assert sorted(map(tuple, by["plain"]["missing"])) == [(i, j) for i in (2, 3) for j in range(4)]
+    assert by["sharded"]["chunks_checked"] == 64
+    rc, out, _ = _run(capsys, "verify", store, "--fail-on-missing")
+    assert rc == 1 and "FAILED" in out
+
+
+def _flip(path, offset):
+    raw = bytearray(path.read_bytes())
+    raw[offset] ^= 0x5A
+    path.write_bytes(bytes(raw))
+
+
+def _zarr_bad_chunks(path, chunks, shape):
+    """The chunks zarr-python fails to read (the reference for corruption)."""
+    z = zarr.open_array(str(path), mode="r")
+    bad = set()
+    grid = [-(-s // c) for s, c in zip(shape, chunks)]
+    for idx in np.ndindex(*grid):
+        key = tuple(slice(i * c, min((i + 1) * c, s)) for i, c, s in zip(idx, chunks, shape))
+        try:
+            z[key]
+        except Exception:  # noqa: BLE001
+            bad.add(idx)
+    return bad
+
+
+def test_verify_names_corrupt_chunks(store, capsys):
+    # an unsharded chunk and two inner chunks of one shard
+    _flip(store / "plain" / "c" / "1" / "2", 12)
+    shard = store / "sharded" / "c" / "1" / "0" / "1"
+    size = shard.stat().st_size
+    _flip(shard, 10)
+    _flip(shard, size // 3)
+    expect_plain = _zarr_bad_chunks(store / "plain", (5, 5), (20, 20))
+    expect_sharded = _zarr_bad_chunks(store / "sharded", (1, 8, 8), (4, 32, 32))
+    assert expect_plain == {(1, 2)} and len(expect_sharded) == 2
+    rc, out, _ = _run(capsys, "verify", store, "--json")
+    assert rc == 1
+    doc = json.loads(out)
+    assert not doc["ok"] and doc["corrupt_chunks"] == 3
+    by = {a["name"]: a for a in doc["arrays"]}
+    assert {tuple(c["chunk"]) for c in by["plain"]["corrupt"]} == expect_plain
+    assert {tuple(c["chunk"]) for c in by["sharded"]["corrupt"]} == expect_sharded
+    assert by["sharded"]["chunks_checked"] == 62
+    rc, out, _ = _run(capsys, "verify", store / "plain")
+    assert rc == 1 and "corrupt chunk (1, 2)" in out and "CORRUPT" in out
+
+
+def test_verify_corrupt_shard_index(tmp_path, capsys):
+    z = zarr.create_array(str(tmp_path / "a"), shape=(8, 8), chunks=(4, 4), shards=(8, 8), dtype="i4")
+    z[:] = 5
+    _flip(tmp_path / "a" / "c" / "0" / "0", -2)  # inside the index's crc32c
+    rc, out, _ = _run(capsys, "verify", tmp_path / "a", "--json")
+    assert rc == 1
+    doc = json.loads(out)
+    assert doc["corrupt_chunks"] >= 1 and "survey_error" in doc["arrays"][0]
+
+
+def test_errors_exit_2(tmp_path, capsys):
+    rc, _, err = _run(capsys, "info", tmp_path / "absent")
+    assert rc == 2 and "StorageError" in err
+    with pytest.raises(SystemExit) as ei:
+        main(["frobnicate"])
+    assert ei.value.code == 2
+    capsys.readouterr()
+
+
+def test_python_m_lsio(store):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(lsio.__file__)) + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, "-m", "lsio", "info", str(store / "plain"), "--json"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["arrays"][0]["shape"] == [20, 20]
+    r = subprocess.run([sys.executable, "-m", "lsio", "verify", str(store), "--progress"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0 and "OK" in r.stdout
+    assert "verify" in r.stderr  # the tqdm bar goes to stderr
+    r = subprocess.run([sys.executable, "-m", "lsio", "--help"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0 and "verify" in r.stdout

@@ -1,0 +1,53 @@
+"""The notebooks in notebooks/ run top to bottom (nbclient) and are stored without outputs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import lsio
+
+NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+
+
+def test_notebooks_exist():
+    names = [p.name for p in NOTEBOOKS]
+    assert "01_quickstart.ipynb" in names and "02_training_loop.ipynb" in names
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_stored_without_outputs(path):
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, f"{path.name} has stored outputs"
+    assert "torch" not in "".join(c.source for c in nb.cells if c.cell_type == "code")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_runs(path, tmp_path, monkeypatch):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    for mod in ("matplotlib", "xarray", "dask", "tqdm"):
+        pytest.importorskip(mod)
+    # the kernel must import the same lsio as this test process
+    site = os.path.dirname(os.path.dirname(lsio.__file__))
+    monkeypatch.setenv("PYTHONPATH", site + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    nb = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(
+        nb, kernel_name="python3", timeout=120, resources={"metadata": {"path": str(tmp_path)}}
+    )
+    client.execute()
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    assert not errors
+    # the notebook cleans up after itself
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("lsio-")]
