@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "errors.h"
 #include "lsio/array.h"
@@ -21,13 +22,26 @@ namespace {
 
 std::string DtypeStr(const py::dtype& dt) { return py::str(dt.attr("str")); }
 
+// What the output holds: the array's own elements, or transformed ones.
+struct OutType {
+  std::string typestr;
+  size_t itemsize;
+};
+
+OutType ExpectedOut(const lsio::ArrayInfo& info, const std::optional<lsio::ElementTransform>& t) {
+  if (!t) return {info.typestr, info.itemsize};
+  if (t->out_type == "float64") return {"<f8", 8};
+  if (t->out_type == "float32") return {"<f4", 4};
+  ThrowStatus(lsio::Status::InvalidType("transform output type must be float32 or float64"));
+}
+
 // Checks an output array. allow_negative: internal views flipped for negative steps.
-lsio::DstView CheckedView(py::array out, const lsio::ArrayInfo& info,
+lsio::DstView CheckedView(py::array out, const OutType& want_type,
                           const std::vector<int64_t>& shape, bool allow_negative) {
   const std::string got = DtypeStr(out.dtype());
-  if (got != info.typestr) {
-    ThrowStatus(lsio::Status::InvalidType("out has dtype " + got + ", expected exactly " + info.typestr +
-                                          " (no casting: pass an array of the array's dtype)"));
+  if (got != want_type.typestr) {
+    ThrowStatus(lsio::Status::InvalidType("out has dtype " + got + ", expected exactly " + want_type.typestr +
+                                          " (no casting: pass an array of that dtype)"));
   }
   const size_t nd = static_cast<size_t>(out.ndim());
   std::string want = "(";
@@ -67,7 +81,7 @@ lsio::DstView CheckedView(py::array out, const lsio::ArrayInfo& info,
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return std::llabs(v.byte_strides[a]) < std::llabs(v.byte_strides[b]);
   });
-  int64_t extent = static_cast<int64_t>(info.itemsize);
+  int64_t extent = static_cast<int64_t>(want_type.itemsize);
   for (size_t d : order) {
     const int64_t s = std::llabs(v.byte_strides[d]);
     if (s < extent) ThrowStatus(lsio::Status::InvalidArgument("out has overlapping strides"));
@@ -140,29 +154,32 @@ void BindArray(py::module_& m) {
       .def(
           "read_into",
           [](lsio::Array& a, const std::vector<int64_t>& starts, const std::vector<int64_t>& counts,
-             const std::vector<int64_t>& steps, const py::array& out) {
+             const std::vector<int64_t>& steps, const py::array& out,
+             const std::optional<lsio::ElementTransform>& transform) {
             const size_t nd = a.info().shape.size();
             if (starts.size() != nd || counts.size() != nd || steps.size() != nd) {
               ThrowStatus(lsio::Status::InvalidArgument("selection rank does not match the array"));
             }
-            lsio::DstView v = CheckedView(out, a.info(), counts, /*allow_negative=*/true);
+            lsio::DstView v = CheckedView(out, ExpectedOut(a.info(), transform), counts, /*allow_negative=*/true);
             lsio::Selection sel(nd);
             for (size_t d = 0; d < nd; ++d) sel[d] = {starts[d], counts[d], steps[d]};
             lsio::Status st;
             {
               py::gil_scoped_release release;
-              st = a.Read(sel, v, &PythonInterrupted);
+              st = a.ReadBatch({sel}, {v}, &PythonInterrupted, transform ? &*transform : nullptr);
             }
             Check(st);
           },
-          py::arg("starts"), py::arg("counts"), py::arg("steps"), py::arg("out"))
+          py::arg("starts"), py::arg("counts"), py::arg("steps"), py::arg("out"),
+          py::arg("transform") = py::none())
       .def(
           "read_outer_into",
           // Outer (orthogonal) indexing: per dimension, runs of evenly spaced indices given as
           // rows (start, count, step, dst_offset); a negative step fills its output backwards. The selection is the cartesian product of the
           // runs; each combination becomes one box of a single batched read, so chunks
           // shared by several indices are read and decoded once.
-          [](lsio::Array& a, const std::vector<py::array>& runs_obj, const py::array& out) {
+          [](lsio::Array& a, const std::vector<py::array>& runs_obj, const py::array& out,
+             const std::optional<lsio::ElementTransform>& transform) {
             const size_t nd = a.info().shape.size();
             if (runs_obj.size() != nd) ThrowStatus(lsio::Status::InvalidArgument("one run list per dimension is required"));
             std::vector<py::array_t<int64_t, py::array::c_style>> runs;
@@ -186,7 +203,7 @@ void BindArray(py::module_& m) {
             if (boxes > (1ull << 26)) {
               ThrowStatus(lsio::Status::ResourceExhausted("outer selection splits into more than 2^26 boxes"));
             }
-            lsio::DstView v = CheckedView(out, a.info(), shape, /*allow_negative=*/false);
+            lsio::DstView v = CheckedView(out, ExpectedOut(a.info(), transform), shape, /*allow_negative=*/false);
             std::vector<lsio::Selection> sels;
             std::vector<lsio::DstView> views;
             sels.reserve(boxes);
@@ -220,15 +237,15 @@ void BindArray(py::module_& m) {
             lsio::Status st;
             {
               py::gil_scoped_release release;
-              st = a.ReadBatch(sels, views, &PythonInterrupted);
+              st = a.ReadBatch(sels, views, &PythonInterrupted, transform ? &*transform : nullptr);
             }
             Check(st);
           },
-          py::arg("runs"), py::arg("out"))
+          py::arg("runs"), py::arg("out"), py::arg("transform") = py::none())
       .def(
           "read_crops_into",
           [](lsio::Array& a, const py::array& starts_obj, const std::vector<int64_t>& crop,
-             const py::array& out) {
+             const py::array& out, const std::optional<lsio::ElementTransform>& transform) {
             const size_t nd = a.info().shape.size();
             auto starts = py::array_t<int64_t, py::array::c_style>::ensure(starts_obj);
             if (!starts || starts.ndim() != 2 || static_cast<size_t>(starts.shape(1)) != nd) {
@@ -238,7 +255,7 @@ void BindArray(py::module_& m) {
             const int64_t n = starts.shape(0);
             std::vector<int64_t> full{n};
             full.insert(full.end(), crop.begin(), crop.end());
-            lsio::DstView v = CheckedView(out, a.info(), full, /*allow_negative=*/false);
+            lsio::DstView v = CheckedView(out, ExpectedOut(a.info(), transform), full, /*allow_negative=*/false);
             std::vector<lsio::Selection> sels(static_cast<size_t>(n), lsio::Selection(nd));
             std::vector<lsio::DstView> views(static_cast<size_t>(n));
             const int64_t* s = starts.data();
@@ -252,11 +269,11 @@ void BindArray(py::module_& m) {
             lsio::Status st;
             {
               py::gil_scoped_release release;
-              st = a.ReadBatch(sels, views, &PythonInterrupted);
+              st = a.ReadBatch(sels, views, &PythonInterrupted, transform ? &*transform : nullptr);
             }
             Check(st);
           },
-          py::arg("starts"), py::arg("shape"), py::arg("out"));
+          py::arg("starts"), py::arg("shape"), py::arg("out"), py::arg("transform") = py::none());
 
   m.def(
       "open",
@@ -284,13 +301,24 @@ void BindArray(py::module_& m) {
 
   m.def(
       "check_out",
-      [](const py::object& out, const lsio::Array& a, const std::vector<int64_t>& shape) {
+      [](const py::object& out, const lsio::Array& a, const std::vector<int64_t>& shape,
+         const std::optional<lsio::ElementTransform>& transform) {
         if (!py::isinstance<py::array>(out) || !py::isinstance(out, py::module_::import("numpy").attr("ndarray"))) {
           ThrowStatus(lsio::Status::InvalidType("out must be a numpy.ndarray"));
         }
-        CheckedView(py::reinterpret_borrow<py::array>(out), a.info(), shape, /*allow_negative=*/false);
+        CheckedView(py::reinterpret_borrow<py::array>(out), ExpectedOut(a.info(), transform), shape,
+                    /*allow_negative=*/false);
       },
-      py::arg("out"), py::arg("array"), py::arg("shape"));
+      py::arg("out"), py::arg("array"), py::arg("shape"), py::arg("transform") = py::none());
+
+  py::class_<lsio::ElementTransform>(m, "ElementTransform")
+      .def(py::init([](const std::string& out_type, double scale, double offset) {
+             return lsio::ElementTransform{out_type, scale, offset};
+           }),
+           py::arg("out_type"), py::arg("scale") = 1.0, py::arg("offset") = 0.0)
+      .def_readonly("out_type", &lsio::ElementTransform::out_type)
+      .def_readonly("scale", &lsio::ElementTransform::scale)
+      .def_readonly("offset", &lsio::ElementTransform::offset);
 }
 
 }  // namespace lsio_py

@@ -146,6 +146,7 @@ Result<std::unique_ptr<Array>> Array::Open(const std::string& path, const OpenOp
   l.chain = m.chain.get();
   l.fill = m.fill_value;
   l.itemsize = m.dtype.itemsize;
+  l.dtype = m.dtype.type;
 
   ArrayInfo& info = impl->info;
   info.path = root;
@@ -176,7 +177,7 @@ Status Array::Read(const Selection& sel, const DstView& dst,
 }
 
 Status Array::ReadBatch(const std::vector<Selection>& sels, const std::vector<DstView>& dsts,
-                        const std::function<bool()>& interrupted) {
+                        const std::function<bool()>& interrupted, const ElementTransform* transform) {
   const ArrayLayout& l = impl_->layout;
   const size_t nd = l.shape.size();
   if (sels.size() != dsts.size()) return Status::InvalidArgument("one output view per selection is required");
@@ -207,6 +208,17 @@ Status Array::ReadBatch(const std::vector<Selection>& sels, const std::vector<Ds
   }
   LSIO_ASSIGN_OR_RETURN(ReadContext ctx, impl_->Context());
   ctx.interrupted = interrupted;
+  if (transform != nullptr) {
+    if (transform->out_type != "float32" && transform->out_type != "float64") {
+      return Status::InvalidType("transform output type must be float32 or float64, got '" +
+                                 transform->out_type + "'");
+    }
+    const bool to_double = transform->out_type == "float64";
+    LSIO_ASSIGN_OR_RETURN(ctx.convert, GetConverter(l.dtype, to_double));
+    ctx.scale = transform->scale;
+    ctx.offset = transform->offset;
+    ctx.out_itemsize = to_double ? 8 : 4;
+  }
   return ExecuteRead(ctx, sels, dsts);
 }
 

@@ -304,20 +304,50 @@ class Array:
     def __getitem__(self, key: Any) -> np.ndarray:
         return self.read(key)
 
-    def read(self, key: Any = (), out: Optional[np.ndarray] = None) -> np.ndarray:
+    def _transform(self, dtype: Any, scale: Optional[float], offset: Optional[float]):
+        """(engine transform or None, output dtype) for the dtype/scale/offset arguments."""
+        if dtype is None and scale is None and offset is None:
+            return None, self._dtype
+        if dtype is None:
+            dtype = np.float64 if self._dtype == np.float64 else np.float32
+        want = np.dtype(dtype)
+        if want == self._dtype and scale is None and offset is None:
+            return None, self._dtype
+        if want not in (np.dtype(np.float32), np.dtype(np.float64)) or not want.isnative:
+            raise TypeError(f"dtype must be float32 or float64 to convert while reading, got {want}")
+        if self._dtype.kind == "c":
+            raise TypeError("complex arrays cannot be converted to a real dtype while reading")
+        t = _core.ElementTransform(want.name, 1.0 if scale is None else float(scale),
+                                   0.0 if offset is None else float(offset))
+        return t, want
+
+    def read(
+        self,
+        key: Any = (),
+        out: Optional[np.ndarray] = None,
+        *,
+        dtype: Any = None,
+        scale: Optional[float] = None,
+        offset: Optional[float] = None,
+    ) -> np.ndarray:
         """Read ``self[key]`` (numpy basic indexing) into a new array, or into ``out``.
 
         ``out`` must be a writeable numpy array of exactly :attr:`dtype` and the result's
         shape, with non-negative, non-overlapping strides; it is filled and returned.
         Anything else raises (TypeError for the dtype, ValueError otherwise) before any I/O.
         An all-integer key returns a 0-d array.
+
+        ``dtype`` (float32 or float64), ``scale`` and ``offset`` convert while reading:
+        the result holds ``value * scale + offset`` (computed in double precision, rounded
+        once), so a uint16 store feeds float32 tensors without a second pass.
         """
         native = self._native()
         starts, counts, steps, out_shape, int_axes, flips = _normalize_key(key, self._shape)
+        transform, out_dtype = self._transform(dtype, scale, offset)
         if out is None:
-            out = np.empty(out_shape, dtype=self._dtype)
+            out = np.empty(out_shape, dtype=out_dtype)
         else:
-            _core.check_out(out, native, list(out_shape))
+            _core.check_out(out, native, list(out_shape), transform)
         if 0 in counts:
             return out
         view = out
@@ -325,7 +355,7 @@ class Array:
             view = np.expand_dims(view, tuple(int_axes))
         if flips:
             view = view[tuple(slice(None, None, -1) if d in flips else slice(None) for d in range(len(counts)))]
-        native.read_into(starts, counts, steps, view)
+        native.read_into(starts, counts, steps, view, transform)
         return out
 
     def read_crops_async(
@@ -368,12 +398,17 @@ class Array:
         starts: "np.ndarray | Sequence[Sequence[int]]",
         shape: Sequence[int],
         out: Optional[np.ndarray] = None,
+        *,
+        dtype: Any = None,
+        scale: Optional[float] = None,
+        offset: Optional[float] = None,
     ) -> np.ndarray:
         """Read N crops of one ``shape`` whose origins are the rows of ``starts`` (N, ndim).
 
         Returns an array of shape ``(N, *shape)`` (or fills ``out``). Every crop must lie
         inside the array (:class:`lsio.BoundsError` otherwise). All crops are planned
         together: each needed chunk is read and decoded once, even when crops overlap.
+        ``dtype``/``scale``/``offset`` convert while reading, as in :meth:`read`.
         """
         native = self._native()
         nd = len(self._shape)
@@ -405,13 +440,14 @@ class Array:
                     f"lies outside dimension {d} of size {self._shape[d]}"
                 )
         full = (st64.shape[0],) + crop
+        transform, out_dtype = self._transform(dtype, scale, offset)
         if out is None:
-            out = np.empty(full, dtype=self._dtype)
+            out = np.empty(full, dtype=out_dtype)
         else:
-            _core.check_out(out, native, list(full))
+            _core.check_out(out, native, list(full), transform)
         if st64.shape[0] == 0 or 0 in crop:
             return out
-        native.read_crops_into(st64, list(crop), out)
+        native.read_crops_into(st64, list(crop), out, transform)
         return out
 
 

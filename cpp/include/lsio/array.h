@@ -26,6 +26,14 @@
 
 namespace lsio {
 
+/// Per-call element transform: the output holds `in * scale + offset` as `out_type`
+/// ("float32" or "float64"), computed while each chunk is still in cache.
+struct ElementTransform {
+  std::string out_type = "float32";
+  double scale = 1.0;
+  double offset = 0.0;
+};
+
 /// Metadata of an opened array, in plain types.
 struct ArrayInfo {
   std::string path;                       ///< the array directory
@@ -62,9 +70,12 @@ class Array {
   Status Read(const Selection& sel, const DstView& dst,
               const std::function<bool()>& interrupted = {});
 
-  /// Reads many selections in one plan; views must not overlap.
+  /// Reads many selections in one plan; views must not overlap. With `transform`, the
+  /// views address elements of transform->out_type (kInvalidType for complex arrays or an
+  /// unknown out_type).
   Status ReadBatch(const std::vector<Selection>& sels, const std::vector<DstView>& dsts,
-                   const std::function<bool()>& interrupted = {});
+                   const std::function<bool()>& interrupted = {},
+                   const ElementTransform* transform = nullptr);
 
   /// Stored bytes of every read chunk (inner chunk if sharded), in C order of the chunk grid;
   /// -1 where a chunk is not stored (it reads as the fill value). Reads shard indexes only.

@@ -141,6 +141,7 @@ struct CallState {
   const Plan* plan;
   const std::vector<DstView>* dsts;
   uint64_t batch_bytes = 0;  // read buffer per worker batch (may be below ctx->batch_bytes)
+  const std::vector<uint8_t>* fill = nullptr;  // fill element in the output's type
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   std::mutex mu;
@@ -189,7 +190,12 @@ void Scatter(const CallState& cs, const ChunkTask& t, const uint8_t* src) {
       sstride[d] = dims[3 * d + 2] * cstride[d];
     }
     const DstView& dv = (*cs.dsts)[pc.box];
-    CopyStrided(pc.dst, dv.byte_strides.data(), from, sstride, count, nd, l.itemsize, 1);
+    if (cs.ctx->convert != nullptr) {
+      ConvertStrided(cs.ctx->convert, pc.dst, dv.byte_strides.data(), from, sstride, count, nd,
+                     cs.ctx->scale, cs.ctx->offset);
+    } else {
+      CopyStrided(pc.dst, dv.byte_strides.data(), from, sstride, count, nd, l.itemsize, 1);
+    }
   }
 }
 
@@ -202,7 +208,7 @@ void Fill(const CallState& cs, const ChunkTask& t) {
     const int64_t* dims = &cs.plan->piece_dims[pc.dims];
     for (int d = 0; d < nd; ++d) count[d] = dims[3 * d + 1];
     const DstView& dv = (*cs.dsts)[pc.box];
-    FillStrided(pc.dst, dv.byte_strides.data(), count, nd, l.fill.data(), l.itemsize);
+    FillStrided(pc.dst, dv.byte_strides.data(), count, nd, cs.fill->data(), cs.fill->size());
   }
 }
 
@@ -393,9 +399,15 @@ Status ExecuteRead(const ReadContext& ctx, const std::vector<Selection>& sels,
   const ArrayLayout& l = *ctx.layout;
   if (l.ndim() > 64) return Status::Unimplemented("arrays of more than 64 dimensions");
   Plan plan;
-  BuildTasks(l, sels, dsts, &plan);
+  BuildTasks(l, sels, dsts, &plan, /*allow_direct=*/ctx.convert == nullptr);
   WaveResolver waves(ctx, &plan);
   const int max_workers = std::max(1, ctx.threads);
+  // The fill element as the output stores it.
+  std::vector<uint8_t> fill = l.fill;
+  if (ctx.convert != nullptr) {
+    fill.assign(ctx.out_itemsize, 0);
+    ctx.convert(fill.data(), 0, l.fill.data(), 0, 1, ctx.scale, ctx.offset);
+  }
   uint32_t first = 0;
   uint32_t last = 0;
   for (;;) {
@@ -422,6 +434,7 @@ Status ExecuteRead(const ReadContext& ctx, const std::vector<Selection>& sels,
     cs.ctx = &ctx;
     cs.plan = &plan;
     cs.dsts = &dsts;
+    cs.fill = &fill;
     int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(max_workers), plan.units.size()));
     LSIO_RETURN_IF_ERROR(FitMemory(ctx, plan, &workers, &cs.batch_bytes));
     ThreadPool* pool = nullptr;

@@ -26,6 +26,7 @@
 #include "io/file_cache.h"
 #include "io/io_backend.h"
 #include "lsio/box.h"
+#include "read/convert.h"
 #include "read/index_cache.h"
 #include "read/planner.h"
 
@@ -47,6 +48,12 @@ struct ReadContext {
   /// The executor first uses fewer workers and smaller read batches to fit, then fails
   /// with kResourceExhausted before reading anything.
   uint64_t memory_limit = 0;
+  /// Optional element transform (out = in * scale + offset as float32/float64): chunks are
+  /// then always decoded to scratch and converted while scattered; fills are converted too.
+  ConvertFn convert = nullptr;
+  double scale = 1.0;
+  double offset = 0.0;
+  size_t out_itemsize = 0;  ///< element size of the output when convert is set
 };
 
 Status ExecuteRead(const ReadContext& ctx, const std::vector<Selection>& sels,

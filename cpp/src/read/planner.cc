@@ -43,7 +43,7 @@ std::string TaskCoords(const Plan& plan, const ChunkTask& t) {
 }
 
 void BuildTasks(const ArrayLayout& layout, const std::vector<Selection>& sels,
-                const std::vector<DstView>& dsts, Plan* plan) {
+                const std::vector<DstView>& dsts, Plan* plan, bool allow_direct) {
   const int nd = layout.ndim();
   plan->ndim = nd;
   const int64_t isz = static_cast<int64_t>(layout.itemsize);
@@ -107,7 +107,7 @@ void BuildTasks(const ArrayLayout& layout, const std::vector<Selection>& sels,
       }
       // Contiguous destination: strides of dims with extent > 1 are the packed ones.
       uint8_t* direct = nullptr;
-      if (whole) {
+      if (whole && allow_direct) {
         int64_t expect = isz;
         bool contiguous = true;
         for (int d = nd - 1; d >= 0; --d) {

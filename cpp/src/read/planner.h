@@ -25,6 +25,7 @@
 #include "io/file_cache.h"
 #include "lsio/box.h"
 #include "zarr/chunk_key.h"
+#include "zarr/dtype.h"
 #include "zarr/shard_index.h"
 
 namespace lsio {
@@ -41,6 +42,7 @@ struct ArrayLayout {
   const CodecChain* chain = nullptr;
   std::vector<uint8_t> fill;        ///< one element, native order
   size_t itemsize = 1;
+  DataType dtype = DataType::kUInt8;
 
   int ndim() const { return static_cast<int>(shape.size()); }
 };
@@ -96,8 +98,9 @@ struct Plan {
 };
 
 /// Step 1. Selections and views must already be validated (same rank, in bounds).
+/// allow_direct = false when the output is not the chunk's own element type (transforms).
 void BuildTasks(const ArrayLayout& layout, const std::vector<Selection>& sels,
-                const std::vector<DstView>& dsts, Plan* plan);
+                const std::vector<DstView>& dsts, Plan* plan, bool allow_direct = true);
 
 /// Step 3, for tasks [first, last). They must be resolved (file/offset/nbytes or missing).
 /// Appends to plan->units and plan->unit_tasks.
