@@ -341,6 +341,16 @@ class Array:
         the result holds ``value * scale + offset`` (computed in double precision, rounded
         once), so a uint16 store feeds float32 tensors without a second pass.
         """
+        out, view, sel, transform = self._prepare_read(key, out, dtype, scale, offset)
+        if view is not None:
+            self._native().read_into(*sel, view, transform)
+        return out
+
+    def _prepare_read(self, key: Any, out: Optional[np.ndarray], dtype: Any = None,
+                      scale: Optional[float] = None, offset: Optional[float] = None):
+        """Normalises a basic-indexing read: returns (out, view or None when empty,
+        (starts, counts, steps), transform). `view` is `out` with integer-indexed axes
+        re-inserted and negative-step axes flipped, as the engine's selection addresses it."""
         native = self._native()
         starts, counts, steps, out_shape, int_axes, flips = _normalize_key(key, self._shape)
         transform, out_dtype = self._transform(dtype, scale, offset)
@@ -349,14 +359,13 @@ class Array:
         else:
             _core.check_out(out, native, list(out_shape), transform)
         if 0 in counts:
-            return out
+            return out, None, (starts, counts, steps), transform
         view = out
         if int_axes:
             view = np.expand_dims(view, tuple(int_axes))
         if flips:
             view = view[tuple(slice(None, None, -1) if d in flips else slice(None) for d in range(len(counts)))]
-        native.read_into(starts, counts, steps, view, transform)
-        return out
+        return out, view, (starts, counts, steps), transform
 
     def read_crops_async(
         self,

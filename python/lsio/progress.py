@@ -19,8 +19,7 @@ from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 
-from . import _core
-from .array import Array, _normalize_key
+from .array import Array
 
 __all__ = ["read", "read_crops", "bar", "in_worker"]
 
@@ -74,20 +73,10 @@ def bar(total: Optional[float] = None, desc: Optional[str] = None, enable: Optio
 
 def read(arr: Array, key: Any = (), out: Optional[np.ndarray] = None, *, desc: Optional[str] = None, enable: Optional[bool] = True) -> np.ndarray:
     """``arr.read(key, out)`` with a progress bar (in bytes)."""
-    native = arr._native()
-    shape = arr.shape
-    starts, counts, steps, out_shape, int_axes, flips = _normalize_key(key, shape)
-    if out is None:
-        out = np.empty(out_shape, dtype=arr.dtype)
-    else:
-        _core.check_out(out, native, list(out_shape))
-    if 0 in counts:
+    out, view, (starts, counts, steps), _ = arr._prepare_read(key, out)
+    if view is None:
         return out
-    view = out
-    if int_axes:
-        view = np.expand_dims(view, tuple(int_axes))
-    if flips:
-        view = view[tuple(slice(None, None, -1) if d in flips else slice(None) for d in range(len(counts)))]
+    native = arr._native()
     pieces = _pieces(starts, counts, steps, arr.chunks)
     axis = pieces[0]
     with bar(total=out.nbytes, desc=desc or "read", enable=enable, unit="B", unit_scale=True, unit_divisor=1024) as b:

@@ -1,8 +1,9 @@
 // Conversion kernels: one template instance per (input type, output type).
 #include "read/convert.h"
 
+#include "util/strided_copy.h"
+
 #include <cstring>
-#include <vector>
 
 namespace lsio {
 namespace {
@@ -48,26 +49,11 @@ Result<ConvertFn> GetConverter(DataType src, bool to_double) {
 void ConvertStrided(ConvertFn fn, uint8_t* dst, const int64_t* dst_strides, const uint8_t* src,
                     const int64_t* src_strides, const int64_t* shape, int ndim, double scale,
                     double offset) {
-  if (ndim == 0) {
-    fn(dst, 0, src, 0, 1, scale, offset);
-    return;
-  }
-  for (int d = 0; d < ndim; ++d) if (shape[d] <= 0) return;
-  const int last = ndim - 1;
-  std::vector<int64_t> idx(static_cast<size_t>(ndim), 0);
-  for (;;) {
-    fn(dst, dst_strides[last], src, src_strides[last], shape[last], scale, offset);
-    int d = last - 1;
-    for (; d >= 0; --d) {
-      dst += dst_strides[d];
-      src += src_strides[d];
-      if (++idx[d] < shape[d]) break;
-      dst -= dst_strides[d] * shape[d];
-      src -= src_strides[d] * shape[d];
-      idx[d] = 0;
-    }
-    if (d < 0) return;
-  }
+  const int64_t n = ndim == 0 ? 1 : shape[ndim - 1];
+  const int64_t ds = ndim == 0 ? 0 : dst_strides[ndim - 1];
+  const int64_t ss = ndim == 0 ? 0 : src_strides[ndim - 1];
+  ForEachInnerRun(dst, dst_strides, src, src_strides, shape, ndim,
+                  [&](uint8_t* d, const uint8_t* s) { fn(d, ds, s, ss, n, scale, offset); });
 }
 
 }  // namespace lsio

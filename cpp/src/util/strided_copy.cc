@@ -4,7 +4,6 @@
 #include "util/strided_copy.h"
 
 #include <cstring>
-#include <vector>
 
 namespace lsio {
 namespace {
@@ -57,58 +56,27 @@ void CopyRun(uint8_t* dst, int64_t ds, const uint8_t* src, int64_t ss, int64_t n
 void CopyStrided(uint8_t* dst, const int64_t* dst_strides, const uint8_t* src,
                  const int64_t* src_strides, const int64_t* shape, int ndim, size_t itemsize,
                  size_t swap_unit) {
-  if (ndim == 0) {
-    CopyRun(dst, 0, src, 0, 1, itemsize, swap_unit);
-    return;
-  }
-  for (int d = 0; d < ndim; ++d) if (shape[d] <= 0) return;
-  const int last = ndim - 1;
-  // Odometer over the outer dimensions; the innermost one is a run.
-  std::vector<int64_t> idx(static_cast<size_t>(ndim), 0);
-  for (;;) {
-    CopyRun(dst, dst_strides[last], src, src_strides[last], shape[last], itemsize, swap_unit);
-    int d = last - 1;
-    for (; d >= 0; --d) {
-      dst += dst_strides[d];
-      src += src_strides[d];
-      if (++idx[d] < shape[d]) break;
-      dst -= dst_strides[d] * shape[d];
-      src -= src_strides[d] * shape[d];
-      idx[d] = 0;
-    }
-    if (d < 0) return;
-  }
+  const int64_t n = ndim == 0 ? 1 : shape[ndim - 1];
+  const int64_t ds = ndim == 0 ? 0 : dst_strides[ndim - 1];
+  const int64_t ss = ndim == 0 ? 0 : src_strides[ndim - 1];
+  ForEachInnerRun(dst, dst_strides, src, src_strides, shape, ndim,
+                  [&](uint8_t* d, const uint8_t* s) { CopyRun(d, ds, s, ss, n, itemsize, swap_unit); });
 }
 
 void FillStrided(uint8_t* dst, const int64_t* dst_strides, const int64_t* shape, int ndim,
                  const uint8_t* pattern, size_t itemsize) {
-  for (int d = 0; d < ndim; ++d) if (shape[d] <= 0) return;
   bool repeated_byte = true;
   for (size_t i = 1; i < itemsize; ++i) repeated_byte &= pattern[i] == pattern[0];
-  if (ndim == 0) {
-    std::memcpy(dst, pattern, itemsize);
-    return;
-  }
-  const int last = ndim - 1;
-  const int64_t isz = static_cast<int64_t>(itemsize);
-  std::vector<int64_t> idx(static_cast<size_t>(ndim), 0);
-  for (;;) {
-    const int64_t n = shape[last];
-    const int64_t s = dst_strides[last];
-    if (s == isz && repeated_byte) {
-      std::memset(dst, pattern[0], static_cast<size_t>(n) * itemsize);
+  const int64_t n = ndim == 0 ? 1 : shape[ndim - 1];
+  const int64_t s = ndim == 0 ? 0 : dst_strides[ndim - 1];
+  const bool memset_ok = repeated_byte && (n == 1 || s == static_cast<int64_t>(itemsize));
+  ForEachInnerRun(dst, dst_strides, nullptr, nullptr, shape, ndim, [&](uint8_t* d, const uint8_t*) {
+    if (memset_ok) {
+      std::memset(d, pattern[0], static_cast<size_t>(n) * itemsize);
     } else {
-      for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * s, pattern, itemsize);
+      for (int64_t i = 0; i < n; ++i) std::memcpy(d + i * s, pattern, itemsize);
     }
-    int d = last - 1;
-    for (; d >= 0; --d) {
-      dst += dst_strides[d];
-      if (++idx[d] < shape[d]) break;
-      dst -= dst_strides[d] * shape[d];
-      idx[d] = 0;
-    }
-    if (d < 0) return;
-  }
+  });
 }
 
 void ByteSwapInPlace(uint8_t* data, size_t count, size_t unit) {

@@ -16,6 +16,34 @@
 
 namespace lsio {
 
+/// Walks an n-d box in C order and calls run(dst, src) once per innermost run of
+/// shape[ndim-1] elements; the caller's `run` handles the innermost strides. `src` may be
+/// null (with null src_strides) for walks that only write. ndim must be <= 64.
+template <typename Run>
+void ForEachInnerRun(uint8_t* dst, const int64_t* dst_strides, const uint8_t* src,
+                     const int64_t* src_strides, const int64_t* shape, int ndim, Run&& run) {
+  if (ndim == 0) {
+    run(dst, src);
+    return;
+  }
+  for (int d = 0; d < ndim; ++d) if (shape[d] <= 0) return;
+  const int last = ndim - 1;
+  int64_t idx[64] = {0};
+  for (;;) {
+    run(dst, src);
+    int d = last - 1;
+    for (; d >= 0; --d) {
+      dst += dst_strides[d];
+      if (src != nullptr) src += src_strides[d];
+      if (++idx[d] < shape[d]) break;
+      dst -= dst_strides[d] * shape[d];
+      if (src != nullptr) src -= src_strides[d] * shape[d];
+      idx[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
 void CopyStrided(uint8_t* dst, const int64_t* dst_strides, const uint8_t* src,
                  const int64_t* src_strides, const int64_t* shape, int ndim, size_t itemsize,
                  size_t swap_unit);
