@@ -11,6 +11,8 @@ import lsio
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+# notebooks that need PyTorch (skipped, naming torch, where it is not installed)
+TORCH_NOTEBOOKS = {"02_training_loop"}
 
 
 def test_notebooks_exist():
@@ -26,7 +28,8 @@ def test_stored_without_outputs(path):
     for cell in nb.cells:
         if cell.cell_type == "code":
             assert cell.outputs == [] and cell.execution_count is None, f"{path.name} has stored outputs"
-    assert "torch" not in "".join(c.source for c in nb.cells if c.cell_type == "code")
+    if path.stem not in TORCH_NOTEBOOKS:
+        assert "torch" not in "".join(c.source for c in nb.cells if c.cell_type == "code")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -36,6 +39,8 @@ def test_runs(path, tmp_path, monkeypatch):
     pytest.importorskip("ipykernel")
     for mod in ("matplotlib", "xarray", "dask", "tqdm"):
         pytest.importorskip(mod)
+    if path.stem in TORCH_NOTEBOOKS:
+        pytest.importorskip("torch")
     # the kernel must import the same lsio as this test process
     site = os.path.dirname(os.path.dirname(lsio.__file__))
     monkeypatch.setenv("PYTHONPATH", site + os.pathsep + os.environ.get("PYTHONPATH", ""))
