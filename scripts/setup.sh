@@ -32,6 +32,9 @@ LSIO_APT_PACKAGES=(
   g++ cmake pkg-config
   liburing-dev libzstd-dev zlib1g-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   python3-dev python3-venv python3-pip git
+  # scripts/fuzz.sh: libFuzzer. clang >= 15 (the engine uses _Float16); g++ brings the
+  # ASan/UBSan/TSan runtimes for scripts/sanitize.sh.
+  clang-16 libclang-rt-16-dev
 )
 
 export PIP_NO_INPUT=1

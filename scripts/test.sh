@@ -8,23 +8,34 @@
 #   bash scripts/test.sh --cpp-only       # setup + ctest
 #   bash scripts/test.sh --python-only    # setup + pip install ".[test]" + pytest
 #   bash scripts/test.sh -- -k out_param  # arguments after -- go to pytest
+#   bash scripts/test.sh --no-sanitizers  # skip the sanitizer and fuzz steps (quick local run)
+#
+# After ctest and pytest, the C++ steps (not with --python-only) also run
+# scripts/sanitize.sh (ctest under ASan+UBSan; with the Python step also test_goldens and
+# test_errors against an ASan+UBSan _core; ctest under TSan for util/io/read; any report
+# fails) and scripts/fuzz.sh (corpus replay, then each libFuzzer target for
+# LSIO_FUZZ_SECONDS, default 20; any crash fails).
 #
 # Exits non-zero if any step fails, including pytest collecting no tests (exit code 5).
 # Ends with one line "summary: N passed, N failed, N skipped" over both suites; a step
 # that fails before its tests run (configure, build, install) counts as one failure.
-# Environment: see scripts/setup.sh; also LSIO_BUILD_TYPE (default RelWithDebInfo).
+# Environment: see scripts/setup.sh; also LSIO_BUILD_TYPE (default RelWithDebInfo),
+# LSIO_FUZZ_SECONDS (default 20), LSIO_TORCH_VERSION (default 2.13.0, installed before the
+# test extras).
 
 set -euo pipefail
 
 run_cpp=1
 run_python=1
+run_sanitizers=1
 pytest_args=()
 while [ "$#" -gt 0 ]; do
   case "$1" in
     --cpp-only) run_python=0 ;;
     --python-only) run_cpp=0 ;;
+    --no-sanitizers) run_sanitizers=0 ;;
     --) shift; pytest_args=("$@"); break ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -41,6 +52,10 @@ failed_steps=()
 layers_status="not run"
 cpp_status="not run"
 python_status="not run"
+asan_status="not run"
+asanpy_status="not run"
+tsan_status="not run"
+fuzz_status="not run"
 
 # ---------------------------------------------------------------- C++: GoogleTest via ctest
 run_cpp_tests() {
@@ -70,6 +85,11 @@ run_cpp_tests() {
 
 # ---------------------------------------------------------------- Python: pytest
 run_python_tests() {
+  # torch first, pinned: the CPU build of this version is what the test machines carry
+  # (a looser spec, or torchdata resolving it, could pull a multi-GB CUDA build).
+  if ! python -c "import torch" >/dev/null 2>&1; then
+    lsio_run python -m pip install "torch==${LSIO_TORCH_VERSION:-2.13.0}" || return 1
+  fi
   lsio_pip_install_package ".[test]" || return 1
   # The tests must exercise the installed package, not the python/lsio sources.
   local where
@@ -98,15 +118,30 @@ fi
 if [ "$run_python" = 1 ]; then
   if run_python_tests; then python_status="ok"; else python_status="FAILED"; failed_steps+=("Python (pytest)"); fi
 fi
+# ---------------------------------------------------------------- sanitizers and fuzzing
+if [ "$run_cpp" = 1 ] && [ "$run_sanitizers" = 1 ]; then
+  lsio_log "C++: ASan + UBSan (scripts/sanitize.sh asan)"
+  if bash scripts/sanitize.sh asan; then asan_status="ok"; else asan_status="FAILED"; failed_steps+=("ASan+UBSan"); fi
+  if [ "$run_python" = 1 ]; then  # needs the test dependencies installed by the Python step
+    lsio_log "Python: _core under ASan + UBSan (scripts/sanitize.sh asan-python)"
+    if bash scripts/sanitize.sh asan-python; then asanpy_status="ok"; else asanpy_status="FAILED"; failed_steps+=("ASan+UBSan (Python)"); fi
+  fi
+  lsio_log "C++: TSan (scripts/sanitize.sh tsan)"
+  if bash scripts/sanitize.sh tsan; then tsan_status="ok"; else tsan_status="FAILED"; failed_steps+=("TSan"); fi
+  lsio_log "C++: libFuzzer (scripts/fuzz.sh ${LSIO_FUZZ_SECONDS:-20})"
+  if bash scripts/fuzz.sh "${LSIO_FUZZ_SECONDS:-20}"; then fuzz_status="ok"; else fuzz_status="FAILED"; failed_steps+=("fuzzing"); fi
+fi
 
 # ---------------------------------------------------------------- summary
 lsio_log "Summary"
-python - "$results_dir" "$layers_status" "$cpp_status" "$python_status" <<'PY'
+python - "$results_dir" "$layers_status" "$cpp_status" "$python_status" \
+  "$asan_status" "$asanpy_status" "$tsan_status" "$fuzz_status" <<'PY'
 import os
 import sys
 import xml.etree.ElementTree as ET
 
 results_dir, layers_status, cpp_status, python_status = sys.argv[1:5]
+step_statuses = dict(zip(("asan", "asan-py", "tsan", "fuzz"), sys.argv[5:9]))
 
 
 def count(path):
@@ -141,6 +176,12 @@ for name, status, xml in (("ctest", cpp_status, "ctest.xml"), ("pytest", python_
         f = 1  # failed before or outside its tests (configure, build, install, collection)
     total = [total[0] + p, total[1] + f, total[2] + s]
     print(f"  {name:6}  {status:6}  {p} passed, {f} failed, {s} skipped")
+for name, status in step_statuses.items():
+    if status == "not run":
+        continue
+    print(f"  {name:7} {status}")  # like layers: a failed step counts as one failure
+    if status != "ok":
+        total[1] += 1
 print(f"summary: {total[0]} passed, {total[1]} failed, {total[2]} skipped")
 PY
 

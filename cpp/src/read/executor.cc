@@ -45,7 +45,7 @@ Status Resolve(const ReadContext& ctx, uint32_t first, uint32_t last, Plan* plan
   if (!l.sharded) {
     for (uint32_t i = first; i < last; ++i) {
       ChunkTask& t = plan->tasks[i];
-      std::string path = ShardPath(l, &plan->coords[t.coords]);
+      std::string path = ShardPath(l, plan->coords.data() + t.coords);
       auto ref = files.Open(path);
       if (!ref.ok()) return Status(ref.status()).WithChunk(TaskCoords(*plan, t));
       if (ref.value() == nullptr) {
@@ -67,7 +67,7 @@ Status Resolve(const ReadContext& ctx, uint32_t first, uint32_t last, Plan* plan
   for (uint32_t i = first; i < last; ++i) {
     const size_t s = static_cast<size_t>(plan->tasks[i].shard);
     if (shard_file[s] != -2 && (shard_file[s] == -1 || plan->file_refs[static_cast<size_t>(shard_file[s])])) continue;
-    const int64_t* sc = &plan->shard_coords[s * static_cast<size_t>(nd)];
+    const int64_t* sc = plan->shard_coords.data() + s * static_cast<size_t>(nd);
     std::string path = ShardPath(l, sc);
     auto ref = files.Open(path);
     if (!ref.ok()) return ref.status();
@@ -182,7 +182,7 @@ void Scatter(const CallState& cs, const ChunkTask& t, const uint8_t* src) {
   for (uint32_t p = t.first_piece; p < t.first_piece + t.num_pieces; ++p) {
     const Piece& pc = cs.plan->pieces[p];
     if (pc.dst == t.direct) continue;  // decoded in place
-    const int64_t* dims = &cs.plan->piece_dims[pc.dims];
+    const int64_t* dims = cs.plan->piece_dims.data() + pc.dims;
     const uint8_t* from = src;
     for (int d = 0; d < nd; ++d) {
       from += dims[3 * d] * cstride[d];
@@ -205,7 +205,7 @@ void Fill(const CallState& cs, const ChunkTask& t) {
   int64_t count[64];
   for (uint32_t p = t.first_piece; p < t.first_piece + t.num_pieces; ++p) {
     const Piece& pc = cs.plan->pieces[p];
-    const int64_t* dims = &cs.plan->piece_dims[pc.dims];
+    const int64_t* dims = cs.plan->piece_dims.data() + pc.dims;
     for (int d = 0; d < nd; ++d) count[d] = dims[3 * d + 1];
     const DstView& dv = (*cs.dsts)[pc.box];
     FillStrided(pc.dst, dv.byte_strides.data(), count, nd, cs.fill->data(), cs.fill->size());

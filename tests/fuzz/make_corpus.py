@@ -1,0 +1,194 @@
+"""Write the libFuzzer seed corpora in tests/fuzz/corpus/<target>/ from real writer output.
+
+Every seed is taken from a store that zarr-python 3 or TensorStore writes here, in a
+temporary directory:
+
+* ``metadata_fuzzer``: the ``zarr.json`` of a few arrays (sharded with the index at the
+  start and the end, big-endian, transpose, gzip, crc32c, v2 key encoding, NaN fill,
+  dimension names, TensorStore's spelling).
+* ``shard_index_fuzzer``: the header described in shard_index_fuzzer.cc (flags, rank,
+  chunks per shard, data size) followed by the index bytes of a real shard.
+* ``codec_chain_fuzzer``: the chain number of codec_chain_fuzzer.cc's table followed by a
+  chunk file written with exactly that chain.
+
+Usage (from the repository root, in the test venv):  python tests/fuzz/make_corpus.py
+The corpora are committed; rerun only when a fuzzer's input format or chain table changes.
+Writers are deterministic, so a rerun rewrites the same files.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import tensorstore as ts
+import zarr
+from zarr.codecs import BytesCodec, Crc32cCodec, GzipCodec, TransposeCodec, ZstdCodec
+
+HERE = Path(__file__).resolve().parent
+CORPUS = HERE / "corpus"
+
+
+def data(shape, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    n = int(np.prod(shape))
+    # Compressible but not constant: small values with some structure.
+    return (np.arange(n) % 7 + rng.integers(0, 3, n)).astype(dtype).reshape(shape)
+
+
+def zp_array(path: Path, shape, chunks, dtype, *, shards=None, serializer=None,
+             compressors=None, filters=None, fill_value=0, write=True, **kw):
+    a = zarr.create_array(
+        store=str(path), shape=shape, chunks=chunks, shards=shards, dtype=dtype,
+        serializer=serializer or BytesCodec(endian="little"),
+        compressors=compressors if compressors is not None else [],
+        filters=filters if filters is not None else [],
+        fill_value=fill_value, zarr_format=3, **kw)
+    if write:
+        a[...] = data(shape, dtype)
+    return a
+
+
+# ------------------------------------------------------------------ zarr.json seeds
+def metadata_seeds(tmp: Path) -> dict[str, bytes]:
+    out = {}
+    zp_array(tmp / "m1", (10, 12), (2, 3), "uint16", shards=(4, 6),
+             compressors=[ZstdCodec(level=0, checksum=True)])
+    out["zp_shard_end.json"] = (tmp / "m1" / "zarr.json").read_bytes()
+    zp_array(tmp / "m2", (7,), (4,), "float32", serializer=BytesCodec(endian="big"),
+             compressors=[GzipCodec(level=1), Crc32cCodec()], fill_value=float("nan"),
+             dimension_names=["x"], chunk_key_encoding={"name": "v2", "separator": "."},
+             attributes={"units": "m"})
+    out["zp_gzip_crc_big_v2.json"] = (tmp / "m2" / "zarr.json").read_bytes()
+    zp_array(tmp / "m3", (4, 5, 6), (2, 5, 3), "int64", filters=[TransposeCodec(order=(2, 0, 1))],
+             fill_value=-3)
+    out["zp_transpose.json"] = (tmp / "m3" / "zarr.json").read_bytes()
+    # Index at the start: zarr-python 3.1 takes it from ShardingCodec's index_location.
+    from zarr.codecs import ShardingCodec
+    zarr.create_array(
+        store=str(tmp / "m4"), shape=(8, 6), chunks=(4, 6), dtype="complex64", zarr_format=3,
+        serializer=ShardingCodec(chunk_shape=(2, 3), codecs=[BytesCodec(endian="big")],
+                                 index_codecs=[BytesCodec(endian="little")], index_location="start"),
+        compressors=None, filters=None, fill_value=0)
+    out["zp_shard_start_complex.json"] = (tmp / "m4" / "zarr.json").read_bytes()
+    spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(tmp / "m5")},
+            "metadata": {"shape": [16, 16], "data_type": "uint8",
+                         "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [8, 16]}},
+                         "codecs": [{"name": "sharding_indexed", "configuration": {
+                             "chunk_shape": [2, 4], "codecs": [{"name": "bytes"}, {"name": "zstd"}]}}]},
+            "create": True, "delete_existing": True}
+    ts.open(spec).result()
+    out["ts_shard.json"] = (tmp / "m5" / "zarr.json").read_bytes()
+    return out
+
+
+# ------------------------------------------------------------------ shard index seeds
+def shard_header(flags: int, rank: int, cps, data_size: int) -> bytes:
+    cps = list(cps) + [1] * (3 - len(cps))
+    return bytes([flags, rank - 1] + [c - 1 for c in cps]) + struct.pack("<I", data_size)
+
+
+def shard_index_seeds(tmp: Path) -> dict[str, bytes]:
+    # The fuzzer's inner chunk extents are 2, 3, 4 in dimensions 0, 1, 2.
+    from zarr.codecs import ShardingCodec
+    out = {}
+    cases = [
+        # name, rank, chunks per shard, location, big endian index, crc
+        ("zp_r2_end_crc", 2, (2, 2), "end", False, True),
+        ("zp_r2_start_crc", 2, (2, 2), "start", False, True),
+        ("zp_r2_end_be_nocrc", 2, (2, 2), "end", True, False),
+        ("zp_r1_start_nocrc", 1, (4,), "start", False, False),
+        ("zp_r3_end_crc", 3, (1, 2, 2), "end", False, True),
+    ]
+    for name, rank, cps, loc, be, crc in cases:
+        inner = [2, 3, 4][:rank]
+        shard_shape = [i * c for i, c in zip(inner, cps)]
+        shape = [s + 1 for s in shard_shape]  # a partial second shard too
+        index_codecs = [BytesCodec(endian="big" if be else "little")] + ([Crc32cCodec()] if crc else [])
+        a = zarr.create_array(
+            store=str(tmp / name), shape=shape, chunks=shard_shape, dtype="int16", zarr_format=3,
+            serializer=ShardingCodec(chunk_shape=inner,
+                                     codecs=[BytesCodec(endian="little"), ZstdCodec(level=0)],
+                                     index_codecs=index_codecs, index_location=loc),
+            compressors=None, filters=None, fill_value=0)
+        full = data(shape, "int16")
+        # Leave inner chunk 0 of the first shard empty: a missing (all-ones) entry.
+        full[tuple(slice(0, i) for i in inner)] = 0
+        a[...] = full
+        blob = (tmp / name / "c" / "/".join(["0"] * rank)).read_bytes()
+        n = int(np.prod(cps))
+        index_size = 16 * n + (4 if crc else 0)
+        index = blob[-index_size:] if loc == "end" else blob[:index_size]
+        flags = (1 if loc == "end" else 0) | (2 if be else 0) | (4 if crc else 0)
+        out[name] = shard_header(flags, rank, cps, len(blob) - index_size) + index
+    # TensorStore: index at the end (no index_location written), crc32c.
+    spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(tmp / "ts")},
+            "metadata": {"shape": [4, 6], "data_type": "int16",
+                         "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4, 6]}},
+                         "codecs": [{"name": "sharding_indexed", "configuration": {
+                             "chunk_shape": [2, 3], "codecs": [{"name": "bytes"}, {"name": "zstd"}]}}]},
+            "create": True, "delete_existing": True}
+    t = ts.open(spec).result()
+    t[...] = data((4, 6), "int16", 1)
+    blob = (tmp / "ts" / "c" / "0" / "0").read_bytes()
+    index_size = 16 * 4 + 4
+    out["ts_r2_end_crc"] = shard_header(1 | 4, 2, (2, 2), len(blob) - index_size) + blob[-index_size:]
+    return out
+
+
+# ------------------------------------------------------------------ codec chain seeds
+# Must match the table in codec_chain_fuzzer.cc, entry for entry.
+def chain_table():
+    return [
+        ((4, 8), "uint16", [], BytesCodec(endian="little"), [ZstdCodec(level=0, checksum=False)]),
+        ((4, 8), "float32", [], BytesCodec(endian="little"), [ZstdCodec(level=0, checksum=True), Crc32cCodec()]),
+        ((16,), "int32", [], BytesCodec(endian="little"), [GzipCodec(level=1)]),
+        ((3, 5), "int16", [], BytesCodec(endian="little"), [Crc32cCodec()]),
+        ((2, 3), "float64", [], BytesCodec(endian="big"), []),
+        ((6,), "complex64", [], BytesCodec(endian="big"), []),
+        ((3, 4), "uint32", [TransposeCodec(order=(1, 0))], BytesCodec(endian="little"), []),
+        ((2, 3, 4), "int64", [TransposeCodec(order=(2, 0, 1))], BytesCodec(endian="big"),
+         [ZstdCodec(level=0, checksum=False), Crc32cCodec()]),
+        ((8, 8), "uint8", [], BytesCodec(endian="little"), [ZstdCodec(level=0, checksum=False), GzipCodec(level=1)]),
+        ((5, 7), "uint16", [], BytesCodec(endian="little"), [Crc32cCodec(), ZstdCodec(level=0, checksum=False)]),
+    ]
+
+
+def codec_chain_seeds(tmp: Path) -> dict[str, bytes]:
+    out = {}
+    for k, (shape, dtype, filters, serializer, compressors) in enumerate(chain_table()):
+        path = tmp / f"chain{k}"
+        zp_array(path, shape, shape, dtype, serializer=serializer, compressors=compressors,
+                 filters=filters, write=False)
+        arr = zarr.open_array(str(path), mode="r+")
+        arr[...] = data(shape, dtype, k)
+        chunk = (path / "c" / "/".join(["0"] * len(shape))).read_bytes()
+        out[f"chain{k:02d}_zp"] = bytes([k]) + chunk
+    return out
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        for target, seeds in (("metadata_fuzzer", metadata_seeds(tmp)),
+                              ("shard_index_fuzzer", shard_index_seeds(tmp)),
+                              ("codec_chain_fuzzer", codec_chain_seeds(tmp))):
+            out_dir = CORPUS / target
+            # Keep committed regression inputs (crash-*, regress-*): only the seeds are rewritten.
+            if out_dir.exists():
+                for f in out_dir.iterdir():
+                    if not f.name.startswith(("crash-", "regress-")):
+                        f.unlink()
+            out_dir.mkdir(parents=True, exist_ok=True)
+            for name, blob in sorted(seeds.items()):
+                (out_dir / name).write_bytes(blob)
+            print(f"{target}: {len(seeds)} seeds, {sum(map(len, seeds.values()))} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,27 @@
+// libFuzzer target: zarr.json parsing (lsio::ParseArrayMetadata).
+//
+// The input is the zarr.json text. Any input must either parse or fail with a Status; a
+// parsed array must be self-consistent (rank of every shape, a chain for the decoded unit,
+// an index size that matches the entry count). Run through scripts/fuzz.sh; seeds are in
+// corpus/metadata_fuzzer (tests/fuzz/make_corpus.py), crashes replay under ctest.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "zarr/metadata.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  auto m = lsio::ParseArrayMetadata(std::string_view(reinterpret_cast<const char*>(data), size));
+  if (!m.ok()) return 0;
+  const lsio::ArrayMetadata& a = *m;
+  if (a.chunk_shape.size() != a.shape.size() || a.read_chunk_shape.size() != a.shape.size()) __builtin_trap();
+  if (a.chain == nullptr) __builtin_trap();
+  if (a.fill_value.size() != a.dtype.itemsize) __builtin_trap();
+  if (a.sharding) {
+    const lsio::ShardLayout& l = *a.sharding;
+    if (l.index_size != 16 * l.num_entries + (l.index_has_crc ? 4 : 0)) __builtin_trap();
+  }
+  (void)a.chain->description();
+  (void)a.chain->FixedEncodedSize();
+  return 0;
+}
