@@ -20,6 +20,7 @@ void ResetFaults() {
   f.max_bytes = 0;
   f.eintr_every = 0;
   f.eagain_every = 0;
+  f.eio_every = 0;
   f.nowait_budget = -1;
   f.pread_calls = 0;
   f.preadv2_calls = 0;
@@ -38,6 +39,11 @@ int InjectError(uint64_t call) {
   const int ea = f.eagain_every.load();
   if (ea > 0 && call % static_cast<uint64_t>(ea) == 0) {
     errno = EAGAIN;
+    return -1;
+  }
+  const int eio = f.eio_every.load();
+  if (eio > 0 && call % static_cast<uint64_t>(eio) == 0) {
+    errno = EIO;
     return -1;
   }
   return 0;

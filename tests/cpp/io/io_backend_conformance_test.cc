@@ -625,5 +625,96 @@ TEST(SelectBackendTest, AutoFallsBackToPreadWhenSeccompRefusesIoUring) {
   }
 }
 
+
+// Every interposed pread fails with EIO: each request must fail with kIoError/EIO, be
+// reported exactly once, and leave its destination and the bytes around it untouched.
+TEST(PreadConformanceFaultTest, EioOnEveryCallFailsEveryRequest) {
+  ResetFaults();
+  lsio_test::TempDir dir;
+  const Bytes content = lsio_test::PatternBytes(20000, 5);
+  const std::string path = dir.Write("f", content);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  auto b = MakePreadBackend();
+  GetFaults().eio_every = 1;
+  constexpr size_t kN = 5;
+  std::vector<Guarded> bufs;
+  bufs.reserve(kN);
+  std::vector<ReadRequest> reqs(kN);
+  for (size_t i = 0; i < kN; ++i) {
+    bufs.emplace_back(100 + i);
+    reqs[i].fd = fd;
+    reqs[i].offset = i * 3001;
+    reqs[i].length = 100 + i;
+    reqs[i].dst = bufs[i].data();
+    reqs[i].status = Status::Internal("unset by the backend");
+  }
+  std::vector<int> calls(kN, 0);
+  b->Read(reqs, [&](size_t i) {
+    ASSERT_LT(i, kN);
+    ++calls[i];
+  });
+  const uint64_t pread_calls = GetFaults().pread_calls.load();
+  ResetFaults();
+  close(fd);
+  EXPECT_GE(pread_calls, kN);
+  for (size_t i = 0; i < kN; ++i) {
+    EXPECT_EQ(calls[i], 1) << "on_done for request " << i;
+    EXPECT_EQ(reqs[i].status.code(), StatusCode::kIoError) << reqs[i].status.ToString();
+    EXPECT_EQ(reqs[i].status.error_number(), EIO) << reqs[i].status.ToString();
+    EXPECT_EQ(reqs[i].status.message(), "read failed");
+    EXPECT_EQ(reqs[i].status.range_offset(), i * 3001);
+    EXPECT_EQ(reqs[i].status.range_length(), 100 + i);
+    EXPECT_TRUE(bufs[i].GuardsIntact()) << "request " << i;
+    EXPECT_EQ(bufs[i].contents(), Bytes(100 + i, kCanary)) << "request " << i;
+  }
+}
+
+// With uring+nowait, an EIO from the inline preadv2(RWF_NOWAIT) is a real error (not a
+// "try the ring" answer): the request fails with kIoError/EIO without reaching the ring.
+TEST(UringBackendTest, InlineEioFailsTheRequest) {
+  LSIO_SKIP_WITHOUT_URING();
+  ResetFaults();
+  lsio_test::TempDir dir;
+  const Bytes content = lsio_test::PatternBytes(20000, 6);
+  const std::string path = dir.Write("f", content);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  auto b = MakeUringBackend(8, true);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  GetFaults().eio_every = 1;
+  constexpr size_t kN = 4;
+  std::vector<Guarded> bufs;
+  bufs.reserve(kN);
+  std::vector<ReadRequest> reqs(kN);
+  for (size_t i = 0; i < kN; ++i) {
+    bufs.emplace_back(256);
+    reqs[i].fd = fd;
+    reqs[i].offset = 1000 + i * 4096;
+    reqs[i].length = 256;
+    reqs[i].dst = bufs[i].data();
+    reqs[i].status = Status::Internal("unset by the backend");
+  }
+  std::vector<int> calls(kN, 0);
+  (*b)->Read(reqs, [&](size_t i) {
+    ASSERT_LT(i, kN);
+    ++calls[i];
+  });
+  const uint64_t inline_calls = GetFaults().preadv2_calls.load();
+  ResetFaults();
+  close(fd);
+  EXPECT_EQ(inline_calls, kN) << "one inline preadv2 per request, no retries after EIO";
+  for (size_t i = 0; i < kN; ++i) {
+    EXPECT_EQ(calls[i], 1) << "on_done for request " << i;
+    EXPECT_EQ(reqs[i].status.code(), StatusCode::kIoError) << reqs[i].status.ToString();
+    EXPECT_EQ(reqs[i].status.error_number(), EIO) << reqs[i].status.ToString();
+    EXPECT_EQ(reqs[i].status.message(), "read failed");
+    EXPECT_EQ(reqs[i].status.range_offset(), 1000 + i * 4096);
+    EXPECT_EQ(reqs[i].status.range_length(), 256u);
+    EXPECT_TRUE(bufs[i].GuardsIntact()) << "request " << i;
+    EXPECT_EQ(bufs[i].contents(), Bytes(256, kCanary)) << "request " << i;
+  }
+}
+
 }  // namespace
 }  // namespace lsio

@@ -1,0 +1,174 @@
+"""Faults while reading: files changing under an open Array, failed allocations, limits.
+
+* A shard truncated in place after an ``Array`` cached its index: reading a
+  chunk now past the end raises ``CorruptDataError`` naming the shard file and
+  the chunk, and an ``out=`` view into a larger buffer leaves every byte outside
+  the view untouched (pread, auto and, where io_uring works, uring).
+* A chunk whose decoded size cannot be allocated (2**59 bytes, beyond any
+  address space, so the outcome does not depend on overcommit settings): a
+  zstd chunk raises ``MemoryError`` from the failed allocation; an uncompressed
+  chunk is rejected as ``CorruptDataError`` by its size check before anything
+  is allocated.  Either way the process survives and later reads work.
+* ``memory_limit``: a read needing more than the limit raises ``MemoryError``
+  mentioning "memory limit" before writing into ``out``; the same read under a
+  large limit returns the data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+
+import numcodecs
+import numpy as np
+import pytest
+import zarr
+
+import lsio
+from conftest import ZARR_WARNINGS
+from stores import shard_index
+
+SENTINEL = 7.5
+
+
+def make_sharded(path: Path) -> np.ndarray:
+    """(64,) float64, shards of 32, inner chunks of 8, uncompressed: known offsets."""
+    data = np.arange(64, dtype="<f8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ZARR_WARNINGS)
+        a = zarr.create_array(str(path), shape=(64,), dtype="<f8", chunks=(8,),
+                              shards=(32,), compressors=None, fill_value=-1.0)
+        a[:] = data
+    return data
+
+
+@pytest.fixture(params=["pread", "auto", "uring"])
+def io(request):
+    if request.param == "uring":
+        info = lsio.io_backend_info()
+        if not info["uring_available"]:
+            pytest.skip(f"io_uring unavailable: {info['reason']}")
+    return request.param
+
+
+def test_shard_truncated_after_index_was_cached(tmp_path, io):
+    path = tmp_path / "a.zarr"
+    data = make_sharded(path)
+    shard = path / "c" / "0"
+    idx = shard_index(shard, 4)  # (offset, nbytes) of the 4 inner chunks of shard 0
+    assert [int(n) for n in idx[:, 1]] == [64] * 4
+
+    arr = lsio.open(str(path), io=io, threads=2)
+    np.testing.assert_array_equal(arr[0:8], data[0:8])  # caches shard 0's index (and fd)
+
+    # Cut the shard in place (same inode) where inner chunk 2 begins: chunks 2 and 3
+    # and the index at the end are gone, but the Array still holds the old index.
+    os.truncate(shard, int(idx[2][0]))
+
+    big = np.full(40, SENTINEL)
+    view = big[10:30]  # receives arr[20:40]: chunks 2, 3 of shard 0 and chunk 0 of shard 1
+    with pytest.raises(lsio.CorruptDataError) as info:
+        arr.read((slice(20, 40),), out=view)
+    msg = str(info.value)
+    assert str(shard) in msg, msg
+    assert "chunk (2)" in msg or "chunk (3)" in msg, msg
+    assert "unexpected end of file" in msg, msg
+    # Nothing outside the requested region was touched.
+    np.testing.assert_array_equal(big[:10], SENTINEL)
+    np.testing.assert_array_equal(big[30:], SENTINEL)
+    # Inside it, every element is either the sentinel or the true value: no garbage.
+    inside = big[10:30]
+    ok = (inside == SENTINEL) | (inside == data[20:40])
+    assert ok.all(), inside
+
+    # Chunks still inside the file keep reading correctly.
+    np.testing.assert_array_equal(arr[0:16], data[0:16])
+    np.testing.assert_array_equal(arr[32:64], data[32:64])
+
+
+HUGE_CHUNK = 2**56  # float64 -> 2**59 bytes decoded: more than any address space
+
+
+def write_huge_chunk_store(tmp_path: Path, compressed: bool) -> Path:
+    p = tmp_path / ("huge_zstd.zarr" if compressed else "huge_raw.zarr")
+    p.mkdir()
+    codecs = [{"name": "bytes", "configuration": {"endian": "little"}}]
+    if compressed:
+        codecs.append({"name": "zstd", "configuration": {"level": 3}})
+    (p / "zarr.json").write_text(json.dumps({
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": [2 * HUGE_CHUNK],
+        "data_type": "float64",
+        "chunk_grid": {"name": "regular",
+                       "configuration": {"chunk_shape": [HUGE_CHUNK]}},
+        "chunk_key_encoding": {"name": "default",
+                               "configuration": {"separator": "/"}},
+        "fill_value": 0,
+        "codecs": codecs,
+        "attributes": {},
+    }))
+    (p / "c").mkdir()
+    raw = np.arange(4, dtype="<f8").tobytes()
+    (p / "c" / "0").write_bytes(numcodecs.Zstd(level=3).encode(raw) if compressed else raw)
+    return p
+
+
+@pytest.mark.parametrize("compressed", [True, False], ids=["zstd", "uncompressed"])
+def test_unallocatable_chunk(tmp_path, compressed):
+    p = write_huge_chunk_store(tmp_path, compressed)
+    chunk_file = p / "c" / "0"
+    arr = lsio.open(str(p), io="pread")
+    assert arr.shape == (2 * HUGE_CHUNK,)
+    if compressed:
+        # The decoded chunk buffer (2**59 bytes) cannot be allocated.
+        with pytest.raises(MemoryError, match="cannot allocate a chunk buffer") as info:
+            arr[0:4]
+        assert not isinstance(info.value, lsio.Error)
+    else:
+        # The stored size is checked against the decoded size before any allocation.
+        with pytest.raises(lsio.CorruptDataError,
+                           match=f"uncompressed chunk has 32 bytes, expected {8 * HUGE_CHUNK}"
+                           ) as info:
+            arr[0:4]
+    assert str(chunk_file) in str(info.value)
+    assert "chunk (0)" in str(info.value)
+
+    # The process is alive and the Array stays usable: the missing chunk 1 is fill.
+    np.testing.assert_array_equal(arr[HUGE_CHUNK:HUGE_CHUNK + 3], np.zeros(3))
+    small = tmp_path / "small.zarr"
+    data = make_sharded(small)
+    np.testing.assert_array_equal(lsio.open(str(small), io="pread")[:], data)
+
+
+def make_zstd_store(path: Path) -> np.ndarray:
+    """(128, 128) float64, zstd chunks of 64x64 (32 KiB decoded each)."""
+    data = np.random.default_rng(3).standard_normal((128, 128))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ZARR_WARNINGS)
+        a = zarr.create_array(str(path), shape=data.shape, dtype="<f8", chunks=(64, 64),
+                              compressors=zarr.codecs.ZstdCodec(level=3), fill_value=0.0)
+        a[:] = data
+    return data
+
+
+@pytest.mark.parametrize("io_mode", ["pread", "auto"])
+def test_memory_limit_refuses_before_writing(tmp_path, io_mode):
+    path = tmp_path / "m.zarr"
+    data = make_zstd_store(path)
+
+    tight = lsio.open(str(path), io=io_mode, memory_limit=4096)
+    big = np.full((80, 80), SENTINEL)
+    view = big[5:75, 5:75]  # receives arr[30:100, 30:100]: 4 chunks
+    with pytest.raises(MemoryError, match="memory limit"):
+        tight.read((slice(30, 100), slice(30, 100)), out=view)
+    np.testing.assert_array_equal(big, SENTINEL)  # out untouched, inside and around
+
+    roomy = lsio.open(str(path), io=io_mode, memory_limit=64 << 20)
+    assert roomy.read((slice(30, 100), slice(30, 100)), out=view) is view
+    np.testing.assert_array_equal(view, data[30:100, 30:100])
+    outside = np.ones(big.shape, bool)
+    outside[5:75, 5:75] = False
+    np.testing.assert_array_equal(big[outside], SENTINEL)
