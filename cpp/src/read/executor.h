@@ -16,7 +16,14 @@
 //      flight with io_uring) and decodes each chunk as soon as its read completes, on the
 //      same core, straight into the output when the layout allows, else through a
 //      per-thread scratch buffer and a strided copy. Fills write the fill pattern in place.
-// The first error stops further work and is returned with the file, chunk and byte range.
+// Steps 2-4 run in waves when a call touches more files than half the Array's FileCache
+// capacity, so one call never holds more descriptors than that (tasks of one shard are
+// mostly adjacent, so a shard is rarely opened twice). Before each wave the executor fits
+// its workers and read batches into ctx.memory_limit, or fails before reading.
+// With a transform (ctx.convert), every chunk goes through scratch and is converted while
+// scattered; fills are converted once.
+// The first error stops further work and is returned with the file, chunk and byte range;
+// ctx.interrupted (Ctrl-C) is polled on the calling thread between chunks.
 // Writes go only to the selected regions of the caller's output.
 #pragma once
 
