@@ -142,6 +142,7 @@ struct CallState {
   const std::vector<DstView>* dsts;
   uint64_t batch_bytes = 0;  // read buffer per worker batch (may be below ctx->batch_bytes)
   const std::vector<uint8_t>* fill = nullptr;  // fill element in the output's type
+  int workers = 1;                             // threads working on this wave
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   std::mutex mu;
@@ -238,7 +239,14 @@ void WorkerLoop(CallState& cs) {
   const size_t n = plan.units.size();
   std::vector<ReadRequest> reqs;
   std::vector<size_t> req_unit;
-  const size_t max_batch = std::string(ctx.backend->name()) == "pread" ? 1 : std::max(1u, ctx.queue_depth);
+  // pread reads one unit at a time. io_uring wants several reads in flight, but a batch must
+  // not swallow the whole call: a worker that grabs every unit leaves the others idle (seen
+  // as threads=2 running no faster than 1), so batches are capped at a quarter of each
+  // worker's share.
+  const size_t share = std::max<size_t>(1, n / (4 * static_cast<size_t>(std::max(1, cs.workers))));
+  const size_t max_batch = std::string(ctx.backend->name()) == "pread"
+                               ? 1
+                               : std::min<size_t>(std::max(1u, ctx.queue_depth), share);
 
   while (!cs.failed.load(std::memory_order_relaxed) && !cs.Interrupted()) {
     reqs.clear();
@@ -437,6 +445,7 @@ Status ExecuteRead(const ReadContext& ctx, const std::vector<Selection>& sels,
     cs.fill = &fill;
     int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(max_workers), plan.units.size()));
     LSIO_RETURN_IF_ERROR(FitMemory(ctx, plan, &workers, &cs.batch_bytes));
+    cs.workers = workers;
     ThreadPool* pool = nullptr;
     if (workers > 1) {
       pool = &g_pool->Get();
