@@ -31,6 +31,8 @@ LSIO_WHEEL_BUILD_DIR="build/wheel"
 LSIO_APT_PACKAGES=(
   g++ cmake pkg-config
   liburing-dev libzstd-dev zlib1g-dev nlohmann-json3-dev libgtest-dev libgmock-dev
+  # Google Benchmark (1.7 on Debian 12): benchmarks/cpp/lsio_microbench, smoke-run in ctest.
+  libbenchmark-dev
   python3-dev python3-venv python3-pip git
   # scripts/fuzz.sh: libFuzzer. clang >= 15 (the engine uses _Float16); g++ brings the
   # ASan/UBSan/TSan runtimes for scripts/sanitize.sh.

@@ -10,6 +10,9 @@
 #   bash scripts/test.sh -- -k out_param  # arguments after -- go to pytest
 #   bash scripts/test.sh --no-sanitizers  # skip the sanitizer and fuzz steps (quick local run)
 #
+# The C++ build includes benchmarks/cpp/lsio_microbench; ctest smoke-runs each of its cases
+# once on small inputs (test lsio_microbench_smoke, ~1-5 s) so it cannot rot; no timing is
+# checked.
 # After ctest and pytest, the C++ steps (not with --python-only) also run
 # scripts/sanitize.sh (ctest under ASan+UBSan; with the Python step also test_goldens and
 # test_errors against an ASan+UBSan _core; ctest under TSan for util/io/read; any report
@@ -35,7 +38,7 @@ while [ "$#" -gt 0 ]; do
     --python-only) run_cpp=0 ;;
     --no-sanitizers) run_sanitizers=0 ;;
     --) shift; pytest_args=("$@"); break ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^$/p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -74,6 +77,7 @@ run_cpp_tests() {
   lsio_log "C++: configure"
   lsio_run cmake -S "$LSIO_ROOT" -B "$build_dir" "${gen[@]}" \
     -DCMAKE_BUILD_TYPE="${LSIO_BUILD_TYPE:-RelWithDebInfo}" -DLSIO_BUILD_TESTS=ON \
+    -DLSIO_BUILD_BENCHMARKS=ON \
     -DPython_EXECUTABLE="$(command -v python)" -DPython3_EXECUTABLE="$(command -v python)" \
     -Dpybind11_DIR="$(python -m pybind11 --cmakedir)" || return 1
   lsio_log "C++: build ($(nproc) jobs)"
