@@ -278,7 +278,8 @@ void BindArray(py::module_& m) {
   m.def(
       "open",
       [](const std::string& path, int threads, const std::string& io, unsigned queue_depth,
-         uint64_t max_gap, uint64_t max_request, uint64_t index_cache_bytes, uint64_t memory_limit) {
+         uint64_t max_gap, uint64_t max_request, uint64_t index_cache_bytes, uint64_t memory_limit,
+         bool direct) {
         lsio::OpenOptions o;
         o.threads = threads;
         o.io = io;
@@ -287,6 +288,7 @@ void BindArray(py::module_& m) {
         o.max_request = max_request;
         o.index_cache_bytes = index_cache_bytes;
         o.memory_limit = memory_limit;
+        o.direct = direct;
         lsio::Result<std::unique_ptr<lsio::Array>> r = lsio::Status::Internal("unset");
         {
           py::gil_scoped_release release;
@@ -296,8 +298,8 @@ void BindArray(py::module_& m) {
         return std::move(r).value();
       },
       py::arg("path"), py::arg("threads") = 0, py::arg("io") = "auto", py::arg("queue_depth") = 64,
-      py::arg("max_gap") = 64 << 10, py::arg("max_request") = 16 << 20,
-      py::arg("index_cache_bytes") = 64 << 20, py::arg("memory_limit") = 0);
+      py::arg("max_gap") = 64 << 10, py::arg("max_request") = 4 << 20,
+      py::arg("index_cache_bytes") = 64 << 20, py::arg("memory_limit") = 0, py::arg("direct") = false);
 
   m.def(
       "check_out",

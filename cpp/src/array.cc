@@ -70,13 +70,13 @@ struct Array::Impl {
         mode(m),
         backend([this] {
           auto* slot = new BackendSlot();
-          auto b = MakeBackend(mode, options.queue_depth);
+          auto b = MakeBackend(mode, options.queue_depth, options.direct);
           if (b.ok()) slot->backend = std::move(b).value();
           else slot->status = b.status();
           return slot;
         }),
         index_cache([this] { return new IndexCache(options.index_cache_bytes); }),
-        files([] { return new FileCache(DefaultFileCacheCapacity()); }) {}
+        files([this] { return new FileCache(DefaultFileCacheCapacity(), options.direct); }) {}
 
   Result<IoBackend*> Backend() {
     BackendSlot& s = backend.Get();

@@ -26,9 +26,10 @@ def open(
     io: str = "auto",
     queue_depth: int = 64,
     max_gap: int = 65536,
-    max_request: int = 16777216,
+    max_request: int = 4194304,
     index_cache_bytes: int = 67108864,
     memory_limit: int = 0,
+    direct: bool = False,
 ) -> Array: ...
 def check_out(
     out: object, array: Array, shape: list[int], transform: Optional[ElementTransform] = None

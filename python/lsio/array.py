@@ -11,6 +11,7 @@ forked worker), so handles can be passed to DataLoader workers.
 
 from __future__ import annotations
 
+import copy
 import json
 import operator
 import os
@@ -21,36 +22,12 @@ if TYPE_CHECKING:
 
 import numpy as np
 
-from . import _core
+from . import _core, _options, _tune
 from .errors import BoundsError, FormatError
 
 __all__ = ["Array", "open"]
 
 _IO_MODES = ("auto", "uring", "pread")
-
-
-def _threads_option(threads: Optional[int]) -> int:
-    if threads is None:
-        env = os.environ.get("LSIO_THREADS", "").strip()
-        if not env:
-            return 0  # the engine uses the CPUs available to the process
-        try:
-            threads = int(env)
-        except ValueError:
-            raise ValueError(f"LSIO_THREADS must be an integer >= 1, got {env!r}") from None
-    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)):
-        raise TypeError(f"threads must be an integer or None, got {type(threads).__name__}")
-    if threads < 1:
-        raise ValueError(f"threads must be >= 1 (or None for all available CPUs), got {threads}")
-    return int(threads)
-
-
-def _io_option(io: Optional[str]) -> str:
-    if io is None:
-        io = os.environ.get("LSIO_IO", "").strip() or "auto"
-    if io not in _IO_MODES:
-        raise ValueError(f"io must be one of {_IO_MODES}, got {io!r}")
-    return io
 
 
 def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
@@ -59,11 +36,13 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
     *,
     threads: Optional[int] = None,
     io: Optional[str] = None,
-    queue_depth: int = 64,
-    max_gap: int = 64 << 10,
-    max_request: int = 16 << 20,
-    index_cache_bytes: int = 64 << 20,
+    queue_depth: Optional[int] = None,
+    max_gap: Optional[int] = None,
+    max_request: Optional[int] = None,
+    index_cache_bytes: Optional[int] = None,
     memory_limit: Optional[int] = None,
+    direct: Optional[bool] = None,
+    tune: bool = False,
 ) -> "Array":
     """Open the Zarr v3 array stored in directory ``path`` (the one holding ``zarr.json``).
 
@@ -82,14 +61,32 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
         page-cache hits served inline by ``preadv2(RWF_NOWAIT)``; ``pread`` otherwise.
         ``"uring"`` forces io_uring (reads raise :class:`lsio.StorageError` where it is
         unavailable); ``"pread"`` forces plain positional reads.
-    queue_depth, max_gap, max_request, index_cache_bytes:
-        Engine tuning: reads in flight per thread; coalescing of nearby byte ranges (merge
-        when the gap is at most ``max_gap`` bytes and the read at most ``max_request``);
-        bytes of shard indexes cached per array.
+    queue_depth:
+        Reads in flight per thread with io_uring (``None``: ``LSIO_QUEUE_DEPTH`` or 64).
+    max_gap, max_request:
+        Coalescing: byte ranges of one file are merged into one read while the gap between
+        them is at most ``max_gap`` bytes and the read at most ``max_request`` bytes
+        (``None``: ``LSIO_MERGE_GAP`` / ``LSIO_MAX_READ``, else by storage kind: 64 KiB /
+        4 MiB on local disks and in memory, 1 MiB / 16 MiB on network file systems and
+        spinning disks). ``max_request`` also bounds each thread's read buffer.
+    index_cache_bytes:
+        Bytes of decoded shard indexes cached per array (``None``: 64 MiB).
     memory_limit:
         Bytes one read call may allocate for its plan and read/decode buffers (``None``:
         ``LSIO_MEMORY_LIMIT`` or no limit). Calls first use fewer threads and smaller
         batches to fit, else raise :class:`MemoryError` before reading.
+    direct:
+        Read with ``O_DIRECT``, bypassing the page cache (``None``: ``LSIO_DIRECT`` or off):
+        for one-pass scans of data larger than RAM, where caching only evicts other data.
+        Reads are widened to 4 KiB-aligned ranges; file systems without O_DIRECT (tmpfs on
+        older kernels) are read buffered.
+    tune:
+        Measure the storage at open (a few ms; reads up to ~3 MiB of the store) and set
+        ``max_gap`` / ``max_request`` from its latency x bandwidth, unless they were given
+        explicitly. ``Array.options["tuning"]`` shows the measurement.
+
+    Environment variables are read when the array is opened; ``Array.options`` shows the
+    values in effect.
 
     Raises
     ------
@@ -111,22 +108,9 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
         max_request=max_request,
         index_cache_bytes=index_cache_bytes,
         memory_limit=memory_limit,
+        direct=direct,
+        tune=tune,
     )
-
-
-def _memory_limit_option(limit: Optional[int]) -> int:
-    if limit is None:
-        env = os.environ.get("LSIO_MEMORY_LIMIT", "").strip()
-        if not env:
-            return 0
-        try:
-            limit = int(env)
-        except ValueError:
-            raise ValueError(f"LSIO_MEMORY_LIMIT must be a number of bytes, got {env!r}") from None
-    limit = operator.index(limit)
-    if limit <= 0:
-        raise ValueError(f"memory_limit must be a positive number of bytes (or None), got {limit}")
-    return int(limit)
 
 
 class Array:
@@ -138,18 +122,8 @@ class Array:
     """
 
     def __init__(self, path: "str | os.PathLike[str]", **options: Any) -> None:
-        self._config = {
-            "path": os.path.abspath(os.fspath(path)),
-            "threads": _threads_option(options.pop("threads", None)),
-            "io": _io_option(options.pop("io", None)),
-            "queue_depth": int(options.pop("queue_depth", 64)),
-            "max_gap": int(options.pop("max_gap", 64 << 10)),
-            "max_request": int(options.pop("max_request", 16 << 20)),
-            "index_cache_bytes": int(options.pop("index_cache_bytes", 64 << 20)),
-            "memory_limit": _memory_limit_option(options.pop("memory_limit", None)),
-        }
-        if options:
-            raise TypeError(f"unexpected options: {', '.join(sorted(options))}")
+        tune = bool(options.pop("tune", False))
+        self._config = _options.resolve(os.path.abspath(os.fspath(path)), options)
         self._native_obj = None
         self._pid = -1
         self._info: Optional[dict] = None
@@ -161,13 +135,17 @@ class Array:
             err = FormatError(_group_message(self._config["path"]))
             err.path = e.path
             raise err from e
+        if tune:
+            _tune.tune(self._config)
+            self._native_obj = None  # rebuilt with the tuned options on first use
 
     # -- native handle, rebuilt per process -----------------------------------------------
 
     def _native(self) -> Any:
         pid = os.getpid()
         if self._native_obj is None or self._pid != pid:
-            self._native_obj = _core.open(**self._config)
+            engine = {k: v for k, v in self._config.items() if k not in _options.NOT_ENGINE}
+            self._native_obj = _core.open(**engine)
             self._pid = pid
             if self._info is None:
                 self._set_info(self._native_obj.info())
@@ -198,6 +176,16 @@ class Array:
     @property
     def path(self) -> str:
         return self._config["path"]
+
+    @property
+    def options(self) -> dict:
+        """The options in effect: arguments, else environment variables, else defaults.
+
+        ``threads`` 0 means all available CPUs. ``storage`` is the detected storage kind
+        that chose the coalescing defaults; ``tuning`` (with ``tune=True``) what was measured.
+        """
+        out = {k: v for k, v in self._config.items() if k not in ("path", "explicit")}
+        return copy.deepcopy(out)
 
     @property
     def shape(self) -> Tuple[int, ...]:

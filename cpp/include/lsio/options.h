@@ -19,12 +19,16 @@ struct OpenOptions {
   /// Coalescing: merge byte ranges of one file when the gap is at most max_gap bytes and the
   /// merged read at most max_request bytes.
   uint64_t max_gap = 64 << 10;
-  uint64_t max_request = 16 << 20;
+  uint64_t max_request = 4 << 20;
   /// Bytes of decoded shard indexes kept per array.
   uint64_t index_cache_bytes = 64 << 20;
   /// Bytes one read call may allocate for its plan and buffers; 0 = no limit. Calls that
   /// cannot fit fail with kResourceExhausted before reading.
   uint64_t memory_limit = 0;
+  /// O_DIRECT reads (page cache bypassed) for cold scans of data larger than RAM: reads are
+  /// widened to 4 KiB-aligned ranges into aligned buffers and chunks decoded from inside
+  /// them. Files on file systems without O_DIRECT are read buffered.
+  bool direct = false;
 };
 
 }  // namespace lsio

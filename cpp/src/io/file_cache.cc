@@ -16,7 +16,7 @@ OpenFile::~OpenFile() {
   if (fd >= 0) close(fd);
 }
 
-FileCache::FileCache(size_t capacity) : capacity_(std::max<size_t>(capacity, 4)) {}
+FileCache::FileCache(size_t capacity, bool direct) : capacity_(std::max<size_t>(capacity, 4)), direct_(direct) {}
 
 void FileCache::EvictLocked(size_t keep) {
   while (lru_.size() > keep) {
@@ -60,6 +60,8 @@ Result<FileRef> FileCache::Open(const std::string& path) {
   if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
     return Status::IoError("fcntl failed", errno).WithPath(path);
   }
+  // F_SETFL may set O_DIRECT; EINVAL means the file system cannot, so read buffered.
+  if (direct_ && fcntl(fd, F_SETFL, (flags & ~O_NONBLOCK) | O_DIRECT) == 0) file->direct = true;
   file->size = static_cast<uint64_t>(st.st_size);
 
   std::lock_guard<std::mutex> lock(mu_);

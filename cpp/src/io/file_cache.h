@@ -19,6 +19,11 @@
 // the cache evicts the entry meanwhile, so eviction never races with a read in flight.
 // Sizes are taken at open time.
 //
+// With `direct`, descriptors are switched to O_DIRECT (page cache bypassed) where the file
+// system supports it; OpenFile::direct says whether it took, so callers must then issue
+// block-aligned reads into aligned buffers (kDirectAlignment). Where it does not take
+// (tmpfs on older kernels, some FUSE file systems) the file is read buffered.
+//
 // Thread-safety: all methods may be called concurrently. Fork: keep the cache in a
 // ProcessLocal slot; a child then gets a fresh cache and closes the inherited descriptors.
 #pragma once
@@ -34,9 +39,14 @@
 
 namespace lsio {
 
+/// Offsets, lengths and buffers of O_DIRECT reads are multiples of this (covers every
+/// logical block size up to 4 KiB).
+constexpr uint64_t kDirectAlignment = 4096;
+
 struct OpenFile {
   int fd = -1;
   uint64_t size = 0;
+  bool direct = false;  ///< the descriptor is O_DIRECT
   ~OpenFile();
 };
 
@@ -44,7 +54,7 @@ using FileRef = std::shared_ptr<const OpenFile>;
 
 class FileCache {
  public:
-  explicit FileCache(size_t capacity);
+  explicit FileCache(size_t capacity, bool direct = false);
 
   /// Opens (or finds) `path`. Returns nullptr when it does not exist (ENOENT).
   /// Fails with kIoError (errno, path) for other failures and non-regular files.
@@ -64,6 +74,7 @@ class FileCache {
   void EvictLocked(size_t keep);
 
   const size_t capacity_;
+  const bool direct_;
   std::mutex mu_;
   Lru lru_;  // front = most recently used
   std::unordered_map<std::string, Lru::iterator> map_;

@@ -9,6 +9,8 @@
 //      so the caller can decode it while other reads are still in flight.
 //   3. Check requests[i].status: kIoError carries the errno; reaching end-of-file before
 //      `length` bytes is kDataLoss ("unexpected end of file"); the caller adds the path.
+//      With min_length set (O_DIRECT reads rounded up to the block size), end-of-file after
+//      at least min_length bytes ends the request successfully; `transferred` says how many.
 //
 // Contract for every backend (checked by the shared conformance suite, tests/cpp/io/):
 //   - short reads are resumed until `length` bytes or EOF; EINTR and EAGAIN are retried;
@@ -36,7 +38,11 @@ struct ReadRequest {
   uint64_t offset = 0;
   uint64_t length = 0;
   uint8_t* dst = nullptr;
-  Status status;  ///< set by the backend before on_done runs
+  /// 0: all `length` bytes must exist. Else end-of-file after at least this many bytes is
+  /// success (an aligned O_DIRECT read may run past the end of the file).
+  uint64_t min_length = 0;
+  Status status;             ///< set by the backend before on_done runs
+  uint64_t transferred = 0;  ///< bytes read, set by the backend before on_done runs
 };
 
 class IoBackend {
@@ -66,5 +72,12 @@ int ProbeUringSetup();
 /// Shared helper: one read of [offset, offset+length) with short reads resumed, EINTR and
 /// EAGAIN retried, EOF reported as kDataLoss.
 Status PreadFully(int fd, uint64_t offset, uint64_t length, uint8_t* dst);
+
+/// PreadFully for a request: honours min_length (EOF after it is success) and resumes from
+/// `already` bytes; sets r->status and r->transferred.
+void PreadRequest(ReadRequest* r, uint64_t already = 0);
+
+/// What an end-of-file after `done` bytes means for `r`: Ok when min_length allows it.
+Status EofStatus(const ReadRequest& r, uint64_t done);
 
 }  // namespace lsio

@@ -45,7 +45,7 @@ const char* IoModeName(IoMode mode) {
 
 UringSupportInfo UringSupport() { return g_uring_support->Get(); }
 
-Result<std::unique_ptr<IoBackend>> MakeBackend(IoMode mode, unsigned queue_depth) {
+Result<std::unique_ptr<IoBackend>> MakeBackend(IoMode mode, unsigned queue_depth, bool direct) {
   switch (mode) {
     case IoMode::kPread:
       return MakePreadBackend();
@@ -61,7 +61,7 @@ Result<std::unique_ptr<IoBackend>> MakeBackend(IoMode mode, unsigned queue_depth
     }
     case IoMode::kAuto: {
       if (!UringSupport().available) return MakePreadBackend();
-      return MakeUringBackend(queue_depth, /*nowait_first=*/true);
+      return MakeUringBackend(queue_depth, /*nowait_first=*/!direct);
     }
   }
   return Status::Internal("bad io mode");

@@ -34,7 +34,9 @@ struct UringSupportInfo {
 UringSupportInfo UringSupport();
 
 /// Builds the backend for `mode`. Fails with kUnavailable for kUring where io_uring cannot
-/// be used.
-Result<std::unique_ptr<IoBackend>> MakeBackend(IoMode mode, unsigned queue_depth);
+/// be used. With `direct` (O_DIRECT descriptors), auto skips the inline RWF_NOWAIT attempt:
+/// a direct read never hits the page cache, and a synchronous one would stall the worker
+/// instead of queueing on the ring.
+Result<std::unique_ptr<IoBackend>> MakeBackend(IoMode mode, unsigned queue_depth, bool direct = false);
 
 }  // namespace lsio

@@ -68,126 +68,182 @@ struct ThreadRing {
 
 thread_local ThreadRing t_ring;
 
+// The state of one Read call's ring traffic.
+struct Pass {
+  std::span<ReadRequest> requests;
+  const std::function<void(size_t)>& on_done;
+  unsigned qd;
+  std::vector<uint64_t> done;     // bytes read per request
+  std::vector<size_t> retry;      // short or EAGAIN/EINTR completions to resubmit
+  std::vector<uint8_t> in_ring;   // handed to the ring and not finished
+  io_uring* ring = nullptr;
+  unsigned depth = 0;
+  size_t inflight = 0;            // SQEs prepared and not yet completed
+  size_t unsubmitted = 0;         // SQEs prepared and not yet submitted
+  size_t remaining = 0;           // requests in the ring not finished
+  int ring_error = 0;             // the hard error that stopped the ring
+
+  Pass(std::span<ReadRequest> reqs, const std::function<void(size_t)>& cb, unsigned queue_depth)
+      : requests(reqs), on_done(cb), qd(queue_depth), done(reqs.size(), 0), in_ring(reqs.size(), 0) {}
+
+  bool EnsureRing() {
+    if (ring != nullptr) return true;
+    if (t_ring.Ensure(std::max(8u, qd)) < 0) return false;
+    ring = &t_ring.ring;
+    depth = std::min<unsigned>(qd, t_ring.entries);
+    return true;
+  }
+
+  void Prep(size_t i) {
+    io_uring_sqe* sqe = io_uring_get_sqe(ring);  // never null: inflight <= depth <= entries
+    ReadRequest& r = requests[i];
+    const uint64_t len = std::min(r.length - done[i], kMaxSqeBytes);
+    io_uring_prep_read(sqe, r.fd, r.dst + done[i], static_cast<unsigned>(len), r.offset + done[i]);
+    io_uring_sqe_set_data64(sqe, i);
+    ++inflight;
+    ++unsubmitted;
+  }
+
+  void Queue(size_t i) {
+    in_ring[i] = 1;
+    ++remaining;
+    Prep(i);
+  }
+
+  // Submits what is prepared without waiting; false on a hard ring error.
+  bool Flush() {
+    if (unsubmitted == 0) return true;
+    const int r = io_uring_submit(ring);
+    if (r >= 0) {
+      unsubmitted -= std::min<size_t>(unsubmitted, static_cast<size_t>(r));
+      return true;
+    }
+    return r == -EINTR || r == -EAGAIN || r == -EBUSY || Stop(r);
+  }
+
+  // Resubmits retries, submits, and handles every completion available (waiting for at
+  // least one when `wait`); false on a hard ring error.
+  bool Reap(bool wait) {
+    if (ring == nullptr) return true;
+    while (!retry.empty() && inflight < depth) {
+      Prep(retry.back());
+      retry.pop_back();
+    }
+    if (wait && inflight > 0) {
+      const int r = io_uring_submit_and_wait(ring, 1);
+      if (r >= 0) unsubmitted = 0;
+      else if (r != -EINTR && r != -EAGAIN && r != -EBUSY) return Stop(r);
+    } else if (!Flush()) {
+      return false;
+    }
+    io_uring_cqe* cqe = nullptr;
+    while (io_uring_peek_cqe(ring, &cqe) == 0) {
+      const size_t i = static_cast<size_t>(io_uring_cqe_get_data64(cqe));
+      const int res = cqe->res;
+      io_uring_cqe_seen(ring, cqe);
+      --inflight;
+      ReadRequest& rq = requests[i];
+      if (res == -EINTR || res == -EAGAIN) {
+        retry.push_back(i);
+        continue;
+      }
+      if (res < 0) {
+        rq.status = Status::IoError("read failed", -res).WithRange(rq.offset, rq.length);
+      } else if (res == 0) {
+        rq.status = EofStatus(rq, done[i]);
+      } else {
+        done[i] += static_cast<uint64_t>(res);
+        if (done[i] < rq.length) {  // short read: resume the rest
+          retry.push_back(i);
+          continue;
+        }
+      }
+      Finish(i);
+    }
+    return true;
+  }
+
+  void Finish(size_t i) {
+    in_ring[i] = 0;
+    --remaining;
+    requests[i].transferred = done[i];
+    on_done(i);
+  }
+
+  bool Stop(int err) {
+    ring_error = err;
+    return false;
+  }
+
+  // The ring itself failed: wait for what is in flight (it targets caller memory), then fail
+  // every request handed to the ring and not finished, and every request from `unvisited` on.
+  void FailAll(size_t unvisited) {
+    while (inflight > unsubmitted) {
+      io_uring_cqe* cqe = nullptr;
+      const int w = io_uring_wait_cqe(ring, &cqe);
+      if (w == -EINTR) continue;
+      if (w < 0) break;  // nothing more can be learned
+      io_uring_cqe_seen(ring, cqe);
+      --inflight;
+    }
+    auto fail = [&](size_t i) {
+      ReadRequest& r = requests[i];
+      r.status = Status::IoError("io_uring submission failed", -ring_error).WithRange(r.offset, r.length);
+      r.transferred = done[i];
+      on_done(i);
+    };
+    for (size_t i = 0; i < requests.size(); ++i) {
+      if (in_ring[i]) fail(i);
+    }
+    for (size_t i = unvisited; i < requests.size(); ++i) fail(i);
+  }
+};
+
 class UringBackend final : public IoBackend {
  public:
   UringBackend(unsigned qd, bool nowait_first) : qd_(qd), nowait_first_(nowait_first) {}
 
   const char* name() const override { return nowait_first_ ? "uring+nowait" : "uring"; }
 
+  // One pass over the requests in order. With nowait_first, each is first tried inline
+  // (preadv2 RWF_NOWAIT); a hit is handed to on_done at once, so the caller decodes it while
+  // it is still in this core's cache, and a miss goes to the ring, whose reads proceed while
+  // later hits are decoded. Completions are reaped between hits and at the end.
   void Read(std::span<ReadRequest> requests,
             const std::function<void(size_t)>& on_done) override {
     const size_t n = requests.size();
     if (n == 0) return;
-    std::vector<uint64_t> done(n, 0);
-    std::vector<size_t> to_ring;
-    std::vector<size_t> hits;
-    to_ring.reserve(n);
-
+    Pass pass(requests, on_done, qd_);
     for (size_t i = 0; i < n; ++i) {
       ReadRequest& r = requests[i];
       r.status = Status::Ok();
+      r.transferred = 0;
       if (r.length == 0) {
-        hits.push_back(i);
-      } else if (nowait_first_ && nowait_supported_.load(std::memory_order_relaxed) &&
-                 TryNowait(r, &done[i])) {
-        hits.push_back(i);
-      } else {
-        to_ring.push_back(i);
-      }
-    }
-
-    if (to_ring.empty()) {
-      for (size_t i : hits) on_done(i);
-      return;
-    }
-
-    const int err = t_ring.Ensure(std::max(8u, qd_));
-    if (err < 0) {
-      // Cannot happen after a successful probe unless resources ran out: serve the rest
-      // with pread so the call still completes.
-      for (size_t i : hits) on_done(i);
-      for (size_t i : to_ring) {
-        ReadRequest& r = requests[i];
-        r.status = PreadFully(r.fd, r.offset + done[i], r.length - done[i], r.dst + done[i]);
         on_done(i);
+        continue;
       }
-      return;
-    }
-    io_uring* ring = &t_ring.ring;
-    const unsigned depth = std::min<unsigned>(qd_, t_ring.entries);
-
-    size_t next = 0;  // next index into to_ring not yet submitted
-    std::vector<size_t> retry;
-    size_t inflight = 0;
-    size_t remaining = to_ring.size();
-    bool hits_reported = false;
-
-    auto prep = [&](size_t i) -> bool {
-      io_uring_sqe* sqe = io_uring_get_sqe(ring);
-      if (sqe == nullptr) return false;
-      ReadRequest& r = requests[i];
-      const uint64_t len = std::min(r.length - done[i], kMaxSqeBytes);
-      io_uring_prep_read(sqe, r.fd, r.dst + done[i], static_cast<unsigned>(len),
-                         r.offset + done[i]);
-      io_uring_sqe_set_data64(sqe, i);
-      ++inflight;
-      return true;
-    };
-
-    while (remaining > 0) {
-      while (inflight < depth && (!retry.empty() || next < to_ring.size())) {
-        size_t i;
-        if (!retry.empty()) {
-          i = retry.back();
-          if (!prep(i)) break;
-          retry.pop_back();
-        } else {
-          i = to_ring[next];
-          if (!prep(i)) break;
-          ++next;
-        }
-      }
-      int r = io_uring_submit_and_wait(ring, 1);
-      if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
-        FailOutstanding(requests, r, ring, &inflight, to_ring, next, retry, &done, on_done);
-        // Hits are still good data.
-        if (!hits_reported) for (size_t i : hits) on_done(i);
-        return;
-      }
-      // Report inline hits once the first ring batch is in flight, so their decode overlaps
-      // with the kernel's work on the misses.
-      if (!hits_reported) {
-        hits_reported = true;
-        for (size_t i : hits) on_done(i);
-      }
-      io_uring_cqe* cqe = nullptr;
-      while (io_uring_peek_cqe(ring, &cqe) == 0) {
-        const size_t i = static_cast<size_t>(io_uring_cqe_get_data64(cqe));
-        const int res = cqe->res;
-        io_uring_cqe_seen(ring, cqe);
-        --inflight;
-        ReadRequest& rq = requests[i];
-        if (res == -EINTR || res == -EAGAIN) {
-          retry.push_back(i);
-          continue;
-        }
-        if (res < 0) {
-          rq.status = Status::IoError("read failed", -res).WithRange(rq.offset, rq.length);
-        } else if (res == 0) {
-          rq.status = Status::DataLoss("unexpected end of file after " +
-                                       std::to_string(done[i]) + " of " +
-                                       std::to_string(rq.length) + " bytes")
-                          .WithRange(rq.offset, rq.length);
-        } else {
-          done[i] += static_cast<uint64_t>(res);
-          if (done[i] < rq.length) {  // short read: resume the rest
-            retry.push_back(i);
-            continue;
-          }
-        }
-        --remaining;
+      if (nowait_first_ && nowait_supported_.load(std::memory_order_relaxed) && TryNowait(r, &pass.done[i])) {
+        r.transferred = pass.done[i];
+        // Start the kernel on misses queued so far before spending time on this hit.
+        const bool flushed = pass.Flush();
         on_done(i);
+        if (!flushed || !pass.Reap(/*wait=*/false)) return pass.FailAll(i + 1);
+        continue;
       }
+      if (!pass.EnsureRing()) {
+        // Cannot happen after a successful probe unless resources ran out: serve this miss
+        // with pread so the call still completes.
+        PreadRequest(&r, pass.done[i]);
+        on_done(i);
+        continue;
+      }
+      while (pass.inflight >= pass.depth) {
+        if (!pass.Reap(/*wait=*/true)) return pass.FailAll(i);
+      }
+      pass.Queue(i);
+    }
+    while (pass.remaining > 0) {
+      if (!pass.Reap(/*wait=*/true)) return pass.FailAll(n);
     }
   }
 
@@ -202,9 +258,7 @@ class UringBackend final : public IoBackend {
         continue;
       }
       if (n == 0) {
-        r.status = Status::DataLoss("unexpected end of file after " + std::to_string(*done) +
-                                    " of " + std::to_string(r.length) + " bytes")
-                       .WithRange(r.offset, r.length);
+        r.status = EofStatus(r, *done);
         return true;
       }
       if (errno == EINTR) continue;
@@ -217,38 +271,6 @@ class UringBackend final : public IoBackend {
       return true;
     }
     return true;
-  }
-
-  // The ring itself failed: wait for what is in flight (it targets caller memory), then
-  // fail every request not finished yet.
-  void FailOutstanding(std::span<ReadRequest> requests, int err, io_uring* ring,
-                       size_t* inflight, const std::vector<size_t>& to_ring, size_t next,
-                       const std::vector<size_t>& retry, std::vector<uint64_t>* done,
-                       const std::function<void(size_t)>& on_done) {
-    std::vector<bool> finished(requests.size(), false);
-    while (*inflight > 0) {
-      io_uring_cqe* cqe = nullptr;
-      const int w = io_uring_wait_cqe(ring, &cqe);
-      if (w == -EINTR) continue;
-      if (w < 0) break;  // nothing more can be learned; memory may still be written
-      const size_t i = static_cast<size_t>(io_uring_cqe_get_data64(cqe));
-      io_uring_cqe_seen(ring, cqe);
-      --*inflight;
-      (void)i;
-    }
-    auto fail = [&](size_t i) {
-      if (finished[i]) return;
-      finished[i] = true;
-      ReadRequest& r = requests[i];
-      r.status = Status::IoError("io_uring submission failed", -err).WithRange(r.offset, r.length);
-      on_done(i);
-    };
-    for (size_t k = 0; k < next; ++k) {
-      const size_t i = to_ring[k];
-      if (requests[i].status.ok() && (*done)[i] < requests[i].length) fail(i);
-    }
-    for (size_t i : retry) fail(i);
-    for (size_t k = next; k < to_ring.size(); ++k) fail(to_ring[k]);
   }
 
   unsigned qd_;

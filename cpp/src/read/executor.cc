@@ -28,6 +28,21 @@ std::string ShardPath(const ArrayLayout& l, const int64_t* coords) {
   return l.root + ChunkKey(l.keys, coords, l.ndim());
 }
 
+// O_DIRECT wants block-aligned offsets, lengths and buffers: widen the read to
+// kDirectAlignment boundaries. The bytes wanted then start at dst + (offset - r.offset), and
+// end-of-file after them is fine (the widened end may lie past the end of the file).
+void WidenForDirect(ReadRequest* r) {
+  const uint64_t end = r->offset + r->length;
+  const uint64_t a = r->offset & ~(kDirectAlignment - 1);
+  const uint64_t e = (end + kDirectAlignment - 1) & ~(kDirectAlignment - 1);
+  r->offset = a;
+  r->length = e - a;
+  r->min_length = end - a;
+}
+
+// Largest read buffer a worker keeps between calls; bigger ones are freed after the call.
+constexpr size_t kArenaKeepBytes = 16u << 20;
+
 // Step 2: fill in file/offset/nbytes/missing for tasks [first, last). `shard_index` and
 // `shard_file` are per plan shard and persist across waves (-2: not looked at yet).
 Status Resolve(const ReadContext& ctx, uint32_t first, uint32_t last, Plan* plan,
@@ -92,9 +107,15 @@ Status Resolve(const ReadContext& ctx, uint32_t first, uint32_t last, Plan* plan
     req_shard.push_back(s);
   }
   if (!reqs.empty()) {
-    std::vector<std::vector<uint8_t>> req_bufs(reqs.size());
+    std::vector<AlignedBuffer> req_bufs(reqs.size());
+    std::vector<uint64_t> req_skip(reqs.size(), 0);  // index bytes start here in the buffer
     for (size_t i = 0; i < reqs.size(); ++i) {
-      req_bufs[i].resize(reqs[i].length);
+      if (plan->file_refs[static_cast<size_t>(shard_file[req_shard[i]])]->direct) {
+        const uint64_t want = reqs[i].offset;
+        WidenForDirect(&reqs[i]);
+        req_skip[i] = want - reqs[i].offset;
+      }
+      if (!req_bufs[i].Reserve(reqs[i].length)) return Status::ResourceExhausted("cannot allocate shard index buffers");
       reqs[i].dst = req_bufs[i].data();
     }
     Status first_error;
@@ -106,9 +127,10 @@ Status Resolve(const ReadContext& ctx, uint32_t first, uint32_t last, Plan* plan
         first_error = Status(reqs[i].status).WithPath(plan->files[fi]);
         return;
       }
-      auto decoded = DecodeShardIndex(req_bufs[i], l.shard, plan->file_refs[fi]->size);
+      const std::span<const uint8_t> bytes(req_bufs[i].data() + req_skip[i], l.shard.index_size);
+      auto decoded = DecodeShardIndex(bytes, l.shard, plan->file_refs[fi]->size);
       if (!decoded.ok()) {
-        first_error = Status(decoded.status()).WithPath(plan->files[fi]).WithRange(reqs[i].offset, reqs[i].length);
+        first_error = Status(decoded.status()).WithPath(plan->files[fi]).WithRange(reqs[i].offset + req_skip[i], l.shard.index_size);
         return;
       }
       index[s] = std::make_shared<const std::vector<ShardIndexEntry>>(std::move(decoded).value());
@@ -233,7 +255,7 @@ Status WithContext(Status st, const Plan& plan, const ChunkTask& t) {
   return st;
 }
 
-void WorkerLoop(CallState& cs) {
+void WorkerLoopBody(CallState& cs) {
   const ReadContext& ctx = *cs.ctx;
   const Plan& plan = *cs.plan;
   const size_t n = plan.units.size();
@@ -260,12 +282,20 @@ void WorkerLoop(CallState& cs) {
         for (uint32_t k = 0; k < unit.num_tasks; ++k) Fill(cs, plan.tasks[plan.unit_tasks[unit.first_task + k]]);
         continue;
       }
+      const OpenFile& file = *plan.file_refs[static_cast<size_t>(unit.file)];
       ReadRequest r;
-      r.fd = plan.file_refs[static_cast<size_t>(unit.file)]->fd;
+      r.fd = file.fd;
       r.offset = unit.offset;
       r.length = unit.length;
       r.dst = unit.dst;  // null: placed in the arena below
-      if (unit.dst == nullptr) buffered += unit.length;
+      if (file.direct) {
+        // Aligned reads land in the arena; uncompressed chunks are copied out from there.
+        WidenForDirect(&r);
+        r.dst = nullptr;
+        buffered += r.length + kDirectAlignment;
+      } else if (unit.dst == nullptr) {
+        buffered += r.length;
+      }
       reqs.push_back(r);
       req_unit.push_back(u);
     }
@@ -279,6 +309,7 @@ void WorkerLoop(CallState& cs) {
     uint64_t at = 0;
     for (ReadRequest& r : reqs) {
       if (r.dst == nullptr) {
+        if (r.min_length != 0) at = (at + kDirectAlignment - 1) & ~(kDirectAlignment - 1);
         r.dst = arena.data() + at;
         at += r.length;
       }
@@ -297,7 +328,7 @@ void WorkerLoop(CallState& cs) {
       }
       for (uint32_t k = 0; k < unit.num_tasks; ++k) {
         const ChunkTask& t = plan.tasks[plan.unit_tasks[unit.first_task + k]];
-        std::span<const uint8_t> bytes(r.dst + (t.offset - unit.offset), t.nbytes);
+        std::span<const uint8_t> bytes(r.dst + (t.offset - r.offset), t.nbytes);
         Status st = DecodeTask(cs, t, bytes);
         if (!st.ok()) {
           cs.Fail(WithContext(std::move(st), plan, t));
@@ -306,6 +337,11 @@ void WorkerLoop(CallState& cs) {
       }
     });
   }
+}
+
+void WorkerLoop(CallState& cs) {
+  WorkerLoopBody(cs);
+  ThreadIoArena().Trim(kArenaKeepBytes);
 }
 
 // Chooses workers and batch size so that the plan plus every worker's read buffer and decode

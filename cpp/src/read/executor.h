@@ -47,7 +47,9 @@ struct ReadContext {
   PlanOptions plan;
   int threads = 1;             ///< total workers including the calling thread
   unsigned queue_depth = 64;   ///< reads in flight per worker
-  uint64_t batch_bytes = 64ull << 20;  ///< bytes buffered per worker batch
+  /// Bytes buffered per worker batch (io_uring batches; pread reads one unit at a time).
+  /// With max_request this bounds a worker's read buffer, hence the call's memory.
+  uint64_t batch_bytes = 8ull << 20;
   /// Polled on the calling thread only, about every 10 ms between batches of work; when it
   /// returns true the call stops with kCancelled (the output is then partly written).
   std::function<bool()> interrupted;

@@ -1,4 +1,5 @@
 // AlignedBuffer: a growable byte buffer with a fixed alignment, reused across calls.
+// Page-aligned, so it can also take O_DIRECT reads.
 //
 // Usage: keep one per thread (in a ProcessLocal or thread-local scratch), call Reserve(n)
 // before each use; memory is only reallocated when n grows past the capacity, so the hot
@@ -15,7 +16,7 @@ namespace lsio {
 
 class AlignedBuffer {
  public:
-  static constexpr size_t kAlignment = 64;
+  static constexpr size_t kAlignment = 4096;
 
   AlignedBuffer() = default;
   AlignedBuffer(const AlignedBuffer&) = delete;
@@ -37,6 +38,15 @@ class AlignedBuffer {
     data_ = static_cast<uint8_t*>(p);
     capacity_ = cap;
     return true;
+  }
+
+  /// Frees the memory if the capacity exceeds `keep` bytes (a one-off large call should not
+  /// pin its buffers for the life of the thread).
+  void Trim(size_t keep) {
+    if (capacity_ <= keep) return;
+    std::free(data_);
+    data_ = nullptr;
+    capacity_ = 0;
   }
 
   uint8_t* data() { return data_; }

@@ -1,0 +1,177 @@
+"""Tunables of ``lsio.open``: arguments, environment variables, storage-kind defaults,
+``tune=True`` and ``direct=True`` (O_DIRECT).
+
+Every store of ``stores.py`` is read with ``direct=True`` on every backend and compared with
+the expected array (chunks sit at unaligned offsets, so each read is widened to aligned
+blocks); the environment variables are checked for precedence and for clear errors.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+import lsio
+from lsio import _options
+from selections import crop_slices, random_crops, random_keys
+from stores import assert_same_bits
+from test_parity import seed_of
+
+ENV_VARS = ("LSIO_THREADS", "LSIO_IO", "LSIO_QUEUE_DEPTH", "LSIO_MERGE_GAP", "LSIO_MAX_READ",
+            "LSIO_MEMORY_LIMIT", "LSIO_DIRECT")
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    for name in ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="module")
+def path(stores):
+    return str(stores.get(SHARDED).path)
+
+
+SHARDED = "z_shard_zstd_end"
+
+
+def test_defaults_follow_the_storage_kind(path):
+    opts = lsio.open(path).options
+    kind = opts["storage"]["kind"]
+    assert kind in _options.COALESCING
+    assert (opts["max_gap"], opts["max_request"]) == _options.COALESCING[kind]
+    assert opts["queue_depth"] == 64 and opts["io"] == "auto" and opts["threads"] == 0
+    assert opts["direct"] is False and opts["memory_limit"] == 0
+    assert "tuning" not in opts
+
+
+def test_storage_kind_of_memory_file_systems(tmp_path):
+    assert _options.storage_kind("/dev/shm")[0] in ("memory", "local")
+    assert _options.storage_kind(str(tmp_path))[0] in _options.COALESCING
+    assert _options.storage_kind("/proc")[1] == "proc"
+
+
+def test_environment_variables_set_every_tunable(path, monkeypatch):
+    monkeypatch.setenv("LSIO_THREADS", "3")
+    monkeypatch.setenv("LSIO_IO", "pread")
+    monkeypatch.setenv("LSIO_QUEUE_DEPTH", "8")
+    monkeypatch.setenv("LSIO_MERGE_GAP", "4K")
+    monkeypatch.setenv("LSIO_MAX_READ", "1MiB")
+    monkeypatch.setenv("LSIO_MEMORY_LIMIT", "256M")
+    monkeypatch.setenv("LSIO_DIRECT", "1")
+    arr = lsio.open(path)
+    opts = arr.options
+    assert opts["threads"] == 3 and opts["io"] == "pread" and opts["queue_depth"] == 8
+    assert opts["max_gap"] == 4096 and opts["max_request"] == 1 << 20
+    assert opts["memory_limit"] == 256 << 20 and opts["direct"] is True
+    # ...and the array reads correctly with all of them in force.
+    np.testing.assert_array_equal(arr[...], lsio.open(path, io="pread", direct=False)[...])
+
+
+def test_arguments_override_the_environment(path, monkeypatch):
+    monkeypatch.setenv("LSIO_MERGE_GAP", "4K")
+    monkeypatch.setenv("LSIO_QUEUE_DEPTH", "8")
+    monkeypatch.setenv("LSIO_DIRECT", "true")
+    opts = lsio.open(path, max_gap=0, queue_depth=16, direct=False).options
+    assert opts["max_gap"] == 0 and opts["queue_depth"] == 16 and opts["direct"] is False
+
+
+@pytest.mark.parametrize("name,value,words", [
+    ("LSIO_MERGE_GAP", "lots", "LSIO_MERGE_GAP"),
+    ("LSIO_MAX_READ", "0", "LSIO_MAX_READ"),
+    ("LSIO_MAX_READ", "-4K", "LSIO_MAX_READ"),
+    ("LSIO_QUEUE_DEPTH", "0", "LSIO_QUEUE_DEPTH"),
+    ("LSIO_QUEUE_DEPTH", "5000", "LSIO_QUEUE_DEPTH"),
+    ("LSIO_QUEUE_DEPTH", "deep", "LSIO_QUEUE_DEPTH"),
+    ("LSIO_DIRECT", "maybe", "LSIO_DIRECT"),
+    ("LSIO_THREADS", "0", "LSIO_THREADS"),
+    ("LSIO_IO", "mmap", "io must be one of"),
+    ("LSIO_MEMORY_LIMIT", "1Q", "LSIO_MEMORY_LIMIT"),
+])
+def test_bad_environment_values_name_the_variable(path, monkeypatch, name, value, words):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=words):
+        lsio.open(path)
+
+
+@pytest.mark.parametrize("kw,exc", [
+    ({"queue_depth": 0}, ValueError), ({"queue_depth": 4097}, ValueError),
+    ({"max_request": 0}, ValueError), ({"max_gap": -1}, ValueError),
+    ({"max_gap": 1.5}, TypeError), ({"direct": "yes"}, TypeError),
+    ({"index_cache_bytes": -1}, ValueError), ({"bogus": 1}, TypeError),
+])
+def test_bad_arguments(path, kw, exc):
+    with pytest.raises(exc):
+        lsio.open(path, **kw)
+
+
+def test_parse_size():
+    assert _options.parse_size("123", "x") == 123
+    assert _options.parse_size("64k", "x") == 64 << 10
+    assert _options.parse_size("4 MiB", "x") == 4 << 20
+    assert _options.parse_size("1G", "x") == 1 << 30
+    assert _options.parse_size("2TB", "x") == 2 << 40
+    with pytest.raises(ValueError):
+        _options.parse_size("4.5M", "x")
+
+
+def test_options_survive_pickling(path, monkeypatch):
+    arr = lsio.open(path, max_gap=12345, direct=True, queue_depth=4)
+    monkeypatch.setenv("LSIO_MERGE_GAP", "1")  # the receiver keeps the sender's options
+    again = pickle.loads(pickle.dumps(arr))
+    assert again.options == arr.options
+    np.testing.assert_array_equal(again[...], arr[...])
+
+
+@pytest.fixture(scope="module")
+def big_path(tmp_path_factory):
+    """Shards of 4 MiB, so that tune=True can measure bandwidth."""
+    import zarr
+    from zarr.codecs import ZstdCodec
+    p = tmp_path_factory.mktemp("tune") / "big"
+    z = zarr.create_array(str(p), shape=(4, 1024, 1024), shards=(1, 1024, 1024), chunks=(1, 256, 256),
+                          dtype="f4", compressors=ZstdCodec(level=1))
+    z[...] = np.random.default_rng(0).normal(size=z.shape).astype("f4")
+    return str(p)
+
+
+def test_tune_measures_and_sets_coalescing(big_path):
+    path = big_path
+    arr = lsio.open(path, tune=True)
+    opts = arr.options
+    t = opts["tuning"]
+    assert t["files_sampled"] >= 1
+    assert t["latency_us"] > 0 and t["bandwidth_MBps"] > 0
+    assert opts["max_gap"] == t["chosen"]["max_gap"]
+    assert 4096 <= opts["max_gap"] <= 4 << 20 and opts["max_gap"] & (opts["max_gap"] - 1) == 0
+    assert (1 << 20) <= opts["max_request"] <= 64 << 20
+    np.testing.assert_array_equal(arr[...], lsio.open(path)[...])
+
+
+def test_tune_keeps_explicit_options(big_path, monkeypatch):
+    monkeypatch.setenv("LSIO_MAX_READ", "3M")
+    opts = lsio.open(big_path, tune=True, max_gap=777).options
+    assert opts["max_gap"] == 777 and opts["max_request"] == 3 << 20
+    assert "chosen" in opts["tuning"]
+
+
+def test_tune_on_a_store_without_data_keeps_defaults(tmp_path):
+    import zarr
+    zarr.create_array(str(tmp_path / "empty"), shape=(10,), chunks=(5,), dtype="i2")
+    arr = lsio.open(str(tmp_path / "empty"), tune=True)
+    assert arr.options["tuning"]["files_sampled"] == 0
+    assert "note" in arr.options["tuning"]
+    np.testing.assert_array_equal(arr[...], np.zeros(10, "i2"))
+
+
+def test_direct_reads_equal_the_reference(store, io_mode):
+    arr = lsio.open(str(store.path), io=io_mode, threads=2, direct=True)
+    assert_same_bits(arr[...], store.expected, f"{store.name}[...] direct")
+    for key in random_keys(seed_of(store.name) + 7, store.expected.shape, 4):
+        assert_same_bits(arr[key], store.expected[key], f"{store.name}[{key!r}] direct")
+    if store.expected.ndim:
+        starts, crop = random_crops(seed_of(store.name), store.expected.shape, arr.chunks)
+        want = np.stack([store.expected[crop_slices(s, crop)] for s in starts])
+        assert_same_bits(arr.read_crops(starts, crop), want, f"{store.name} crops direct")
