@@ -8,11 +8,13 @@ namespace py = pybind11;
 
 namespace lsio_py {
 void BindArray(py::module_& m);
+void BindLimits(py::module_& m);  // limits.cc: private micro-benchmarks for benchmarks/python
 }  // namespace lsio_py
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "lsio native engine (internal; use the lsio package)";
   lsio_py::BindArray(m);
+  lsio_py::BindLimits(m);
   m.def("io_backend_info", [] {
     const lsio::IoBackendInfo i = lsio::GetIoBackendInfo();
     py::dict d;

@@ -1,0 +1,192 @@
+"""Reporting for the benchmark suite (suite.py): console lines, markdown tables, PNG, RESULTS.md.
+
+    report.short_line(row)        one progress line per result row
+    report.markdown(doc)          the tables (throughput, memory, targets) from results.json's doc
+    report.plot(doc, path)        bar charts of MB/s per workload (matplotlib, Agg backend)
+    report.results_md(doc, md)    benchmarks/RESULTS.md: date, machine, command, tables, notes
+
+Throughput rows: units/s is crops/s or inner chunks/s (column "rate"); MB/s is decoded output
+bytes per second for every row, limits included (a raw-read limit's own bytes/s of compressed
+data is kept in the JSON as read_MBps), so every row compares on the same scale.
+"lsio/x" is lsio's rate divided by row x's; "vs limit" is the row's rate divided by the
+workload's primary limit (W2: the faster raw read, others: libzstd x threads).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+MiB = 2**20
+
+
+def _fmt_rate(v: float) -> str:
+    if v >= 100:
+        return f"{v:,.0f}"
+    return f"{v:,.1f}"
+
+
+def short_line(row: dict) -> str:
+    name = f"{row['reader']:<29} t={row['threads']}"
+    if row.get("status") != "ok":
+        return f"{name}  {row.get('status')}"
+    if "peak_bytes" in row:
+        return (f"{name}  peak {row['peak_bytes'] / MiB:,.0f} MiB (out {row['out_bytes'] / MiB:,.0f} MiB, "
+                f"baseline {row['baseline_bytes'] / MiB:,.0f} MiB, delta {row['delta_bytes'] / MiB:,.0f} MiB), "
+                f"{row['seconds']:.2f} s")
+    if "units_per_s" not in row:
+        return f"{name}  no timed rounds"
+    extra = f", read {row['read_MBps']:,.0f} MB/s" if "read_MBps" in row else ""
+    return (f"{name}  {_fmt_rate(row['units_per_s'])} {row['unit']}/s, {row['MBps']:,.0f} MB/s "
+            f"(median {row['median_s'] * 1e3:.2f} ms of {len(row['times_s'])}{extra}) check={row.get('check')}")
+
+
+def markdown(doc: dict) -> str:
+    rows = [r for r in doc["rows"] if r["workload"] != "W6"]
+    lines = ["| workload | cache | reader | threads | rate | MB/s | lsio/x | vs limit | target | check |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        status = r.get("status", "")
+        if status == "ok" and "units_per_s" in r:
+            rate = f"{_fmt_rate(r['units_per_s'])} {r['unit']}/s"
+            mbps = f"{r['MBps']:,.0f}"
+        else:
+            rate, mbps = status or "-", "-"
+        ratio = f"{r['lsio_ratio']:.2f}x" if "lsio_ratio" in r else ""
+        vs = f"{r['vs_limit']:.2f}" if "vs_limit" in r and r.get("kind") != "limit" else ""
+        reader = f"*{r['reader']}*" if r.get("kind") == "limit" else r["reader"]
+        check = r.get("check", "-") if status == "ok" or str(status).startswith("MISMATCH") else "-"
+        lines.append(f"| {r['workload']} | {r['cache']} | {reader} | {r['threads']} | {rate} | {mbps} | {ratio} "
+                     f"| {vs} | {r.get('target', '')} | {check} |")
+    out = ["## Throughput (medians)", "", *lines, ""]
+    mem = [r for r in doc["rows"] if r["workload"] == "W6"]
+    if mem:
+        size = next((r["out_bytes"] for r in mem if "out_bytes" in r), 0)
+        out += [f"## Memory (W6): whole {size / MiB:,.0f} MiB array read once, one process per reader", "",
+                "| reader | threads | peak RSS MiB | output MiB | baseline MiB | peak - baseline MiB | seconds | target | check |",
+                "|---|---|---|---|---|---|---|---|---|"]
+        for r in mem:
+            if r.get("status") == "ok":
+                out.append(f"| {r['reader']} | {r['threads']} | {r['peak_bytes'] / MiB:,.0f} | {r['out_bytes'] / MiB:,.0f} "
+                           f"| {r['baseline_bytes'] / MiB:,.0f} | {r['delta_bytes'] / MiB:,.0f} | {r['seconds']:.2f} "
+                           f"| {r.get('target', '')} | {r.get('check')} |")
+            else:
+                out.append(f"| {r['reader']} | {r['threads']} | {r.get('status')} | | | | | | |")
+        out += ["", "lsio's baseline includes its preallocated, touched `out`; peers allocate their result "
+                "during the read, so their peak - baseline includes the output.", ""]
+    if doc.get("targets"):
+        out += ["## Targets", "", "| workload | cache | threads | reader | target | result |", "|---|---|---|---|---|---|"]
+        for v in doc["targets"]:
+            out.append(f"| {v['workload']} | {v['cache']} | {v['threads']} | {v['reader']} | {v['target']} | "
+                       f"{'met' if v['met'] else 'missed'} ({v['detail']}) |")
+        out.append("")
+    out += ["## Stores", "", "| store | layout | raw MiB | stored MiB | compression |", "|---|---|---|---|---|"]
+    for k, s in doc["stores"].items():
+        out.append(f"| {k} | {s['spec']} | {s['raw_bytes'] / MiB:,.0f} | {s['stored_bytes'] / MiB:,.0f} | {s['ratio']:.2f}x |")
+    out.append("")
+    notes = notes_lines(doc)
+    if notes:
+        out += ["## Notes", "", *notes, ""]
+    return "\n".join(out)
+
+
+def notes_lines(doc: dict) -> list[str]:
+    n = []
+    v = doc.get("versions", {})
+    why = doc.get("unavailable", {})
+    n.append("- Readers: " + ", ".join(f"{k} {x}" if x else f"{k}: {why.get(k, 'not installed')}"
+                                       for k, x in v.items()) + ".")
+    cc = doc.get("cold_check")
+    if cc:
+        n.append(f"- Cold check ({cc['store']}): {cc['resident_before'] / MiB:,.0f} MiB of {cc['bytes'] / MiB:,.0f} MiB "
+                 f"resident after reading it, {cc['resident_after'] / MiB:,.1f} MiB after "
+                 f"posix_fadvise(POSIX_FADV_DONTNEED) (mincore): {'ok' if cc['ok'] else 'FAILED'}. "
+                 "Cold rows reopen every reader and drop the store before each round.")
+    io = doc.get("io_uring", {})
+    if not io.get("available", True):
+        n.append(f"- io_uring unavailable here: {io.get('reason')}.")
+    fio = doc.get("fio")
+    if fio:
+        if fio.get("available") and "MBps" in fio:
+            n.append(f"- fio cross-check (cold, O_DIRECT io_uring QD32, random reads): {fio['MBps']:,.0f} MB/s, "
+                     f"{fio['iops']:,.0f} IOPS (`{fio['cmd']}`).")
+        else:
+            n.append(f"- fio: {fio.get('note') or fio.get('error')}.")
+    bad = [r for r in doc["rows"] if str(r.get("status", "")).startswith(("MISMATCH", "error"))]
+    for r in bad:
+        n.append(f"- **{r['workload']} {r['reader']} (threads {r['threads']}): {r['status']}**")
+    n.append("- Peers return their crops as a list of arrays (never stacked), lsio fills one preallocated "
+             "array; limits are in output-equivalent MB/s (raw reads: the batch's compressed chunk byte "
+             "ranges, plus shard indexes when cold, and cold also *merged*: neighbours within lsio's "
+             "default max_gap read as one range (up to its max_request), gaps included, like a coalescing reader; zstd: single-thread decode of the same chunks times "
+             "the thread count; memcpy: output size, one thread).")
+    return n
+
+
+def plot(doc: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker  # noqa: F401
+
+    groups: dict[tuple, list[dict]] = {}
+    for r in doc["rows"]:
+        if r["workload"] == "W6" or r.get("status") != "ok" or "MBps" not in r:
+            continue
+        groups.setdefault((r["workload"], r["cache"], r["threads"]), []).append(r)
+    mem = [r for r in doc["rows"] if r["workload"] == "W6" and r.get("status") == "ok"]
+    n = len(groups) + (1 if mem else 0)
+    if n == 0:
+        return
+    cols = 2 if n > 1 else 1
+    nrows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(7 * cols, 2.6 * nrows + 0.6), squeeze=False)
+    flat = [a for row in axes for a in row]
+    for ax, ((wid, cache, threads), rs) in zip(flat, sorted(groups.items())):
+        names = [r["reader"] for r in rs]
+        vals = [r["MBps"] for r in rs]
+        colors = ["#999999" if r["kind"] == "limit" else ("#1f77b4" if r["reader"].startswith("lsio") else "#ff7f0e")
+                  for r in rs]
+        ax.barh(range(len(rs)), vals, color=colors)
+        ax.set_yticks(range(len(rs)), names, fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set_xlabel("MB/s of output (log)", fontsize=7)
+        ax.set_title(f"{wid} {cache}, {threads} thread{'s' if threads > 1 else ''}", fontsize=9)
+        ax.tick_params(axis="x", labelsize=7)
+    if mem:
+        ax = flat[len(groups)]
+        ax.barh(range(len(mem)), [r["peak_bytes"] / MiB for r in mem],
+                color=["#1f77b4" if r["reader"].startswith("lsio") else "#ff7f0e" for r in mem])
+        ax.axvline(mem[0]["out_bytes"] / MiB + 64, color="k", ls="--", lw=1)
+        ax.set_yticks(range(len(mem)), [r["reader"] for r in mem], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlabel("peak RSS MiB (dashed: output + 64 MiB)", fontsize=7)
+        ax.set_title("W6 memory", fontsize=9)
+    for ax in flat[n:]:
+        ax.axis("off")
+    fig.suptitle(f"lsio benchmarks ({doc['mode']}, {doc['date']})", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def results_md(doc: dict, md: str) -> str:
+    m = doc["machine"]
+    d = m.get("disk", {})
+    disk = ", ".join(f"{k} {v}" for k, v in d.items() if v not in ("", None))
+    head = [
+        "# Benchmark results",
+        "",
+        "Written by `benchmarks/python/suite.py` (see benchmarks/README.md). Figures are medians of "
+        "interleaved rounds on a shared machine: compare rows within one run, quote ratios.",
+        "",
+        f"- Date: {doc['date']}",
+        f"- Command: `{doc['command']}` ({doc['mode']} mode, {doc['elapsed_s'] / 60:.1f} min)",
+        f"- Machine: {m.get('cpu_model', '?')}; {m.get('cpus_usable')} usable CPUs of {m.get('cpus')}; "
+        f"{m.get('ram_gib', '?')} GiB RAM; disk: {disk}; kernel {m.get('kernel')}; Python {m.get('python')}",
+        f"- Threads: {doc['args'].get('threads')} for every reader (W3 also 1)",
+        "",
+    ]
+    return "\n".join(head) + md + "\n"

@@ -1,0 +1,105 @@
+"""Smoke test of the benchmark suite (benchmarks/python/suite.py) so it cannot rot.
+
+Runs `suite.py --quick --only W1 --rounds 1` into a temporary directory (stores included,
+about 10-30 s) and checks the JSON's structure and that every reader's result matched
+zarr-python's. It asserts no timing: speed is measured by the suite, never by tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITE = ROOT / "benchmarks" / "python" / "suite.py"
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    pytest.importorskip("zarr", minversion="3")
+    tmp = tmp_path_factory.mktemp("bench")
+    cmd = [sys.executable, str(SUITE), "--quick", "--only", "W1", "--rounds", "1", "--out", str(tmp / "out"),
+           "--cache-dir", str(tmp / "cache"), "--results-md", str(tmp / "RESULTS.md")]
+    env = dict(os.environ, LSIO_BENCH_COMMAND="pytest smoke")
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=tmp)
+    return tmp, p
+
+
+def test_suite_runs_and_checks_pass(quick_run):
+    tmp, p = quick_run
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    doc = json.loads((tmp / "out" / "results.json").read_text())
+    for key in ("date", "command", "mode", "machine", "versions", "stores", "cold_check", "workloads",
+                "rows", "targets", "checks_passed", "elapsed_s"):
+        assert key in doc, key
+    assert doc["mode"] == "quick"
+    assert doc["command"] == "pytest smoke"
+    assert doc["checks_passed"] is True
+    assert set(doc["workloads"]) == {"W1"}
+    assert doc["machine"]["cpus"] >= 1 and "kernel" in doc["machine"]
+
+    (store,) = doc["stores"].values()
+    assert 1.0 < store["ratio"] < 5.0  # realistic data, not a 25x-compressible toy
+
+    rows = {r["reader"]: r for r in doc["rows"]}
+    assert rows["lsio"]["status"] == "ok" and rows["lsio"]["check"] == "ok"
+    assert rows["zarr-python"]["status"] == "ok"
+    for name, r in rows.items():
+        assert not str(r["status"]).startswith(("MISMATCH", "error")), (name, r["status"])
+        if r["kind"] == "reader" and r["status"] == "ok":
+            assert r["check"] == "ok", name
+            assert len(r["times_s"]) == 1 and r["units_per_s"] > 0 and r["MBps"] > 0
+        if r["status"] == "not installed":
+            assert r["reader"] in ("tensorstore", "zarrs")
+    for limit in ("limit: raw read pread", "limit: zstd 1 thread x2", "limit: memcpy output"):
+        assert rows[limit]["status"] == "ok", rows[limit]
+        assert rows[limit]["units_per_s"] > 0
+    assert rows["limit: raw read pread"]["read_bytes_per_batch"] > 0
+    assert any(v["workload"] == "W1" and v["reader"] == "lsio" for v in doc["targets"])
+
+
+def test_suite_writes_report_files(quick_run):
+    tmp, p = quick_run
+    assert p.returncode == 0
+    md = (tmp / "out" / "results.md").read_text()
+    assert "| W1 | hot | lsio |" in md
+    assert not (tmp / "RESULTS.md").exists()  # only full runs (or --write-results) write it
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    assert (tmp / "out" / "results.png").stat().st_size > 0
+
+
+def test_limits_module_measures_the_same_bytes(tmp_path):
+    """The native limit helpers read and decode what they are given, and report errors."""
+    np = pytest.importorskip("numpy")
+    from lsio._core import _limits
+
+    import lsio
+
+    data = np.arange(1 << 16, dtype=np.uint8).tobytes()
+    f = tmp_path / "f.bin"
+    f.write_bytes(data)
+    files = np.zeros(4, dtype=np.int64)
+    offsets = np.array([0, 1000, 4096, 60000], dtype=np.uint64)
+    lengths = np.array([10, 3000, 8192, 5536], dtype=np.uint64)
+    ios = ["pread"] + (["uring"] if lsio.io_backend_info()["uring_available"] else [])
+    for io in ios:
+        for threads in (1, 2):
+            assert _limits.raw_read([str(f)], files, offsets, lengths, io=io, threads=threads) >= 0
+    with pytest.raises(lsio.CorruptDataError):  # past the end of the file
+        _limits.raw_read([str(f)], files[:1], np.array([len(data)], np.uint64), np.array([1], np.uint64))
+    with pytest.raises(ValueError):
+        _limits.raw_read([str(f)], np.array([1], np.int64), offsets[:1], lengths[:1])
+    numcodecs = pytest.importorskip("numcodecs")
+    frame = numcodecs.Zstd(level=3).encode(data)
+    assert _limits.zstd_decode([frame, frame], len(data), 2) >= 0
+    with pytest.raises(lsio.CorruptDataError):
+        _limits.zstd_decode([b"not zstd"], 16)
+    assert _limits.memcpy(1 << 20, 2) >= 0
