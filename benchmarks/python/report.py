@@ -189,4 +189,4 @@ def results_md(doc: dict, md: str) -> str:
         f"- Threads: {doc['args'].get('threads')} for every reader (W3 also 1)",
         "",
     ]
-    return "\n".join(head) + md + "\n"
+    return "\n".join(head) + "\n" + md + "\n"
