@@ -12,12 +12,23 @@
 * ``memory_limit``: a read needing more than the limit raises ``MemoryError``
   mentioning "memory limit" before writing into ``out``; the same read under a
   large limit returns the data.
+* Real allocation failures: in a subprocess with a small ``posix_memalign``
+  interposer preloaded (compiled here from ``ALLOC_SHIM_C``; the engine's read
+  arena and decoded-chunk buffer come from ``posix_memalign``), the 1st, 2nd, ...
+  such allocation of a read fails in turn, each time on a fresh thread (so its
+  per-thread buffers must be allocated): ``MemoryError`` naming the buffer,
+  nothing written outside the ``out`` view, no garbage inside it, and the same
+  Array then reads correctly on that thread.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
+import textwrap
 import warnings
 from pathlib import Path
 
@@ -172,3 +183,117 @@ def test_memory_limit_refuses_before_writing(tmp_path, io_mode):
     outside = np.ones(big.shape, bool)
     outside[5:75, 5:75] = False
     np.testing.assert_array_equal(big[outside], SENTINEL)
+
+
+# posix_memalign that fails the Nth call of at least `min` bytes once armed; everything
+# else is memalign(), which keeps sanitizer runtimes (when preloaded first) in the loop.
+ALLOC_SHIM_C = r"""
+#include <errno.h>
+#include <malloc.h>
+#include <stddef.h>
+static unsigned long fail_nth, min_bytes, calls, failed;
+void lsio_test_arm(unsigned long nth, unsigned long min) {
+  __atomic_store_n(&fail_nth, 0, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&calls, 0, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&failed, 0, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&min_bytes, min, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&fail_nth, nth, __ATOMIC_SEQ_CST);
+}
+unsigned long lsio_test_failed(void) { return __atomic_load_n(&failed, __ATOMIC_SEQ_CST); }
+int posix_memalign(void **p, size_t align, size_t size) {
+  if (align < sizeof(void *) || (align & (align - 1)) != 0) return EINVAL;
+  unsigned long nth = __atomic_load_n(&fail_nth, __ATOMIC_SEQ_CST);
+  if (nth != 0 && size >= __atomic_load_n(&min_bytes, __ATOMIC_SEQ_CST) &&
+      __atomic_add_fetch(&calls, 1, __ATOMIC_SEQ_CST) == nth) {
+    __atomic_add_fetch(&failed, 1, __ATOMIC_SEQ_CST);
+    return ENOMEM;
+  }
+  void *q = memalign(align, size);
+  if (q == NULL && size != 0) return ENOMEM;
+  *p = q;
+  return 0;
+}
+"""
+
+# Runs in the subprocess: argv = store, io mode, shim path. Prints one JSON list.
+ALLOC_CHILD = textwrap.dedent("""
+    import ctypes, json, sys, threading
+    import numpy as np
+    import lsio
+    store, io, shim_path = sys.argv[1:4]
+    shim = ctypes.CDLL(shim_path)
+    arr = lsio.open(store, io=io, threads=1)
+    truth = arr[:]
+    results = []
+    for nth in range(1, 30):
+        box = {"nth": nth}
+        def work():
+            big = np.full((80, 80), 7.5)
+            view = big[5:75, 5:75]  # receives arr[30:100, 30:100]: 4 chunks, none whole
+            shim.lsio_test_arm(nth, 4096)
+            try:
+                arr.read((slice(30, 100), slice(30, 100)), out=view)
+                box["error"] = None
+            except MemoryError as e:
+                box["error"] = "MemoryError: " + str(e)
+            except BaseException as e:
+                box["error"] = "other: " + repr(e)
+            box["failed"] = shim.lsio_test_failed()
+            shim.lsio_test_arm(0, 0)
+            outside = np.ones(big.shape, bool)
+            outside[5:75, 5:75] = False
+            box["outside_untouched"] = bool((big[outside] == 7.5).all())
+            inside = big[5:75, 5:75]
+            want = truth[30:100, 30:100]
+            box["inside_clean"] = bool(((inside == 7.5) | (inside == want)).all())
+            box["inside_exact"] = bool((inside == want).all())
+            box["again_exact"] = bool(np.array_equal(arr[30:100, 30:100], want))
+        t = threading.Thread(target=work)  # fresh per-thread arena and decode scratch
+        t.start()
+        t.join()
+        results.append(box)
+        if not box["failed"]:
+            break
+    print(json.dumps(results))
+""")
+
+
+@pytest.fixture(scope="module")
+def alloc_shim(tmp_path_factory):
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build the posix_memalign interposer")
+    d = tmp_path_factory.mktemp("alloc_shim")
+    (d / "shim.c").write_text(ALLOC_SHIM_C)
+    so = d / "shim.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(so), str(d / "shim.c")], check=True)
+    return so
+
+
+@pytest.mark.parametrize("io_mode", ["pread", "uring"])
+def test_failed_buffer_allocation_is_memory_error(tmp_path, alloc_shim, io_mode):
+    if io_mode == "uring" and not lsio.io_backend_info()["uring_available"]:
+        pytest.skip(f"io_uring unavailable: {lsio.io_backend_info()['reason']}")
+    path = tmp_path / "m.zarr"
+    make_zstd_store(path)
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = " ".join(x for x in (env.get("LD_PRELOAD", ""), str(alloc_shim)) if x)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    proc = subprocess.run([sys.executable, "-c", ALLOC_CHILD, str(path), io_mode, str(alloc_shim)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    failures = [r for r in results if r["failed"]]
+    assert failures, results
+    assert not results[-1]["failed"], "the sweep must end with a read that allocated fewer buffers"
+    for r in results:
+        assert r["outside_untouched"], r
+        assert r["inside_clean"], r
+        assert r["again_exact"], r
+        if r["failed"]:
+            assert r["error"] is not None and r["error"].startswith("MemoryError: cannot allocate"), r
+        else:
+            assert r["error"] is None and r["inside_exact"], r
+    messages = " | ".join(r["error"] for r in failures)
+    assert "bytes for reads" in messages, messages  # the read arena
+    assert "cannot allocate a chunk buffer" in messages, messages  # the decoded chunk

@@ -1,12 +1,19 @@
-// Interposed pread / preadv2 (see fault_injection.h).
+// Interposed pread / preadv2 / io_uring_submit(_and_wait) / posix_memalign (see
+// fault_injection.h for the knobs and why each function is the one interposed).
 #include "io/fault_injection.h"
 
+#include <dlfcn.h>
+#include <liburing.h>
+#include <malloc.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <functional>
+#include <utility>
+#include <vector>
 
 namespace lsio_test {
 
@@ -24,6 +31,27 @@ void ResetFaults() {
   f.nowait_budget = -1;
   f.pread_calls = 0;
   f.preadv2_calls = 0;
+  f.uring_max_bytes = 0;
+  f.uring_eintr_every = 0;
+  f.uring_eagain_every = 0;
+  f.uring_eio_every = 0;
+  f.uring_eof_every = 0;
+  f.uring_eio_fd = -1;
+  f.uring_reads = 0;
+  f.uring_injected = 0;
+  f.alloc_fail_nth = 0;
+  f.alloc_fail_min_bytes = 0;
+  f.alloc_calls = 0;
+  f.alloc_failed = 0;
+}
+
+void ArmAllocFailure(uint64_t nth, uint64_t min_bytes) {
+  Faults& f = GetFaults();
+  f.alloc_fail_nth = 0;  // disarmed while the counters change
+  f.alloc_calls = 0;
+  f.alloc_failed = 0;
+  f.alloc_fail_min_bytes = min_bytes;
+  f.alloc_fail_nth = nth;
 }
 
 namespace {
@@ -48,6 +76,30 @@ int InjectError(uint64_t call) {
   }
   return 0;
 }
+
+bool Every(int n, uint64_t call) { return n > 0 && call % static_cast<uint64_t>(n) == 0; }
+
+bool UringFaultsArmed() {
+  Faults& f = GetFaults();
+  return f.uring_max_bytes.load() != 0 || f.uring_eintr_every.load() != 0 || f.uring_eagain_every.load() != 0 ||
+         f.uring_eio_every.load() != 0 || f.uring_eof_every.load() != 0 || f.uring_eio_fd.load() >= 0;
+}
+
+// The completion result to inject for the read SQE counted as `call` on `fd`, or 1 for
+// none (a read result is never 1 here by injection).
+int UringInjection(uint64_t call, int fd) {
+  Faults& f = GetFaults();
+  if (fd >= 0 && fd == f.uring_eio_fd.load()) return -EIO;
+  if (Every(f.uring_eintr_every.load(), call)) return -EINTR;
+  if (Every(f.uring_eagain_every.load(), call)) return -EAGAIN;
+  if (Every(f.uring_eio_every.load(), call)) return -EIO;
+  if (Every(f.uring_eof_every.load(), call)) return 0;
+  return 1;
+}
+
+// (user_data, result) of NOPs submitted in place of faulted reads whose completions were
+// not rewritten yet. One ring per thread in the engine, so per thread here too.
+thread_local std::vector<std::pair<uint64_t, int>> t_pending;
 
 }  // namespace
 }  // namespace lsio_test
@@ -81,4 +133,96 @@ extern "C" ssize_t preadv2(int fd, const struct iovec* iov, int iovcnt, off_t of
   const long r = syscall(SYS_preadv2, fd, iovcnt == 1 ? &one : iov, iovcnt, static_cast<long>(off), 0L, flags);
   if (r > 0 && (flags & RWF_NOWAIT) != 0 && f.nowait_budget.load() > 0) f.nowait_budget.fetch_sub(r);
   return r;
+}
+
+namespace lsio_test {
+namespace {
+
+// Rewrites the read SQEs prepared since the last submission (ring->sq.sqe_head ..
+// sqe_tail, not yet visible to the kernel) per the knobs, runs the real submission, then
+// gives the NOPs' completions their injected results before returning. NOPs complete during
+// the submission itself, but the loop waits for one that is late, so the engine can never
+// peek an unrewritten one.
+int FaultySubmit(io_uring* ring, const std::function<int()>& real) {
+  if (!UringFaultsArmed() && t_pending.empty()) return real();
+  Faults& f = GetFaults();
+  const uint32_t cap = f.uring_max_bytes.load();
+  for (unsigned idx = ring->sq.sqe_head; idx != ring->sq.sqe_tail; ++idx) {
+    io_uring_sqe* sqe = &ring->sq.sqes[idx & ring->sq.ring_mask];
+    if (sqe->opcode != IORING_OP_READ) continue;
+    const uint64_t call = f.uring_reads.fetch_add(1) + 1;
+    const int res = UringInjection(call, sqe->fd);
+    if (res <= 0) {
+      const uint64_t user_data = sqe->user_data;
+      io_uring_prep_nop(sqe);
+      sqe->user_data = user_data;
+      t_pending.emplace_back(user_data, res);
+      continue;
+    }
+    if (cap > 0 && sqe->len > cap) sqe->len = cap;  // the kernel reads less: a real short read
+  }
+  const int r = real();
+  if (r < 0) {
+    // Nothing learned about the NOPs; the engine fails what is outstanding anyway.
+    t_pending.clear();
+    return r;
+  }
+  while (!t_pending.empty()) {
+    const unsigned head = *ring->cq.khead;
+    const unsigned tail = __atomic_load_n(ring->cq.ktail, __ATOMIC_ACQUIRE);
+    for (unsigned i = head; i != tail; ++i) {
+      io_uring_cqe* cqe = &ring->cq.cqes[i & ring->cq.ring_mask];
+      auto it = std::find_if(t_pending.begin(), t_pending.end(),
+                             [&](const auto& p) { return p.first == cqe->user_data; });
+      if (it == t_pending.end()) continue;
+      cqe->res = it->second;
+      f.uring_injected.fetch_add(1);
+      t_pending.erase(it);
+    }
+    if (t_pending.empty()) break;
+    // Wait until one more completion than now has arrived.
+    const long w = syscall(__NR_io_uring_enter, ring->ring_fd, 0u, tail - head + 1, IORING_ENTER_GETEVENTS,
+                           nullptr, 0L);
+    if (w < 0 && errno != EINTR && errno != EAGAIN && errno != EBUSY) {
+      t_pending.clear();
+      break;
+    }
+  }
+  return r;
+}
+
+}  // namespace
+}  // namespace lsio_test
+
+// The engine's two submission calls (liburing exports both; the peek/wait helpers it reaps
+// with are inline and read the ring directly).
+extern "C" int io_uring_submit(struct io_uring* ring) {
+  using Fn = int (*)(io_uring*);
+  static const Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "io_uring_submit"));
+  return lsio_test::FaultySubmit(ring, [&] { return real(ring); });
+}
+
+extern "C" int io_uring_submit_and_wait(struct io_uring* ring, unsigned wait_nr) {
+  using Fn = int (*)(io_uring*, unsigned);
+  static const Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "io_uring_submit_and_wait"));
+  return lsio_test::FaultySubmit(ring, [&] { return real(ring, wait_nr); });
+}
+
+// AlignedBuffer's allocator. The real work is done by memalign(), which every sanitizer
+// runtime intercepts, so sanitizer builds still track these blocks.
+extern "C" int posix_memalign(void** memptr, size_t alignment, size_t size) {
+  using namespace lsio_test;
+  if (alignment < sizeof(void*) || (alignment & (alignment - 1)) != 0) return EINVAL;
+  Faults& f = GetFaults();
+  const uint64_t nth = f.alloc_fail_nth.load();
+  if (nth > 0 && size >= f.alloc_fail_min_bytes.load()) {
+    if (f.alloc_calls.fetch_add(1) + 1 == nth) {
+      f.alloc_failed.fetch_add(1);
+      return ENOMEM;
+    }
+  }
+  void* p = memalign(alignment, size);
+  if (p == nullptr && size != 0) return ENOMEM;
+  *memptr = p;
+  return 0;
 }

@@ -1,8 +1,11 @@
-// Fault injection for the I/O tests: this test binary defines pread() and preadv2(), which
-// the engine's static lsio_io library then calls instead of libc's (the executable's
-// definition wins at link time). With every knob at zero they are plain system calls.
+// Fault injection for the I/O and read tests. A test binary that links fault_injection.cc
+// defines pread(), preadv2(), io_uring_submit(), io_uring_submit_and_wait() and
+// posix_memalign(); the engine's static libraries then call those instead of libc's /
+// liburing's (a definition in the executable wins at link time; the real liburing functions
+// are found with dlsym(RTLD_NEXT)). With every knob at its default they behave exactly like
+// the real functions.
 //
-// Knobs (reset by ResetFaults()):
+// pread / preadv2 knobs:
 //   max_bytes        > 0: each call transfers at most this many bytes (short reads)
 //   eintr_every      > 0: every Nth call fails with EINTR before doing anything
 //   eagain_every     > 0: every Nth call fails with EAGAIN before doing anything
@@ -10,6 +13,28 @@
 //   nowait_budget    >= 0: preadv2(RWF_NOWAIT) serves this many bytes in total, then
 //                    fails with EAGAIN (a partly cached file); -1 = unlimited
 // Counters: pread_calls, preadv2_calls (calls that reached the interposer).
+//
+// io_uring knobs. The engine reaps completions with liburing's inline peek functions, which
+// read the CQ ring directly and cannot be interposed; so faults are injected at submission:
+// io_uring_submit() and io_uring_submit_and_wait() rewrite the prepared, not yet submitted
+// read SQEs. A faulted read becomes a NOP (nothing is read, nothing written to its buffer)
+// whose completion's `res` is set to the injected result before the call returns, i.e.
+// before the engine can see it. Reads are counted in submission order (retries and resumed short reads count).
+//   uring_max_bytes    > 0: each read SQE asks the kernel for at most this many bytes, so
+//                      the completion is a genuine short read
+//   uring_eintr_every  > 0: every Nth read completes with -EINTR
+//   uring_eagain_every > 0: every Nth read completes with -EAGAIN
+//   uring_eio_every    > 0: every Nth read completes with -EIO
+//   uring_eof_every    > 0: every Nth read completes with 0 (end of file)
+//   uring_eio_fd       >= 0: every read of this descriptor completes with -EIO
+// Counters: uring_reads (read SQEs seen), uring_injected (completions rewritten).
+//
+// Allocation knobs (posix_memalign, which lsio::AlignedBuffer uses for read arenas, shard
+// index buffers and decode scratch; nothing else in the engine calls it):
+//   alloc_fail_nth       > 0: the Nth call asking for >= alloc_fail_min_bytes fails with
+//                        ENOMEM (counted from the last ResetFaults / ArmAllocFailure)
+//   alloc_fail_min_bytes calls below this size are neither counted nor failed
+// Counters: alloc_calls (counted calls), alloc_failed (calls failed).
 #pragma once
 
 #include <atomic>
@@ -25,9 +50,27 @@ struct Faults {
   std::atomic<int64_t> nowait_budget{-1};
   std::atomic<uint64_t> pread_calls{0};
   std::atomic<uint64_t> preadv2_calls{0};
+
+  std::atomic<uint32_t> uring_max_bytes{0};
+  std::atomic<int> uring_eintr_every{0};
+  std::atomic<int> uring_eagain_every{0};
+  std::atomic<int> uring_eio_every{0};
+  std::atomic<int> uring_eof_every{0};
+  std::atomic<int> uring_eio_fd{-1};
+  std::atomic<uint64_t> uring_reads{0};
+  std::atomic<uint64_t> uring_injected{0};
+
+  std::atomic<uint64_t> alloc_fail_nth{0};
+  std::atomic<uint64_t> alloc_fail_min_bytes{0};
+  std::atomic<uint64_t> alloc_calls{0};
+  std::atomic<uint64_t> alloc_failed{0};
 };
 
 Faults& GetFaults();
 void ResetFaults();
+
+/// Fails the `nth` posix_memalign call of at least `min_bytes` from now on (resets the
+/// allocation counters first).
+void ArmAllocFailure(uint64_t nth, uint64_t min_bytes);
 
 }  // namespace lsio_test

@@ -1,9 +1,11 @@
 // FileCache: missing files are nullptr (fill), non-regular files are kIoError without
-// blocking, descriptors are O_CLOEXEC and blocking, entries are LRU-capped, and a FileRef
-// stays usable after its entry is evicted.
+// blocking, unreadable files are kIoError/EACCES (checked as nobody when run as root),
+// descriptors are O_CLOEXEC and blocking, entries are LRU-capped, and a FileRef stays
+// usable after its entry is evicted.
 #include "io/file_cache.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -114,16 +116,33 @@ TEST(FileCacheTest, FifoIsIoErrorWithoutBlocking) {
 }
 
 TEST(FileCacheTest, PermissionDeniedIsIoErrorWithPath) {
-  if (geteuid() == 0) GTEST_SKIP() << "root ignores file permissions";
+  // Root ignores mode bits, so as root the open runs in a forked child that first becomes
+  // nobody (uid/gid 65534, no supplementary groups). Exit codes 77-79 mean "cannot test
+  // here" and skip with the reason; anything else non-zero is a wrong result.
   TempDir dir;
   const std::string path = dir.Write("secret", std::string("x"));
+  ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);  // mkdtemp made it 0700
   ASSERT_EQ(chmod(path.c_str(), 0), 0);
-  FileCache cache(8);
-  auto r = cache.Open(path);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), StatusCode::kIoError);
-  EXPECT_EQ(r.status().error_number(), EACCES);
-  EXPECT_EQ(r.status().path(), path);
+  const int rc = lsio_test::RunInChild([&] {
+    if (geteuid() == 0) {
+      if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) return 77;
+    }
+    if (access(dir.path().c_str(), X_OK) != 0) return 78;
+    if (access(path.c_str(), R_OK) == 0) return 79;
+    FileCache cache(8);
+    auto r = cache.Open(path);
+    if (r.ok()) return 1;
+    if (r.status().code() != StatusCode::kIoError) return 2;
+    if (r.status().error_number() != EACCES) return 3;
+    if (r.status().path() != path) return 4;
+    if (cache.size() != 0) return 5;
+    return 0;
+  });
+  chmod(path.c_str(), 0644);
+  if (rc == 77) GTEST_SKIP() << "cannot drop privileges to uid/gid 65534 here (setuid refused)";
+  if (rc == 78) GTEST_SKIP() << "the test directory " << dir.path() << " is not traversable by uid 65534";
+  if (rc == 79) GTEST_SKIP() << "a mode-000 file stays readable after dropping privileges (capabilities kept)";
+  EXPECT_EQ(rc, 0) << "the child's check number " << rc << " failed";
 }
 
 TEST(FileCacheTest, CapacityHasAFloorOfFour) {

@@ -325,9 +325,10 @@ TYPED_TEST(IoBackendConformanceTest, FailuresAreIndependent) {
 }
 
 TYPED_TEST(IoBackendConformanceTest, ShortReadsAreResumed) {
-  // Every interposed call moves at most 7 bytes (the kernel's io_uring reads are not
-  // interposed; UringBackendTest.PipeShortReadsAreResumed covers those).
+  // Every interposed pread/preadv2 moves at most 7 bytes, and every io_uring read SQE asks
+  // the kernel for at most 7 bytes (a genuine short completion).
   GetFaults().max_bytes = 7;
+  GetFaults().uring_max_bytes = 7;
   std::vector<Guarded> bufs;
   bufs.reserve(3);
   const uint64_t offs[] = {3, 70000, this->kFileSize - 100};
@@ -349,6 +350,9 @@ TYPED_TEST(IoBackendConformanceTest, ShortReadsAreResumed) {
   if constexpr (!TypeParam::kRing) {
     EXPECT_GE(GetFaults().pread_calls.load(), (1000u + 4096u + 100u) / 7u);
   }
+  if constexpr (TypeParam::kRing && !TypeParam::kNowait) {
+    EXPECT_GE(GetFaults().uring_reads.load(), (1000u + 4096u + 100u) / 7u);
+  }
   if constexpr (TypeParam::kNowait) {
     EXPECT_GE(GetFaults().preadv2_calls.load(), 2u);
   }
@@ -356,6 +360,7 @@ TYPED_TEST(IoBackendConformanceTest, ShortReadsAreResumed) {
 
 TYPED_TEST(IoBackendConformanceTest, ShortReadsThenEofIsDataLoss) {
   GetFaults().max_bytes = 3;
+  GetFaults().uring_max_bytes = 3;
   Guarded g(20);
   std::vector<ReadRequest> reqs(1);
   reqs[0].fd = this->fd_;
@@ -373,6 +378,9 @@ TYPED_TEST(IoBackendConformanceTest, EintrAndEagainAreRetried) {
   GetFaults().eintr_every = 2;   // calls 2, 4, 6, ... fail with EINTR
   GetFaults().eagain_every = 3;  // calls 3, 9, 15, ... fail with EAGAIN
   GetFaults().max_bytes = 100;
+  GetFaults().uring_eintr_every = 2;  // the same on the ring's completions
+  GetFaults().uring_eagain_every = 3;
+  GetFaults().uring_max_bytes = 100;
   Guarded g(5000);
   std::vector<ReadRequest> reqs(1);
   reqs[0].fd = this->fd_;
@@ -713,6 +721,284 @@ TEST(UringBackendTest, InlineEioFailsTheRequest) {
     EXPECT_EQ(reqs[i].status.range_length(), 256u);
     EXPECT_TRUE(bufs[i].GuardsIntact()) << "request " << i;
     EXPECT_EQ(bufs[i].contents(), Bytes(256, kCanary)) << "request " << i;
+  }
+}
+
+
+// ---- io_uring completion faults (uring and uring+nowait) ----
+//
+// The ring's completions are faulted through the interposed io_uring_submit_and_wait (see
+// fault_injection.h): a faulted read is submitted as a NOP, so nothing is written to its
+// buffer, and its completion carries the injected result. For uring+nowait the inline
+// RWF_NOWAIT attempt is refused (nowait_budget = 0), so every read goes to the ring.
+template <typename T>
+class UringCompletionFaultTest : public IoBackendConformanceTest<T> {
+ protected:
+  void SetUp() override {
+    IoBackendConformanceTest<T>::SetUp();
+    if (this->IsSkipped() || this->HasFatalFailure()) return;
+    if constexpr (T::kNowait) GetFaults().nowait_budget = 0;
+  }
+
+  // `n` requests on `fds[i % fds.size()]` at scattered offsets, each with guard bytes.
+  void MakeRequests(size_t n, const std::vector<int>& fds, std::vector<Guarded>* bufs,
+                    std::vector<ReadRequest>* reqs) {
+    bufs->clear();
+    bufs->reserve(n);
+    reqs->assign(n, ReadRequest{});
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t len = 500 + (i * 997) % 7000;
+      const uint64_t off = (i * 104729) % (this->kFileSize - len);
+      bufs->emplace_back(len);
+      (*reqs)[i].fd = fds[i % fds.size()];
+      (*reqs)[i].offset = off;
+      (*reqs)[i].length = len;
+    }
+    for (size_t i = 0; i < n; ++i) (*reqs)[i].dst = (*bufs)[i].data();
+  }
+
+  // The backend still serves plain reads on this thread's ring after the faults.
+  void ExpectCleanReadAfterwards() {
+    ResetFaults();
+    if constexpr (T::kNowait) GetFaults().nowait_budget = 0;
+    Guarded g(3000);
+    std::vector<ReadRequest> reqs(1);
+    reqs[0].fd = this->fd_;
+    reqs[0].offset = 777;
+    reqs[0].length = 3000;
+    reqs[0].dst = g.data();
+    this->Read(reqs);
+    ASSERT_TRUE(reqs[0].status.ok()) << reqs[0].status.ToString();
+    EXPECT_EQ(g.contents(), this->Expected(777, 3000));
+    EXPECT_TRUE(g.GuardsIntact());
+  }
+};
+
+using RingBackends = testing::Types<UringTraits, UringNowaitTraits>;
+TYPED_TEST_SUITE(UringCompletionFaultTest, RingBackends, BackendNames);
+
+TYPED_TEST(UringCompletionFaultTest, ShortCompletionsAreResumedToTheFullLength) {
+  // 40 requests beyond queue depth 4; every completion carries at most 333 bytes.
+  GetFaults().uring_max_bytes = 333;
+  std::vector<Guarded> bufs;
+  std::vector<ReadRequest> reqs;
+  this->MakeRequests(40, {this->fd_}, &bufs, &reqs);
+  uint64_t total = 0;
+  for (const ReadRequest& r : reqs) total += r.length;
+  this->Read(reqs);
+  const uint64_t ring_reads = GetFaults().uring_reads.load();
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    ASSERT_TRUE(reqs[i].status.ok()) << i << ": " << reqs[i].status.ToString();
+    ASSERT_EQ(bufs[i].contents(), this->Expected(reqs[i].offset, reqs[i].length)) << "request " << i;
+    ASSERT_TRUE(bufs[i].GuardsIntact()) << "request " << i;
+  }
+  EXPECT_GE(ring_reads, total / 333) << "the completions were not short";
+  this->ExpectCleanReadAfterwards();
+}
+
+TYPED_TEST(UringCompletionFaultTest, EagainAndEintrCompletionsAreRetried) {
+  GetFaults().uring_eintr_every = 2;   // read SQEs 2, 4, 6, ... complete with -EINTR
+  GetFaults().uring_eagain_every = 3;  // 3, 9, 15, ... with -EAGAIN
+  GetFaults().uring_max_bytes = 1000;
+  std::vector<Guarded> bufs;
+  std::vector<ReadRequest> reqs;
+  this->MakeRequests(12, {this->fd_}, &bufs, &reqs);
+  this->Read(reqs);
+  const uint64_t injected = GetFaults().uring_injected.load();
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    ASSERT_TRUE(reqs[i].status.ok()) << i << ": " << reqs[i].status.ToString();
+    ASSERT_EQ(bufs[i].contents(), this->Expected(reqs[i].offset, reqs[i].length)) << "request " << i;
+    ASSERT_TRUE(bufs[i].GuardsIntact()) << "request " << i;
+  }
+  EXPECT_GT(injected, 10u) << "the faults were not injected";
+  this->ExpectCleanReadAfterwards();
+}
+
+TYPED_TEST(UringCompletionFaultTest, EioIsIoErrorWithErrnoAndOtherRequestsAreUnaffected) {
+  // A second descriptor of the same file whose every ring read completes with -EIO: its
+  // requests fail, the interleaved requests on the first descriptor do not.
+  const int bad_fd = open(this->path_.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(bad_fd, 0);
+  GetFaults().uring_eio_fd = bad_fd;
+  GetFaults().uring_max_bytes = 2000;  // the good requests take several completions each
+  std::vector<Guarded> bufs;
+  std::vector<ReadRequest> reqs;
+  this->MakeRequests(16, {this->fd_, bad_fd}, &bufs, &reqs);
+  this->Read(reqs);
+  close(bad_fd);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const ReadRequest& r = reqs[i];
+    ASSERT_TRUE(bufs[i].GuardsIntact()) << "request " << i;
+    if (i % 2 == 0) {
+      ASSERT_TRUE(r.status.ok()) << i << ": " << r.status.ToString();
+      ASSERT_EQ(bufs[i].contents(), this->Expected(r.offset, r.length)) << "request " << i;
+      continue;
+    }
+    EXPECT_EQ(r.status.code(), StatusCode::kIoError) << i << ": " << r.status.ToString();
+    EXPECT_EQ(r.status.error_number(), EIO) << r.status.ToString();
+    EXPECT_EQ(r.status.message(), "read failed");
+    EXPECT_TRUE(r.status.has_range());
+    EXPECT_EQ(r.status.range_offset(), r.offset);
+    EXPECT_EQ(r.status.range_length(), r.length);
+    EXPECT_EQ(bufs[i].contents(), Bytes(r.length, kCanary)) << "a failed read wrote into request " << i;
+  }
+  this->ExpectCleanReadAfterwards();
+}
+
+TYPED_TEST(UringCompletionFaultTest, EioAfterPartialProgressFailsTheWholeRequest) {
+  // 1000 bytes in completions of 100: the 4th completion is -EIO. The request fails (its
+  // 300 good bytes are not reported as data) and nothing lands past what was read.
+  GetFaults().uring_max_bytes = 100;
+  GetFaults().uring_eio_every = 4;
+  Guarded g(1000);
+  std::vector<ReadRequest> reqs(1);
+  reqs[0].fd = this->fd_;
+  reqs[0].offset = 5000;
+  reqs[0].length = 1000;
+  reqs[0].dst = g.data();
+  this->Read(reqs);
+  EXPECT_EQ(GetFaults().uring_reads.load(), 4u) << "no retry after -EIO";
+  const Status& st = reqs[0].status;
+  EXPECT_EQ(st.code(), StatusCode::kIoError) << st.ToString();
+  EXPECT_EQ(st.error_number(), EIO);
+  EXPECT_EQ(st.range_offset(), 5000u);
+  EXPECT_EQ(st.range_length(), 1000u);
+  const Bytes got = g.contents();
+  EXPECT_EQ(Bytes(got.begin(), got.begin() + 300), this->Expected(5000, 300));
+  EXPECT_EQ(Bytes(got.begin() + 300, got.end()), Bytes(700, kCanary));
+  EXPECT_TRUE(g.GuardsIntact());
+  this->ExpectCleanReadAfterwards();
+}
+
+TYPED_TEST(UringCompletionFaultTest, ZeroResultIsEndOfFileAfterTheBytesRead) {
+  GetFaults().uring_max_bytes = 100;
+  GetFaults().uring_eof_every = 3;  // the 3rd completion says 0 bytes: end of file
+  Guarded g(1000);
+  std::vector<ReadRequest> reqs(1);
+  reqs[0].fd = this->fd_;
+  reqs[0].offset = 64;
+  reqs[0].length = 1000;
+  reqs[0].dst = g.data();
+  this->Read(reqs);
+  const Status& st = reqs[0].status;
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st.ToString();
+  EXPECT_EQ(st.message(), "unexpected end of file after 200 of 1000 bytes");
+  EXPECT_EQ(st.range_offset(), 64u);
+  EXPECT_EQ(st.range_length(), 1000u);
+  const Bytes got = g.contents();
+  EXPECT_EQ(Bytes(got.begin(), got.begin() + 200), this->Expected(64, 200));
+  EXPECT_EQ(Bytes(got.begin() + 200, got.end()), Bytes(800, kCanary));
+  EXPECT_TRUE(g.GuardsIntact());
+  this->ExpectCleanReadAfterwards();
+}
+
+TYPED_TEST(UringCompletionFaultTest, MixedFaultsAcrossManyRequests) {
+  // Short, -EINTR, -EAGAIN and -EIO completions interleaved over 60 requests: each request
+  // ends either with exactly its bytes or with kIoError/EIO, never anything else, and no
+  // byte is written outside any buffer.
+  GetFaults().uring_max_bytes = 1500;
+  GetFaults().uring_eintr_every = 5;
+  GetFaults().uring_eagain_every = 7;
+  GetFaults().uring_eio_every = 11;
+  std::vector<Guarded> bufs;
+  std::vector<ReadRequest> reqs;
+  this->MakeRequests(60, {this->fd_}, &bufs, &reqs);
+  this->Read(reqs);
+  size_t ok = 0, eio = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const ReadRequest& r = reqs[i];
+    ASSERT_TRUE(bufs[i].GuardsIntact()) << "request " << i;
+    if (r.status.ok()) {
+      ++ok;
+      ASSERT_EQ(bufs[i].contents(), this->Expected(r.offset, r.length)) << "request " << i;
+    } else {
+      ++eio;
+      ASSERT_EQ(r.status.code(), StatusCode::kIoError) << i << ": " << r.status.ToString();
+      ASSERT_EQ(r.status.error_number(), EIO) << r.status.ToString();
+    }
+  }
+  EXPECT_GT(ok, 0u);
+  EXPECT_GT(eio, 0u);
+  this->ExpectCleanReadAfterwards();
+}
+
+TYPED_TEST(UringCompletionFaultTest, FaultedRingsOnManyThreadsAtOnce) {
+  // Each thread has its own ring (and its own record of injected NOPs): short and -EINTR
+  // completions on four rings at once still give every thread its exact bytes.
+  GetFaults().uring_max_bytes = 700;
+  GetFaults().uring_eintr_every = 3;
+  std::vector<std::thread> threads;
+  std::vector<int> failures(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([this, t, &failures] {
+      for (int rep = 0; rep < 10; ++rep) {
+        std::vector<Guarded> bufs;
+        std::vector<ReadRequest> reqs;
+        this->MakeRequests(6 + static_cast<size_t>(t), {this->fd_}, &bufs, &reqs);
+        int done = 0;
+        this->backend_->Read(reqs, [&](size_t) { ++done; });
+        if (done != static_cast<int>(reqs.size())) ++failures[static_cast<size_t>(t)];
+        for (size_t i = 0; i < reqs.size(); ++i) {
+          if (!reqs[i].status.ok() || bufs[i].contents() != this->Expected(reqs[i].offset, reqs[i].length) ||
+              !bufs[i].GuardsIntact()) {
+            ++failures[static_cast<size_t>(t)];
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(failures[static_cast<size_t>(t)], 0) << "thread " << t;
+  EXPECT_GT(GetFaults().uring_injected.load(), 0u);
+}
+
+TEST(UringBackendTest, InlineHitsAndFaultedRingReadsInOneBatch) {
+  // uring+nowait with a partly cached file: the inline attempts serve the first 20000 bytes,
+  // the rest goes to the ring, where the reads of one descriptor fail with -EIO. The inline
+  // hits and the good ring reads are unaffected by the failures.
+  LSIO_SKIP_WITHOUT_URING();
+  ResetFaults();
+  lsio_test::TempDir dir;
+  const Bytes content = lsio_test::PatternBytes(200000, 8);
+  const std::string path = dir.Write("f", content);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int bad_fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_GE(bad_fd, 0);
+  auto b = MakeUringBackend(4, true);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  GetFaults().nowait_budget = 20000;
+  GetFaults().uring_eio_fd = bad_fd;
+  constexpr size_t kN = 20;
+  std::vector<Guarded> bufs;
+  bufs.reserve(kN);
+  std::vector<ReadRequest> reqs(kN);
+  for (size_t i = 0; i < kN; ++i) {
+    bufs.emplace_back(4000);
+    // Requests 0-4 fit the inline budget; of the rest, the odd ones use the failing fd.
+    reqs[i].fd = i >= 5 && i % 2 == 1 ? bad_fd : fd;
+    reqs[i].offset = i * 9001;
+    reqs[i].length = 4000;
+    reqs[i].dst = bufs[i].data();
+  }
+  std::vector<int> calls(kN, 0);
+  (*b)->Read(reqs, [&](size_t i) { ++calls[i]; });
+  const uint64_t ring_reads = GetFaults().uring_reads.load();
+  ResetFaults();
+  close(fd);
+  close(bad_fd);
+  EXPECT_GT(ring_reads, 0u);
+  for (size_t i = 0; i < kN; ++i) {
+    EXPECT_EQ(calls[i], 1) << "on_done for request " << i;
+    EXPECT_TRUE(bufs[i].GuardsIntact()) << "request " << i;
+    const Bytes want(content.begin() + static_cast<long>(i * 9001), content.begin() + static_cast<long>(i * 9001 + 4000));
+    if (reqs[i].fd == bad_fd) {
+      EXPECT_EQ(reqs[i].status.code(), StatusCode::kIoError) << i << ": " << reqs[i].status.ToString();
+      EXPECT_EQ(reqs[i].status.error_number(), EIO);
+    } else {
+      EXPECT_TRUE(reqs[i].status.ok()) << i << ": " << reqs[i].status.ToString();
+      EXPECT_EQ(bufs[i].contents(), want) << "request " << i;
+    }
   }
 }
 
