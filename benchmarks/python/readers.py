@@ -85,6 +85,7 @@ class Reader:
 
 class LsioReader(Reader):
     """lsio: read_crops / read into preallocated outputs. options: io=None|"pread"|...,
+    direct=None|True (O_DIRECT),
     singles_mode="threads" (N Python threads, Arrays with threads=1) or "read_crops"."""
 
     name = "lsio"
@@ -93,8 +94,9 @@ class LsioReader(Reader):
         import lsio
 
         io = self.options.get("io")
-        self.arr = lsio.open(self.path, threads=self.threads, io=io)
-        self.arr1 = lsio.open(self.path, threads=1, io=io)  # for singles on N Python threads
+        direct = self.options.get("direct")
+        self.arr = lsio.open(self.path, threads=self.threads, io=io, direct=direct)
+        self.arr1 = lsio.open(self.path, threads=1, io=io, direct=direct)  # singles on N Python threads
         self._outs: dict[tuple, np.ndarray] = getattr(self, "_outs", {})
 
     def _out(self, shape) -> np.ndarray:
@@ -252,6 +254,7 @@ class ZarrsReader(ZarrPythonReader):
 READERS = {
     "lsio": (LsioReader, {}),
     "lsio io=pread": (LsioReader, {"io": "pread"}),
+    "lsio direct": (LsioReader, {"direct": True}),
     "lsio read_crops": (LsioReader, {"singles_mode": "read_crops"}),
     "tensorstore": (TensorStoreReader, {}),
     "zarr-python": (ZarrPythonReader, {}),

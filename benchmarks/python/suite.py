@@ -93,7 +93,7 @@ WORKLOADS = [
     WorkloadDef("W1", "batches of random crops, page cache hot", "weather", "hot", "crops", "crops",
                 LSIO_CROP_READERS + PEERS, "lsio >= 2x best peer", "zstd", (4, 256, 256), 16, 16, 10),
     WorkloadDef("W2", "W1 with the page cache dropped before every round", "weather", "cold", "crops", "crops",
-                LSIO_CROP_READERS + PEERS, "lsio >= 2x best peer and >= 0.9x raw read", "raw", (4, 256, 256),
+                LSIO_CROP_READERS + ["lsio direct"] + PEERS, "lsio >= 2x best peer and >= 0.9x raw read", "raw", (4, 256, 256),
                 16, 16, 8),
     WorkloadDef("W3", "single inner-chunk reads (64^3 uint16 in 256^3 shards), hot", "volume", "hot", "singles",
                 "chunks", ["lsio", "lsio read_crops"] + PEERS, "lsio >= 2x TensorStore per thread count",

@@ -201,11 +201,17 @@ def _mount_fstype(path: str) -> Optional[str]:
 
 
 def _rotational(path: str) -> Optional[bool]:
+    """The block device's rotational flag; None when unknown or not trustworthy."""
     try:
         dev = os.stat(path).st_dev
     except OSError:
         return None
     base = f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}"
+    # Virtual disks (virtio, Xen) report whatever the hypervisor chose, usually
+    # "rotational" even when backed by SSDs: their flag says nothing, so it is ignored.
+    real = os.path.realpath(base)
+    if "/virtio" in real or os.path.basename(real).startswith(("vd", "xvd")):
+        return None
     for queue in (f"{base}/queue/rotational", f"{base}/../queue/rotational"):
         try:
             with open(queue, encoding="ascii") as f:
