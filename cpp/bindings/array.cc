@@ -298,7 +298,7 @@ void BindArray(py::module_& m) {
         return std::move(r).value();
       },
       py::arg("path"), py::arg("threads") = 0, py::arg("io") = "auto", py::arg("queue_depth") = 64,
-      py::arg("max_gap") = 64 << 10, py::arg("max_request") = 4 << 20,
+      py::arg("max_gap") = 16 << 10, py::arg("max_request") = 1 << 20,
       py::arg("index_cache_bytes") = 64 << 20, py::arg("memory_limit") = 0, py::arg("direct") = false);
 
   m.def(

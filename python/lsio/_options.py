@@ -12,20 +12,23 @@ Every tunable resolves the same way, first match wins:
 | threads           | LSIO_THREADS         | CPUs available to the process                     |
 | io                | LSIO_IO              | "auto" (io_uring + inline page-cache hits)        |
 | queue_depth       | LSIO_QUEUE_DEPTH     | 64 reads in flight per thread                     |
-| max_gap           | LSIO_MERGE_GAP       | 64 KiB local disk / memory, 1 MiB network or HDD |
-| max_request       | LSIO_MAX_READ        | 4 MiB local disk / memory, 16 MiB network or HDD |
+| max_gap           | LSIO_MERGE_GAP       | 16 KiB local disk / memory, 1 MiB network or HDD |
+| max_request       | LSIO_MAX_READ        | 1 MiB local disk / memory, 16 MiB network or HDD |
 | memory_limit      | LSIO_MEMORY_LIMIT    | none                                              |
 | direct            | LSIO_DIRECT          | off (0/1, false/true)                             |
 | index_cache_bytes | -                    | 64 MiB                                            |
 
 Sizes in environment variables take an optional binary suffix: ``64K``, ``4MiB``, ``1G``.
 
-Why these coalescing defaults: merging two reads pays off while the gap costs less than a
-request. On the dev VM (virtio SSD, measured with ``benchmarks/``) that break-even is tens
-of KiB cold and hot alike; network file systems and spinning disks have 10-100x the
-per-request latency at similar bandwidth, so their break-even gap is ~1 MiB. ``max_request``
-bounds each worker's read buffer (memory) while staying far above the size where larger
-reads stop helping. ``tune=True`` (see ``_tune.py``) measures instead of assuming.
+Why these coalescing defaults: merging two reads pays off while reading the gap costs less
+than one more request, which with many reads in flight is about bandwidth / IOPS. On the dev
+VM's virtio disk a sweep of W1-like random crop batches (2 threads, benchmarks/) put cold
+reads at 561 crops/s with 16 KiB / 1 MiB against 541 (0 / 1 MiB), 512 (64 KiB / 1 MiB),
+477 (64 KiB / 4 MiB) and 422 (256 KiB / 2 MiB); page-cache-hot reads did not care
+(1037-1109, within noise). Smaller reads also keep each thread's buffer small. Network
+file systems and spinning disks have 10-100x fewer IOPS at similar bandwidth, so their
+break-even gap is ~1 MiB (reasoned from that ratio, not measured here). ``tune=True``
+(see ``_tune.py``) measures bandwidth / IOPS instead of assuming it.
 """
 
 from __future__ import annotations
@@ -49,8 +52,8 @@ IO_MODES = ("auto", "uring", "pread")
 
 # (max_gap, max_request) per storage kind.
 COALESCING = {
-    "local": (64 << 10, 4 << 20),
-    "memory": (64 << 10, 4 << 20),
+    "local": (16 << 10, 1 << 20),
+    "memory": (16 << 10, 1 << 20),
     "rotational": (1 << 20, 16 << 20),
     "network": (1 << 20, 16 << 20),
 }

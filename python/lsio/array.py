@@ -66,8 +66,8 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
     max_gap, max_request:
         Coalescing: byte ranges of one file are merged into one read while the gap between
         them is at most ``max_gap`` bytes and the read at most ``max_request`` bytes
-        (``None``: ``LSIO_MERGE_GAP`` / ``LSIO_MAX_READ``, else by storage kind: 64 KiB /
-        4 MiB on local disks and in memory, 1 MiB / 16 MiB on network file systems and
+        (``None``: ``LSIO_MERGE_GAP`` / ``LSIO_MAX_READ``, else by storage kind: 16 KiB /
+        1 MiB on local disks and in memory, 1 MiB / 16 MiB on network file systems and
         spinning disks). ``max_request`` also bounds each thread's read buffer.
     index_cache_bytes:
         Bytes of decoded shard indexes cached per array (``None``: 64 MiB).
@@ -81,9 +81,9 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
         Reads are widened to 4 KiB-aligned ranges; file systems without O_DIRECT (tmpfs on
         older kernels) are read buffered.
     tune:
-        Measure the storage at open (a few ms; reads up to ~3 MiB of the store) and set
-        ``max_gap`` / ``max_request`` from its latency x bandwidth, unless they were given
-        explicitly. ``Array.options["tuning"]`` shows the measurement.
+        Measure the storage at open (a few ms; reads up to ~9 MiB of the store) and set
+        ``max_gap`` to its bandwidth / IOPS and ``max_request`` to 64x that, unless they
+        were given explicitly. ``Array.options["tuning"]`` shows the measurement.
 
     Environment variables are read when the array is opened; ``Array.options`` shows the
     values in effect.

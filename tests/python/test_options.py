@@ -143,10 +143,13 @@ def test_tune_measures_and_sets_coalescing(big_path):
     opts = arr.options
     t = opts["tuning"]
     assert t["files_sampled"] >= 1
-    assert t["latency_us"] > 0 and t["bandwidth_MBps"] > 0
+    assert t["iops"] > 0 and t["bandwidth_MBps"] > 0
     assert opts["max_gap"] == t["chosen"]["max_gap"]
     assert 4096 <= opts["max_gap"] <= 4 << 20 and opts["max_gap"] & (opts["max_gap"] - 1) == 0
-    assert (1 << 20) <= opts["max_request"] <= 64 << 20
+    # The rule: the largest power of two <= bandwidth / IOPS, and 64x that (1..64 MiB).
+    ratio = t["bandwidth_MBps"] * 1e6 / t["iops"]
+    assert opts["max_gap"] <= max(ratio, 4096) and (opts["max_gap"] * 2 > ratio or opts["max_gap"] == 4 << 20)
+    assert opts["max_request"] == min(64 << 20, max(1 << 20, 64 * opts["max_gap"]))
     np.testing.assert_array_equal(arr[...], lsio.open(path)[...])
 
 

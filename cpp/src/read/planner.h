@@ -48,8 +48,8 @@ struct ArrayLayout {
 };
 
 struct PlanOptions {
-  uint64_t max_gap = 64 << 10;
-  uint64_t max_request = 4 << 20;
+  uint64_t max_gap = 16 << 10;
+  uint64_t max_request = 1 << 20;
 };
 
 /// One destination of a chunk: a sub-box of the chunk copied into one selection's output.
