@@ -17,11 +17,43 @@
 #include "io/io_backend.h"
 #include "util/process_local.h"
 
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#endif
+
 namespace lsio {
 namespace {
 
 // Linux caps one read at about 2 GiB; larger requests continue as short reads.
 constexpr uint64_t kMaxSqeBytes = 1ull << 30;
+
+// ThreadSanitizer builds only (empty inline functions otherwise). liburing maps and unmaps
+// the rings with raw syscalls that TSan does not see, so TSan keeps the shadow state of a
+// ring's pages after they are unmapped; when another thread's ring is later mapped onto the
+// same pages, the two threads' accesses look like a race although the kernel ordered them
+// (munmap, then mmap). GCC 12's libtsan offers no working way to reset shadow memory
+// (AnnotateNewMemory and the munmap syscall hooks are no-ops), so this models the kernel's
+// order instead: a ring's pages are released before it is unmapped and a new ring's pages
+// acquired after it is mapped, page by page, so only threads whose rings shared a page are
+// synchronized, and races on anything else (or on a ring shared by mistake) still report.
+#if defined(__SANITIZE_THREAD__)
+void TsanRingPages(const io_uring& ring, void (*sync)(void*)) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  auto each_page = [&](const void* p, size_t n) {
+    if (p == nullptr || n == 0) return;
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    for (uintptr_t q = a & ~(page - 1); q < a + n; q += page) sync(reinterpret_cast<void*>(q));
+  };
+  each_page(ring.sq.ring_ptr, ring.sq.ring_sz);
+  each_page(ring.cq.ring_ptr, ring.cq.ring_sz);
+  each_page(ring.sq.sqes, ring.sq.ring_entries * sizeof(io_uring_sqe));
+}
+void TsanRingMapped(const io_uring& ring) { TsanRingPages(ring, __tsan_acquire); }
+void TsanRingUnmapping(const io_uring& ring) { TsanRingPages(ring, __tsan_release); }
+#else
+inline void TsanRingMapped(const io_uring&) {}
+inline void TsanRingUnmapping(const io_uring&) {}
+#endif
 
 struct ThreadRing {
   io_uring ring{};
@@ -30,7 +62,10 @@ struct ThreadRing {
   bool ready = false;
 
   ~ThreadRing() {
-    if (ready && gen == ForkGeneration()) io_uring_queue_exit(&ring);
+    if (ready && gen == ForkGeneration()) {
+      TsanRingUnmapping(ring);
+      io_uring_queue_exit(&ring);
+    }
   }
 
   // Returns 0 or a negative errno.
@@ -43,6 +78,7 @@ struct ThreadRing {
     }
     if (ready && entries >= want_entries) return 0;
     if (ready) {
+      TsanRingUnmapping(ring);
       io_uring_queue_exit(&ring);
       ready = false;
     }
@@ -54,8 +90,10 @@ struct ThreadRing {
       r = io_uring_queue_init_params(want_entries, &ring, &p);
     }
     if (r < 0) return r;
+    TsanRingMapped(ring);
     r = io_uring_ring_dontfork(&ring);
     if (r < 0) {
+      TsanRingUnmapping(ring);
       io_uring_queue_exit(&ring);
       return r;
     }
