@@ -1,7 +1,10 @@
 // The IoBackend conformance suite (io_backend.h contract), run by every backend: pread,
 // io_uring, and io_uring with inline RWF_NOWAIT attempts. io_uring variants skip with the
 // reason from UringSupport() where the kernel refuses rings, and fail instead when
-// LSIO_REQUIRE_URING=1.
+// LSIO_REQUIRE_URING=1. Faults come from the interposers of io/fault_injection.h: the
+// syscall knobs for pread/preadv2, and the io_uring knobs for the ring's completions
+// (UringCompletionFaultTest: short, -EINTR, -EAGAIN, -EIO and 0 results on both ring
+// variants).
 #include "io/io_backend.h"
 
 #include <fcntl.h>
