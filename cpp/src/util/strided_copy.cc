@@ -59,6 +59,16 @@ void CopyStrided(uint8_t* dst, const int64_t* dst_strides, const uint8_t* src,
   const int64_t n = ndim == 0 ? 1 : shape[ndim - 1];
   const int64_t ds = ndim == 0 ? 0 : dst_strides[ndim - 1];
   const int64_t ss = ndim == 0 ? 0 : src_strides[ndim - 1];
+  const int64_t isz = static_cast<int64_t>(itemsize);
+  if (swap_unit <= 1 && ds == isz && ss == isz) {
+    // The common scatter (rows contiguous on both sides): one memcpy per row with no call
+    // in between. Tiny chunks copy tens of short rows each, where CopyRun's per-row call
+    // and dispatch showed as ~4% of a read in perf.
+    const size_t row = static_cast<size_t>(n) * itemsize;
+    ForEachInnerRun(dst, dst_strides, src, src_strides, shape, ndim,
+                    [row](uint8_t* d, const uint8_t* s) { std::memcpy(d, s, row); });
+    return;
+  }
   ForEachInnerRun(dst, dst_strides, src, src_strides, shape, ndim,
                   [&](uint8_t* d, const uint8_t* s) { CopyRun(d, ds, s, ss, n, itemsize, swap_unit); });
 }
