@@ -43,6 +43,7 @@ struct ReadRequest {
   uint64_t min_length = 0;
   Status status;             ///< set by the backend before on_done runs
   uint64_t transferred = 0;  ///< bytes read, set by the backend before on_done runs
+  bool inline_hit = false;   ///< served from the page cache by the inline RWF_NOWAIT attempt
 };
 
 class IoBackend {

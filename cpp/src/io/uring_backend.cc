@@ -256,12 +256,14 @@ class UringBackend final : public IoBackend {
       ReadRequest& r = requests[i];
       r.status = Status::Ok();
       r.transferred = 0;
+      r.inline_hit = false;
       if (r.length == 0) {
         on_done(i);
         continue;
       }
       if (nowait_first_ && nowait_supported_.load(std::memory_order_relaxed) && TryNowait(r, &pass.done[i])) {
         r.transferred = pass.done[i];
+        r.inline_hit = true;
         // Start the kernel on misses queued so far before spending time on this hit.
         const bool flushed = pass.Flush();
         on_done(i);

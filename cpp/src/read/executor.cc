@@ -266,15 +266,20 @@ void WorkerLoopBody(CallState& cs) {
   // as threads=2 running no faster than 1), so batches are capped at a quarter of each
   // worker's share.
   const size_t share = std::max<size_t>(1, n / (4 * static_cast<size_t>(std::max(1, cs.workers))));
-  const size_t max_batch = std::string(ctx.backend->name()) == "pread"
-                               ? 1
-                               : std::min<size_t>(std::max(1u, ctx.queue_depth), share);
+  const std::string backend = ctx.backend->name();
+  const size_t max_batch = backend == "pread" ? 1 : std::min<size_t>(std::max(1u, ctx.queue_depth), share);
+  // With inline page-cache hits (uring+nowait), a batch whose reads were all hits gains
+  // nothing from claiming several units at once and leaves the other workers idle at the
+  // end of the call (W1 hot: 10% behind pread). So a worker claims one unit at a time
+  // while its reads hit the page cache, and full batches once one misses.
+  const bool adaptive = backend == "uring+nowait";
+  size_t batch_limit = adaptive ? 1 : max_batch;
 
   while (!cs.failed.load(std::memory_order_relaxed) && !cs.Interrupted()) {
     reqs.clear();
     req_unit.clear();
     uint64_t buffered = 0;
-    while (reqs.size() < max_batch && buffered < cs.batch_bytes) {
+    while (reqs.size() < batch_limit && buffered < cs.batch_bytes) {
       const size_t u = cs.next.fetch_add(1, std::memory_order_relaxed);
       if (u >= n) break;
       const IoUnit& unit = plan.units[u];
@@ -336,6 +341,11 @@ void WorkerLoopBody(CallState& cs) {
         }
       }
     });
+    if (adaptive) {
+      bool all_hits = true;
+      for (const ReadRequest& r : reqs) all_hits &= r.inline_hit || r.length == 0;
+      batch_limit = all_hits ? 1 : max_batch;
+    }
   }
 }
 
