@@ -1,5 +1,13 @@
 // io_uring backend: one ring per thread, many reads in flight, short reads resumed.
 //
+// With nowait_first (io="auto") it is a hybrid: each request is first tried inline with
+// preadv2(RWF_NOWAIT); a page-cache hit is handed to on_done at once (decoded while hot in
+// this core's cache), a miss is queued on the ring and submitted before the next hit is
+// decoded, so the kernel reads misses while the caller works. Buffered io_uring reads of
+// cached data are several times slower than pread on this kernel generation
+// (performance.md), which is why hits never go through the ring. ReadRequest::inline_hit
+// tells the caller which path served a request.
+//
 // Rings live in thread-local holders stamped with the fork generation. In a forked child
 // the inherited holder is abandoned: its mapping was never copied (io_uring_ring_dontfork),
 // so the child only closes the inherited ring fd and sets up a fresh ring. It never submits
