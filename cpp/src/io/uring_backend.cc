@@ -114,14 +114,26 @@ struct ThreadRing {
 
 thread_local ThreadRing t_ring;
 
+// Per-request bookkeeping of a Read call, kept per thread so that a call (often a single
+// request while reads hit the page cache) allocates nothing once the vectors have grown.
+struct PassVectors {
+  std::vector<uint64_t> done;     // bytes read per request
+  std::vector<size_t> retry;      // short or EAGAIN/EINTR completions to resubmit
+  std::vector<uint8_t> in_ring;   // handed to the ring and not finished
+  bool busy = false;              // a Read on this thread is using them (never nested today)
+};
+thread_local PassVectors t_vectors;
+
 // The state of one Read call's ring traffic.
 struct Pass {
   std::span<ReadRequest> requests;
   const std::function<void(size_t)>& on_done;
   unsigned qd;
-  std::vector<uint64_t> done;     // bytes read per request
-  std::vector<size_t> retry;      // short or EAGAIN/EINTR completions to resubmit
-  std::vector<uint8_t> in_ring;   // handed to the ring and not finished
+  PassVectors own;                // used only if a Read ever nests on one thread
+  PassVectors& v;
+  std::vector<uint64_t>& done;
+  std::vector<size_t>& retry;
+  std::vector<uint8_t>& in_ring;
   io_uring* ring = nullptr;
   unsigned depth = 0;
   size_t inflight = 0;            // SQEs prepared and not yet completed
@@ -130,7 +142,23 @@ struct Pass {
   int ring_error = 0;             // the hard error that stopped the ring
 
   Pass(std::span<ReadRequest> reqs, const std::function<void(size_t)>& cb, unsigned queue_depth)
-      : requests(reqs), on_done(cb), qd(queue_depth), done(reqs.size(), 0), in_ring(reqs.size(), 0) {}
+      : requests(reqs),
+        on_done(cb),
+        qd(queue_depth),
+        v(t_vectors.busy ? own : t_vectors),
+        done(v.done),
+        retry(v.retry),
+        in_ring(v.in_ring) {
+    v.busy = true;
+    done.assign(reqs.size(), 0);
+    in_ring.assign(reqs.size(), 0);
+    retry.clear();
+  }
+  ~Pass() {
+    if (&v == &t_vectors) t_vectors.busy = false;
+  }
+  Pass(const Pass&) = delete;
+  Pass& operator=(const Pass&) = delete;
 
   bool EnsureRing() {
     if (ring != nullptr) return true;

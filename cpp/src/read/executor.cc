@@ -275,6 +275,31 @@ void WorkerLoopBody(CallState& cs) {
   const bool adaptive = backend == "uring+nowait";
   size_t batch_limit = adaptive ? 1 : max_batch;
 
+  // Built once per call: a std::function per batch would allocate (its captures exceed the
+  // small-buffer size), and batches are single units while reads hit the page cache.
+  const std::function<void(size_t)> on_done = [&](size_t i) {
+    if (cs.failed.load(std::memory_order_relaxed) || cs.Interrupted()) return;
+    const IoUnit& unit = plan.units[req_unit[i]];
+    const ReadRequest& r = reqs[i];
+    if (!r.status.ok()) {
+      const ChunkTask& t0 = plan.tasks[plan.unit_tasks[unit.first_task]];
+      Status st = r.status;
+      st.WithPath(plan.files[static_cast<size_t>(unit.file)]);
+      if (unit.num_tasks == 1) st.WithChunk(TaskCoords(plan, t0));
+      cs.Fail(std::move(st));
+      return;
+    }
+    for (uint32_t k = 0; k < unit.num_tasks; ++k) {
+      const ChunkTask& t = plan.tasks[plan.unit_tasks[unit.first_task + k]];
+      std::span<const uint8_t> bytes(r.dst + (t.offset - r.offset), t.nbytes);
+      Status st = DecodeTask(cs, t, bytes);
+      if (!st.ok()) {
+        cs.Fail(WithContext(std::move(st), plan, t));
+        return;
+      }
+    }
+  };
+
   while (!cs.failed.load(std::memory_order_relaxed) && !cs.Interrupted()) {
     reqs.clear();
     req_unit.clear();
@@ -319,28 +344,7 @@ void WorkerLoopBody(CallState& cs) {
         at += r.length;
       }
     }
-    ctx.backend->Read(reqs, [&](size_t i) {
-      if (cs.failed.load(std::memory_order_relaxed) || cs.Interrupted()) return;
-      const IoUnit& unit = plan.units[req_unit[i]];
-      const ReadRequest& r = reqs[i];
-      if (!r.status.ok()) {
-        const ChunkTask& t0 = plan.tasks[plan.unit_tasks[unit.first_task]];
-        Status st = r.status;
-        st.WithPath(plan.files[static_cast<size_t>(unit.file)]);
-        if (unit.num_tasks == 1) st.WithChunk(TaskCoords(plan, t0));
-        cs.Fail(std::move(st));
-        return;
-      }
-      for (uint32_t k = 0; k < unit.num_tasks; ++k) {
-        const ChunkTask& t = plan.tasks[plan.unit_tasks[unit.first_task + k]];
-        std::span<const uint8_t> bytes(r.dst + (t.offset - r.offset), t.nbytes);
-        Status st = DecodeTask(cs, t, bytes);
-        if (!st.ok()) {
-          cs.Fail(WithContext(std::move(st), plan, t));
-          return;
-        }
-      }
-    });
+    ctx.backend->Read(reqs, on_done);
     if (adaptive) {
       bool all_hits = true;
       for (const ReadRequest& r : reqs) all_hits &= r.inline_hit || r.length == 0;
