@@ -80,6 +80,10 @@ def _env(name: str) -> Optional[str]:
     return value or None
 
 
+def _default(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
 def _count(value: Any, name: str, lo: int, hi: Optional[int] = None) -> int:
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
@@ -255,13 +259,11 @@ def resolve(path: str, given: Dict[str, Any]) -> Dict[str, Any]:
         "queue_depth": queue_depth_option(options.pop("queue_depth", None)),
         "max_gap": size_option(options.pop("max_gap", None), "max_gap", gap_default),
         "max_request": size_option(options.pop("max_request", None), "max_request", request_default, lo=1),
-        "index_cache_bytes": _count(
-            64 << 20 if options.get("index_cache_bytes") is None else options["index_cache_bytes"],
-            "index_cache_bytes", 0),
+        "index_cache_bytes": _count(_default(options.pop("index_cache_bytes", None), 64 << 20),
+                                    "index_cache_bytes", 0),
         "memory_limit": memory_limit_option(options.pop("memory_limit", None)),
         "direct": direct_option(options.pop("direct", None)),
     }
-    options.pop("index_cache_bytes", None)
     if options:
         raise TypeError(f"unexpected options: {', '.join(sorted(options))}")
     config["storage"] = {"kind": kind, "fstype": fstype}

@@ -266,14 +266,13 @@ void WorkerLoopBody(CallState& cs) {
   // as threads=2 running no faster than 1), so batches are capped at a quarter of each
   // worker's share.
   const size_t share = std::max<size_t>(1, n / (4 * static_cast<size_t>(std::max(1, cs.workers))));
-  const std::string backend = ctx.backend->name();
-  const size_t max_batch = backend == "pread" ? 1 : std::min<size_t>(std::max(1u, ctx.queue_depth), share);
-  // With inline page-cache hits (uring+nowait), a batch whose reads were all hits gains
-  // nothing from claiming several units at once and leaves the other workers idle at the
-  // end of the call (W1 hot: 10% behind pread). So a worker claims one unit at a time
-  // while its reads hit the page cache, and full batches once one misses.
-  const bool adaptive = backend == "uring+nowait";
-  size_t batch_limit = adaptive ? 1 : max_batch;
+  const size_t max_batch = std::string(ctx.backend->name()) == "pread" ? 1 : std::min<size_t>(std::max(1u, ctx.queue_depth), share);
+  // A batch whose reads were all served inline from the page cache (ReadRequest::inline_hit)
+  // gains nothing from claiming several units at once and leaves the other workers idle at
+  // the end of the call (W1 hot: 10% behind pread). So a worker claims one unit at a time
+  // while its reads hit the page cache, and full batches once one does not (backends
+  // without inline hits switch after their first unit).
+  size_t batch_limit = 1;
 
   // Built once per call: a std::function per batch would allocate (its captures exceed the
   // small-buffer size), and batches are single units while reads hit the page cache.
@@ -345,11 +344,9 @@ void WorkerLoopBody(CallState& cs) {
       }
     }
     ctx.backend->Read(reqs, on_done);
-    if (adaptive) {
-      bool all_hits = true;
-      for (const ReadRequest& r : reqs) all_hits &= r.inline_hit || r.length == 0;
-      batch_limit = all_hits ? 1 : max_batch;
-    }
+    bool all_hits = true;
+    for (const ReadRequest& r : reqs) all_hits &= r.inline_hit || r.length == 0;
+    batch_limit = all_hits ? 1 : max_batch;
   }
 }
 
