@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "errors.h"
+#include "gil.h"
 #include "lsio/array.h"
 
 namespace py = pybind11;
@@ -94,14 +95,6 @@ void Check(const lsio::Status& st) {
   if (!st.ok()) ThrowStatus(st);
 }
 
-// Polled by the engine on the calling thread while the GIL is released: runs Python's
-// signal handlers, so Ctrl-C in Jupyter or a terminal stops a long read promptly. The
-// exception the handler raised stays set and is re-raised by ThrowStatus.
-bool PythonInterrupted() {
-  py::gil_scoped_acquire acquire;
-  return PyErr_CheckSignals() != 0;
-}
-
 py::dict Info(const lsio::Array& a) {
   const lsio::ArrayInfo& i = a.info();
   py::dict d;
@@ -130,6 +123,8 @@ py::dict Info(const lsio::Array& a) {
 void BindArray(py::module_& m) {
   py::class_<lsio::Array>(m, "Array")
       .def("info", &Info)
+      .def("close", [](lsio::Array& a) { a.Close(); },
+           "Drops this array's cached descriptors and shard indexes (the Array stays usable).")
       .def("backend_name",
            [](lsio::Array& a) {
              auto r = a.BackendName();
@@ -138,11 +133,7 @@ void BindArray(py::module_& m) {
            })
       .def("stored_chunk_nbytes",
            [](lsio::Array& a) {
-             lsio::Result<std::vector<int64_t>> r = lsio::Status::Internal("unset");
-             {
-               py::gil_scoped_release release;
-               r = a.StoredChunkBytes();
-             }
+             lsio::Result<std::vector<int64_t>> r = WithoutGil([&] { return a.StoredChunkBytes(); });
              Check(r.status());
              const lsio::ArrayInfo& i = a.info();
              std::vector<py::ssize_t> grid;
@@ -163,11 +154,9 @@ void BindArray(py::module_& m) {
             lsio::DstView v = CheckedView(out, ExpectedOut(a.info(), transform), counts, /*allow_negative=*/true);
             lsio::Selection sel(nd);
             for (size_t d = 0; d < nd; ++d) sel[d] = {starts[d], counts[d], steps[d]};
-            lsio::Status st;
-            {
-              py::gil_scoped_release release;
-              st = a.ReadBatch({sel}, {v}, &PythonInterrupted, transform ? &*transform : nullptr);
-            }
+            const lsio::Status st = WithoutGil([&](const std::function<bool()>& interrupted) {
+              return a.ReadBatch({sel}, {v}, interrupted, transform ? &*transform : nullptr);
+            });
             Check(st);
           },
           py::arg("starts"), py::arg("counts"), py::arg("steps"), py::arg("out"),
@@ -234,11 +223,9 @@ void BindArray(py::module_& m) {
                 odo[d] = 0;
               }
             }
-            lsio::Status st;
-            {
-              py::gil_scoped_release release;
-              st = a.ReadBatch(sels, views, &PythonInterrupted, transform ? &*transform : nullptr);
-            }
+            const lsio::Status st = WithoutGil([&](const std::function<bool()>& interrupted) {
+              return a.ReadBatch(sels, views, interrupted, transform ? &*transform : nullptr);
+            });
             Check(st);
           },
           py::arg("runs"), py::arg("out"), py::arg("transform") = py::none())
@@ -266,11 +253,9 @@ void BindArray(py::module_& m) {
               cv.shape.assign(v.shape.begin() + 1, v.shape.end());
               cv.byte_strides.assign(v.byte_strides.begin() + 1, v.byte_strides.end());
             }
-            lsio::Status st;
-            {
-              py::gil_scoped_release release;
-              st = a.ReadBatch(sels, views, &PythonInterrupted, transform ? &*transform : nullptr);
-            }
+            const lsio::Status st = WithoutGil([&](const std::function<bool()>& interrupted) {
+              return a.ReadBatch(sels, views, interrupted, transform ? &*transform : nullptr);
+            });
             Check(st);
           },
           py::arg("starts"), py::arg("shape"), py::arg("out"), py::arg("transform") = py::none());
@@ -289,11 +274,7 @@ void BindArray(py::module_& m) {
         o.index_cache_bytes = index_cache_bytes;
         o.memory_limit = memory_limit;
         o.direct = direct;
-        lsio::Result<std::unique_ptr<lsio::Array>> r = lsio::Status::Internal("unset");
-        {
-          py::gil_scoped_release release;
-          r = lsio::Array::Open(path, o);
-        }
+        lsio::Result<std::unique_ptr<lsio::Array>> r = WithoutGil([&] { return lsio::Array::Open(path, o); });
         Check(r.status());
         return std::move(r).value();
       },

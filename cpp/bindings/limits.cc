@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "errors.h"
+#include "gil.h"
 #include "io/io_backend.h"
 
 namespace py = pybind11;
@@ -123,8 +124,7 @@ double RawRead(const std::vector<std::string>& paths, py::array_t<int64_t> files
 
   double seconds = 0;
   lsio::Status first_error;
-  {
-    py::gil_scoped_release release;
+  WithoutGil([&] {
     std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
       return a.file != b.file ? a.file < b.file : a.offset < b.offset;
     });
@@ -204,7 +204,8 @@ double RawRead(const std::vector<std::string>& paths, py::array_t<int64_t> files
         break;
       }
     }
-  }
+    return 0;
+  });
   if (!first_error.ok()) ThrowStatus(first_error);
   return seconds;
 }
@@ -227,8 +228,7 @@ double ZstdDecode(const std::vector<py::bytes>& frames, size_t decoded_size, int
   }
   double seconds = 0;
   std::string error;
-  {
-    py::gil_scoped_release release;
+  WithoutGil([&] {
     std::vector<uint8_t> dst(std::max<size_t>(decoded_size, 1), 0);
     std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
     auto pass = [&]() -> bool {
@@ -248,7 +248,8 @@ double ZstdDecode(const std::vector<py::bytes>& frames, size_t decoded_size, int
       for (int i = 0; i < repeats && error.empty(); ++i) pass();
       seconds = Seconds(t0, Clock::now());
     }
-  }
+    return 0;
+  });
   if (!error.empty()) ThrowStatus(lsio::Status::DataLoss("zstd: " + error));
   return seconds;
 }
@@ -256,8 +257,7 @@ double ZstdDecode(const std::vector<py::bytes>& frames, size_t decoded_size, int
 double Memcpy(size_t nbytes, int repeats) {
   if (repeats < 1) ThrowStatus(lsio::Status::InvalidArgument("repeats must be >= 1"));
   double seconds = 0;
-  {
-    py::gil_scoped_release release;
+  WithoutGil([&] {
     const size_t n = std::max<size_t>(nbytes, 1);
     std::vector<uint8_t> src(n, 1), dst(n, 0);
     std::memcpy(dst.data(), src.data(), n);
@@ -267,7 +267,8 @@ double Memcpy(size_t nbytes, int repeats) {
       asm volatile("" : : "r"(dst.data()) : "memory");  // keep every copy
     }
     seconds = Seconds(t0, Clock::now());
-  }
+    return 0;
+  });
   return seconds;
 }
 

@@ -63,7 +63,6 @@ struct Array::Impl {
   ArrayLayout layout;
   ProcessLocal<BackendSlot> backend;
   ProcessLocal<IndexCache> index_cache;
-  ProcessLocal<FileCache> files;
 
   Impl(const OpenOptions& o, IoMode m)
       : options(o),
@@ -75,8 +74,7 @@ struct Array::Impl {
           else slot->status = b.status();
           return slot;
         }),
-        index_cache([this] { return new IndexCache(options.index_cache_bytes); }),
-        files([this] { return new FileCache(DefaultFileCacheCapacity(), options.direct); }) {}
+        index_cache([this] { return new IndexCache(options.index_cache_bytes); }) {}
 
   Result<IoBackend*> Backend() {
     BackendSlot& s = backend.Get();
@@ -91,7 +89,8 @@ struct Array::Impl {
     ctx.layout = &layout;
     ctx.backend = b;
     ctx.index_cache = &index_cache.Get();
-    ctx.files = &files.Get();
+    ctx.files = &ProcessFileCache();
+    ctx.direct = options.direct;
     ctx.plan.max_gap = options.max_gap;
     ctx.plan.max_request = options.max_request;
     ctx.threads = options.threads > 0 ? options.threads : AvailableCpus();
@@ -220,6 +219,12 @@ Status Array::ReadBatch(const std::vector<Selection>& sels, const std::vector<Ds
     ctx.out_itemsize = to_double ? 8 : 4;
   }
   return ExecuteRead(ctx, sels, dsts);
+}
+
+void Array::Close() {
+  // Only this process's state: a forked child's slots are rebuilt on first use anyway.
+  if (IndexCache* c = impl_->index_cache.Peek()) c->Clear();
+  ProcessFileCache().DropPrefix(impl_->layout.root);
 }
 
 Result<std::vector<int64_t>> Array::StoredChunkBytes() {

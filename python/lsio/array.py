@@ -127,6 +127,7 @@ class Array:
         self._native_obj = None
         self._pid = -1
         self._info: Optional[dict] = None
+        self._closed = False
         try:
             self._native()  # validate the metadata now
         except FormatError as e:
@@ -142,6 +143,8 @@ class Array:
     # -- native handle, rebuilt per process -----------------------------------------------
 
     def _native(self) -> Any:
+        if self._closed:
+            raise ValueError(f"I/O operation on a closed lsio.Array ({self.path!r}): open it again")
         pid = os.getpid()
         if self._native_obj is None or self._pid != pid:
             engine = {k: v for k, v in self._config.items() if k not in _options.NOT_ENGINE}
@@ -162,6 +165,27 @@ class Array:
         assert self._info is not None
         return self._info
 
+    def close(self) -> None:
+        """Release what this array holds in the process now: its cached file descriptors
+        (in lsio's process-wide descriptor cache) and its cached shard indexes. Reading
+        afterwards raises ValueError; metadata stays available. ``with lsio.open(...) as a:``
+        closes on exit. Idempotent. Pickled copies (DataLoader workers) are independent."""
+        native, self._native_obj = self._native_obj, None
+        if native is not None and self._pid == os.getpid():
+            native.close()
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close`."""
+        return self._closed
+
+    def __enter__(self) -> "Array":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
     def __getstate__(self) -> dict:
         return {"config": dict(self._config)}
 
@@ -170,6 +194,7 @@ class Array:
         self._native_obj = None
         self._pid = -1
         self._info = None
+        self._closed = False
 
     # -- metadata -------------------------------------------------------------------------
 

@@ -20,7 +20,8 @@ past EOF, plain truncation, garbage chunks and directories without checking chun
                 that is a FIFO
   chunk level   (message names file, chunk and byte range) bad inner crc32c, garbage zstd,
                 zstd content-checksum mismatch, inner chunk decoding to the wrong size,
-                empty unsharded chunk file
+                empty unsharded chunk file, a stored chunk larger than its codecs can
+                produce (1 TiB sparse chunk file; a 1 TiB index entry in a sparse shard)
   metadata      unknown keys that must be understood (a top-level key whose must_understand
                 is not the boolean false, a codec marked must_understand), unsupported
                 codecs (in index_codecs, as the serializer); an unknown key inside a codec
@@ -294,6 +295,37 @@ def _(p):
 def _(p):
     edit_metadata(p, lambda d: d["codecs"].__setitem__(0, {"name": "vlen-bytes"}))
     return open_case("UnsupportedError", ["vlen-bytes"])
+
+
+TIB = 1 << 40
+
+
+@case("unsharded_chunk_sparse_1tib", "plain")
+def _(p):
+    # A 1 TiB sparse chunk file (a few KB on disk): more than zstd can produce for a
+    # 12-byte chunk, so it is corrupt, and must not become a 1 TiB read buffer.
+    with open(p / "c/0/1", "r+b") as f:
+        f.truncate(TIB)
+    return read_case("c/0/1", [[0, 4], [6, 12]], "CorruptDataError", chunk=[0, 1], byte_range=[0, TIB],
+                     words=["more than its codecs"])
+
+
+@case("index_entry_1tib_in_sparse_shard", "zstd_end")
+def _(p):
+    # A shard whose index (valid crc) points inner chunk (1, 1) at a 1 TiB range that does
+    # lie inside the (sparse) file: only the codec bound can tell it is corrupt.
+    s = Shard(p / "c/0/0")
+    index = bytearray(s.blob[s.index_pos:])
+    body = bytes(s.blob[:s.index_pos])
+    s.blob = bytearray(body) + index  # index rewritten below, after the hole
+    struct.pack_into("<QQ", index, 16 * 3, 0, TIB)
+    struct.pack_into("<I", index, 16 * N_INNER, crc32c(bytes(index[:16 * N_INNER])))
+    with open(s.path, "wb") as f:
+        f.write(body)
+        f.seek(TIB)
+        f.write(bytes(index))
+    return read_case("c/0/0", inner_box((0, 0), (1, 1)), "CorruptDataError",
+                     chunk=global_inner((0, 0), (1, 1)), byte_range=[0, TIB], words=["more than its codecs"])
 
 
 def build_all(out: Path) -> list[str]:

@@ -100,7 +100,8 @@ def test_golden(goldens, name, io):
 
 
 def test_goldens_are_small(goldens):
-    """The corpus stays a few KB per case (they are rebuilt in every test session)."""
+    """The corpus stays a few KB per case on disk (they are rebuilt in every test session;
+    the 1 TiB cases are sparse files)."""
     for d in goldens.iterdir():
         files = [f for f in (d / "store").rglob("*") if f.is_file()]
-        assert sum(f.stat().st_size for f in files) < 8192, d.name
+        assert sum(f.stat().st_blocks * 512 for f in files) < 64 * 1024, d.name

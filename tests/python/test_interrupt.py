@@ -1,4 +1,6 @@
-"""Ctrl-C (SIGINT) stops a long read promptly, and the Array stays usable afterwards.
+"""Ctrl-C (SIGINT) stops a long read promptly, and the Array stays usable afterwards;
+signal handlers may read through lsio themselves; the interpreter exits cleanly while
+daemon threads are inside reads.
 
 The engine polls Python's signal handlers from the calling thread while the GIL is released
 (about every 10 ms between chunks). A helper thread sends SIGINT to the process while the
@@ -76,3 +78,98 @@ def test_ctrl_c_interrupts_a_long_read(slow_store, threads, io):
     # Frames t0..t0+7 of each block of 8 hold plane + t0 (see slow_store).
     assert np.array_equal(got, np.stack([plane[100:300, 900:1024]] * 2))
     assert np.array_equal(arr[60, 0:3, 0:3], plane[0:3, 0:3] + 56)
+
+
+# --- Signal handlers that read through lsio, and interpreter exit during reads ----------------
+#
+# Both run in child processes: the failures they guard against are crashes (a handler run
+# while the engine's per-thread buffers were live; std::terminate when Python ends a daemon
+# thread that is inside a read), which would take the test runner down with them.
+
+_CHILD_PRELUDE = """
+import os, signal, sys, threading, time
+import numpy as np
+import lsio
+path, io, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
+plane = np.load(path + ".plane.npy")
+"""
+
+
+def _run_child(code, slow_store, io, threads, timeout=120):
+    import subprocess
+    import sys
+
+    path, plane = slow_store
+    np.save(path + ".plane.npy", plane)
+    return subprocess.run([sys.executable, "-c", _CHILD_PRELUDE + code, path, io, str(threads)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("io", ["pread", "auto"])
+def test_signal_handler_that_reads_through_lsio_during_a_read(slow_store, io, threads):
+    # A SIGALRM handler reads another region (same and other Array) every millisecond while
+    # the main thread reads: the handler runs from the engine's interrupt poll, inside the
+    # outer read, and both must return exact data.
+    code = """
+a = lsio.open(path, io=io, threads=threads)
+b = lsio.open(path, io=io, threads=threads)
+runs = [0]
+bad = []
+def handler(signum, frame):
+    runs[0] += 1
+    for arr in (a, b):
+        got = arr[9, 10:40, 1000:1024]
+        if not np.array_equal(got, plane[10:40, 1000:1024] + 8):
+            bad.append(runs[0])
+signal.signal(signal.SIGALRM, handler)
+signal.setitimer(signal.ITIMER_REAL, 0.001, 0.001)
+deadline = time.monotonic() + 3
+reads = 0
+while time.monotonic() < deadline:
+    got = a[16:18, 0:512, 0:1024]
+    reads += 1
+    if not np.array_equal(got, np.stack([plane[0:512]] * 2) + 16):
+        bad.append("outer")
+signal.setitimer(signal.ITIMER_REAL, 0, 0)
+print(reads, runs[0], len(bad))
+sys.exit(1 if bad else 0)
+"""
+    r = _run_child(code, slow_store, io, threads)
+    assert r.returncode == 0, f"rc={r.returncode}\nstdout={r.stdout}\nstderr={r.stderr[-3000:]}"
+    reads, runs, bad = (int(x) for x in r.stdout.split())
+    assert reads > 0 and runs > 10 and bad == 0
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("io", ["pread", "auto"])
+def test_interpreter_exit_while_a_daemon_thread_reads(slow_store, io, threads):
+    # The main thread returns while a daemon thread is inside a long read: Python ends the
+    # daemon thread when it next takes the GIL. The process must exit cleanly (rc 0), not
+    # abort with "terminate called without an active exception" (rc 134).
+    code = """
+a = lsio.open(path, io=io, threads=threads)
+started = threading.Event()
+def reader():
+    out = np.empty((8, 1024, 1024), np.uint16)
+    while True:
+        started.set()
+        a.read((slice(0, 8),), out=out)
+threading.Thread(target=reader, daemon=True).start()
+started.wait()
+time.sleep(float(os.environ.get("LSIO_TEST_DELAY", "0.05")))
+print("exiting")
+"""
+    import os
+    import subprocess
+    import sys
+
+    path, plane = slow_store
+    np.save(path + ".plane.npy", plane)
+    for delay in ("0.0", "0.02", "0.05", "0.11"):
+        r = subprocess.run([sys.executable, "-c", _CHILD_PRELUDE + code, path, io, str(threads)],
+                           capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "LSIO_TEST_DELAY": delay})
+        assert r.returncode == 0 and "terminate" not in r.stderr, (
+            f"delay {delay}: rc={r.returncode}\nstderr={r.stderr[-3000:]}")
+        assert r.stdout.strip() == "exiting"

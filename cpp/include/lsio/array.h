@@ -9,6 +9,17 @@
 // Open creates no threads, rings or cached descriptors; they appear on first read, per
 // process (fork-safe, see architecture.md §3).
 //
+// Files changing under an open Array: every read call revalidates each file it touches
+// (stat of the path against the identity of the cached descriptor: device, inode, size,
+// mtime, ctime), and a shard index is used only with the file version it was decoded
+// from. So each call reads every file as it is when the call reaches it: a shard replaced
+// (rename), rewritten in place, created or deleted between calls is seen by the next
+// call. Not guaranteed: a change made *while* a call reads that file (the call may see old
+// bytes, new bytes or a CorruptDataError, never bytes placed outside the selection), an
+// in-place rewrite that keeps the size within the file system's timestamp granularity, and
+// consistency across files (no snapshot of the whole store). zarr.json is read once, at
+// Open: reopen to see a changed shape, chunking or codecs.
+//
 // Thread-safety: an Array may be read from many threads at once.
 // Errors: every method returns a Status; see status.h for the codes. Messages name the
 // file, the chunk and the byte range involved.
@@ -81,6 +92,11 @@ class Array {
   /// -1 where a chunk is not stored (it reads as the fill value). Reads shard indexes only.
   /// Fails like ReadBatch (corrupt shard index, I/O errors).
   Result<std::vector<int64_t>> StoredChunkBytes();
+
+  /// Releases what this Array holds in the process: the cached descriptors of its files
+  /// (in the process-wide descriptor cache, which other Arrays of the same files share) and
+  /// its shard index cache. The Array stays usable; a later read opens files afresh.
+  void Close();
 
   /// Name of the I/O backend reads use ("pread", "uring", "uring+nowait"); decides it on
   /// first call. Fails with kUnavailable when io="uring" cannot work here.

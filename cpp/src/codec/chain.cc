@@ -74,7 +74,10 @@ Result<std::unique_ptr<CodecChain>> CodecChain::Parse(const nlohmann::json& code
   if (!identity) chain->perm_ = perm;
 
   chain->sizes_.push_back(spec.num_bytes());
+  chain->max_stored_ = spec.num_bytes();
   for (const auto& c : chain->bb_) {
+    const uint64_t bound = c->MaxEncodedSize(chain->max_stored_);
+    chain->max_stored_ = bound < chain->max_stored_ ? UINT64_MAX : bound;  // saturate on overflow
     const auto& prev = chain->sizes_.back();
     chain->sizes_.push_back(prev ? c->EncodedSize(*prev) : std::nullopt);
   }

@@ -44,6 +44,10 @@ class CodecChain {
   uint64_t decoded_size() const { return decoded_.num_bytes(); }
   bool stored_is_decoded() const { return stored_is_decoded_; }
   std::optional<uint64_t> FixedEncodedSize() const { return sizes_.back(); }
+  /// The largest stored chunk a conforming writer can produce (each codec's worst case
+  /// plus framing); a stored chunk above it is corrupt (a sparse 1 TiB chunk file must not
+  /// make the reader allocate 1 TiB).
+  uint64_t max_stored_size() const { return max_stored_; }
   /// "transpose, bytes(big), zstd" style summary for reprs and errors.
   const std::string& description() const { return description_; }
 
@@ -61,6 +65,7 @@ class CodecChain {
   std::vector<std::unique_ptr<Codec>> bb_;  // bytes->bytes codecs, encode order
   // sizes_[k] = size of the input of bb_[k] (sizes_[0] = raw bytes; sizes_.back() = stored)
   std::vector<std::optional<uint64_t>> sizes_;
+  uint64_t max_stored_ = 0;
   bool stored_is_decoded_ = false;
   std::string description_;
 };

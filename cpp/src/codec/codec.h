@@ -83,6 +83,11 @@ class Codec {
   /// bytes->bytes: the encoded size for `decoded` bytes when fixed (crc32c: +4), else nullopt.
   virtual std::optional<uint64_t> EncodedSize(uint64_t decoded) const { return std::nullopt; }
 
+  /// bytes->bytes: the most bytes any conforming encoder can store for `decoded` bytes
+  /// (worst case plus framing a writer may add). Stored data above it is corrupt: the read
+  /// layer refuses it before allocating a buffer for it. The default is the fixed size.
+  virtual uint64_t MaxEncodedSize(uint64_t decoded) const { return EncodedSize(decoded).value_or(decoded); }
+
   /// bytes->bytes decode. With out.fixed set, must produce exactly out.size bytes there or
   /// fail with kDataLoss; may instead leave out.result pointing into `in` (crc32c strips).
   virtual Status DecodeBytes(std::span<const uint8_t> in, BytesOut& out,

@@ -63,6 +63,10 @@ class GzipCodec final : public Codec {
  public:
   CodecKind kind() const override { return CodecKind::kBytesToBytes; }
   std::string name() const override { return "gzip"; }
+  // Deflate's worst case is stored blocks (5 bytes per 64 KiB); a member header may carry
+  // up to 64 KiB of extra field plus a name and comment, and writers may emit several
+  // members or flush often: n/64 + 128 KiB covers all of that generously.
+  uint64_t MaxEncodedSize(uint64_t decoded) const override { return decoded + decoded / 64 + (128u << 10); }
 
   Status DecodeBytes(std::span<const uint8_t> in, BytesOut& out,
                      DecodeScratch& scratch) const override {

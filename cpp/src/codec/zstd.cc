@@ -77,6 +77,12 @@ class ZstdCodec final : public Codec {
  public:
   CodecKind kind() const override { return CodecKind::kBytesToBytes; }
   std::string name() const override { return "zstd"; }
+  // One frame's worst case, plus slack for writers that split data into several frames or
+  // blocks (3 bytes a block, up to 18 bytes of header and 4 of checksum a frame) or add
+  // skippable frames.
+  uint64_t MaxEncodedSize(uint64_t decoded) const override {
+    return ZSTD_compressBound(static_cast<size_t>(decoded)) + decoded / 128 + 4096;
+  }
 
   Status DecodeBytes(std::span<const uint8_t> in, BytesOut& out,
                      DecodeScratch& scratch) const override {

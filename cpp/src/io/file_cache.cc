@@ -9,14 +9,37 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "util/process_local.h"
 
 namespace lsio {
+namespace {
+
+FileIdentity IdentityOf(const struct stat& st) {
+  FileIdentity id;
+  id.dev = static_cast<uint64_t>(st.st_dev);
+  id.ino = static_cast<uint64_t>(st.st_ino);
+  id.size = static_cast<uint64_t>(st.st_size);
+  id.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  id.ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+  return id;
+}
+
+// Buffered and O_DIRECT descriptors of one path are separate entries; a path never holds NUL.
+std::string Key(const std::string& path, bool direct) { return (direct ? 'D' : 'B') + path; }
+
+ProcessLocal<FileCache>* const g_files = new ProcessLocal<FileCache>([] { return new FileCache(); });
+
+}  // namespace
 
 OpenFile::~OpenFile() {
   if (fd >= 0) close(fd);
 }
 
-FileCache::FileCache(size_t capacity, bool direct) : capacity_(std::max<size_t>(capacity, 4)), direct_(direct) {}
+FileCache::FileCache(size_t capacity) : fixed_capacity_(capacity) {}
+
+size_t FileCache::capacity() const {
+  return fixed_capacity_ != 0 ? std::max<size_t>(fixed_capacity_, 4) : DefaultFileCacheCapacity();
+}
 
 void FileCache::EvictLocked(size_t keep) {
   while (lru_.size() > keep) {
@@ -25,28 +48,48 @@ void FileCache::EvictLocked(size_t keep) {
   }
 }
 
-Result<FileRef> FileCache::Open(const std::string& path) {
+void FileCache::EraseLocked(const std::string& key, const FileRef& expected) {
+  auto it = map_.find(key);
+  if (it == map_.end() || it->second->second != expected) return;  // replaced meanwhile
+  lru_.erase(it->second);
+  map_.erase(it);
+}
+
+Result<FileRef> FileCache::Open(const std::string& path, bool direct) {
+  const std::string key = Key(path, direct);
+  FileRef cached;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = map_.find(path);
+    auto it = map_.find(key);
     if (it != map_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
-      return it->second->second;
+      cached = it->second->second;
     }
   }
+  if (cached) {
+    // Revalidate: the path may now name another file (renamed over), or this file may have
+    // been rewritten in place or deleted since it was opened.
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0 && IdentityOf(st) == cached->id) return cached;
+    // Changed, gone or unreadable: drop it; the fresh open below reports what is there now.
+    std::lock_guard<std::mutex> lock(mu_);
+    EraseLocked(key, cached);
+  }
+
   int fd = -1;
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
     fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd >= 0) break;
     if (errno == ENOENT) return FileRef();
-    if ((errno == EMFILE || errno == ENFILE) && attempt == 0) {
-      // Out of descriptors: give back half of ours and try once more.
+    if (errno == EINTR) continue;
+    if ((errno == EMFILE || errno == ENFILE) && attempt < 2) {
+      // Out of descriptors: first give back half of ours, then all of them. Descriptors
+      // still held by reads in flight stay open until those reads finish.
       std::lock_guard<std::mutex> lock(mu_);
-      EvictLocked(lru_.size() / 2);
+      EvictLocked(attempt == 0 ? lru_.size() / 2 : 0);
       continue;
     }
-    if (errno == EINTR) continue;
-    return Status::IoError("cannot open file", errno).WithPath(path);
+    break;
   }
   if (fd < 0) return Status::IoError("cannot open file", errno).WithPath(path);
 
@@ -61,16 +104,35 @@ Result<FileRef> FileCache::Open(const std::string& path) {
     return Status::IoError("fcntl failed", errno).WithPath(path);
   }
   // F_SETFL may set O_DIRECT; EINVAL means the file system cannot, so read buffered.
-  if (direct_ && fcntl(fd, F_SETFL, (flags & ~O_NONBLOCK) | O_DIRECT) == 0) file->direct = true;
-  file->size = static_cast<uint64_t>(st.st_size);
+  if (direct && fcntl(fd, F_SETFL, (flags & ~O_NONBLOCK) | O_DIRECT) == 0) file->direct = true;
+  file->id = IdentityOf(st);
+  file->size = file->id.size;
 
+  const size_t cap = capacity();
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = map_.find(path);
-  if (it != map_.end()) return it->second->second;  // another thread won; ours closes
-  lru_.emplace_front(path, file);
-  map_[path] = lru_.begin();
-  EvictLocked(capacity_);
+  auto it = map_.find(key);
+  if (it != map_.end()) {
+    // Another thread opened the path meanwhile: keep the newer file if they differ.
+    if (it->second->second->id == file->id) return it->second->second;  // ours closes
+    lru_.erase(it->second);
+    map_.erase(it);
+  }
+  lru_.emplace_front(key, file);
+  map_[key] = lru_.begin();
+  EvictLocked(cap);
   return FileRef(file);
+}
+
+void FileCache::DropPrefix(const std::string& prefix) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = lru_.begin(); it != lru_.end();) {
+    if (it->first.compare(1, prefix.size(), prefix) == 0) {
+      map_.erase(it->first);
+      it = lru_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void FileCache::Clear() {
@@ -90,13 +152,15 @@ void FileCache::OnForkAbandon() {
   }
 }
 
+FileCache& ProcessFileCache() { return g_files->Get(); }
+
 size_t DefaultFileCacheCapacity() {
   rlimit rl{};
-  size_t cap = 128;
+  size_t cap = 256;
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
-    cap = static_cast<size_t>(rl.rlim_cur) / 8;
+    cap = static_cast<size_t>(rl.rlim_cur) / 4;
   }
-  return std::clamp<size_t>(cap, 16, 1024);
+  return std::clamp<size_t>(cap, 16, 4096);
 }
 
 }  // namespace lsio

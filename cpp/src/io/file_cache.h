@@ -1,31 +1,44 @@
-// FileCache: path -> open read-only descriptor and size.
+// FileCache: path -> open read-only descriptor, its size and the identity of the file.
 //
-// Each lsio::Array owns one (in a ProcessLocal slot), so an Array sees its files as they
-// were when it first touched them, and a newly opened Array sees the store afresh. Stores
-// are assumed not to change while an Array reads them; reopen to see rewritten files.
+// One cache serves the whole process (ProcessFileCache()), so every Array shares one
+// descriptor budget, derived from the *current* RLIMIT_NOFILE each time a file is opened.
 //
 // Usage:
-//   1. FileCache cache(DefaultFileCacheCapacity());
-//   2. LSIO_ASSIGN_OR_RETURN(FileRef f, cache.Open(path));
+//   1. FileCache& cache = ProcessFileCache();
+//   2. LSIO_ASSIGN_OR_RETURN(FileRef f, cache.Open(path, direct));
 //      f == nullptr means the file does not exist (a missing chunk or shard: reads as fill).
-//   3. Use f->fd with positional reads only (pread / io_uring), never lseek.
+//   3. Use f->fd with positional reads only (pread / io_uring), never lseek. f->id says
+//      which file (device, inode, size, mtime, ctime) the descriptor reads; anything derived
+//      from the file's bytes (a decoded shard index) must be keyed by it.
+//   4. Array::Close drops an array's entries with DropPrefix(root).
+//
+// Files changing under the cache: Open() of a cached path stats the path and compares its
+// identity with the cached one. A file replaced (rename over it: new inode), rewritten in
+// place (same inode, new size or mtime/ctime) or deleted is therefore seen by the next
+// Open(): the stale descriptor is dropped and the path opened afresh (or reported missing).
+// An in-place rewrite that keeps the size and lands within the file system's timestamp
+// granularity (a few ms on ext4) cannot be told apart; neither can a change made while a
+// read is in flight.
 //
 // Files are opened O_RDONLY|O_CLOEXEC. Anything that is not a regular file (a directory,
 // a FIFO, a device) is refused with kIoError without ever blocking: the open itself uses
 // O_NONBLOCK, which is cleared again for regular files (io_uring would otherwise return
 // EAGAIN for uncached data).
 //
-// The cache is LRU-capped below RLIMIT_NOFILE. A FileRef keeps its descriptor open even if
-// the cache evicts the entry meanwhile, so eviction never races with a read in flight.
-// Sizes are taken at open time.
+// Budget: the cache keeps at most capacity() descriptors (a quarter of RLIMIT_NOFILE, read
+// again on every open, 16..4096), least recently used first out. A FileRef keeps its
+// descriptor open even if the cache evicts the entry meanwhile, so eviction never races
+// with a read in flight. When open() still fails with EMFILE/ENFILE, every cached entry is
+// evicted and the open retried, so a read that could be served by evicting never fails.
 //
 // With `direct`, descriptors are switched to O_DIRECT (page cache bypassed) where the file
 // system supports it; OpenFile::direct says whether it took, so callers must then issue
 // block-aligned reads into aligned buffers (kDirectAlignment). Where it does not take
-// (tmpfs on older kernels, some FUSE file systems) the file is read buffered.
+// (tmpfs on older kernels, some FUSE file systems) the file is read buffered. Buffered and
+// direct descriptors of one path are separate entries.
 //
-// Thread-safety: all methods may be called concurrently. Fork: keep the cache in a
-// ProcessLocal slot; a child then gets a fresh cache and closes the inherited descriptors.
+// Thread-safety: all methods may be called concurrently. Fork: the process cache lives in a
+// ProcessLocal slot; a child gets a fresh cache and closes the inherited descriptors.
 #pragma once
 
 #include <cstdint>
@@ -43,10 +56,22 @@ namespace lsio {
 /// logical block size up to 4 KiB).
 constexpr uint64_t kDirectAlignment = 4096;
 
+/// Which version of which file: equal identities mean the same bytes, up to the limits
+/// described above.
+struct FileIdentity {
+  uint64_t dev = 0;
+  uint64_t ino = 0;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
+  bool operator==(const FileIdentity&) const = default;
+};
+
 struct OpenFile {
   int fd = -1;
   uint64_t size = 0;
   bool direct = false;  ///< the descriptor is O_DIRECT
+  FileIdentity id;      ///< taken with fstat right after open
   ~OpenFile();
 };
 
@@ -54,17 +79,23 @@ using FileRef = std::shared_ptr<const OpenFile>;
 
 class FileCache {
  public:
-  explicit FileCache(size_t capacity, bool direct = false);
+  /// capacity 0: follow the current RLIMIT_NOFILE (DefaultFileCacheCapacity()).
+  explicit FileCache(size_t capacity = 0);
 
-  /// Opens (or finds) `path`. Returns nullptr when it does not exist (ENOENT).
-  /// Fails with kIoError (errno, path) for other failures and non-regular files.
-  Result<FileRef> Open(const std::string& path);
+  /// Opens (or finds and revalidates) `path`. Returns nullptr when it does not exist
+  /// (ENOENT). Fails with kIoError (errno, path) for other failures and non-regular files.
+  Result<FileRef> Open(const std::string& path, bool direct = false);
 
-  /// Drops every entry (descriptors close when the last FileRef goes).
+  /// Drops the entries whose path starts with `prefix` (descriptors close when the last
+  /// FileRef goes).
+  void DropPrefix(const std::string& prefix);
+
+  /// Drops every entry.
   void Clear();
 
   size_t size();
-  size_t capacity() const { return capacity_; }
+  /// The current budget: the fixed capacity, or one derived from RLIMIT_NOFILE now.
+  size_t capacity() const;
 
   /// In a forked child: close the inherited descriptors without taking the lock.
   void OnForkAbandon();
@@ -72,15 +103,19 @@ class FileCache {
  private:
   using Lru = std::list<std::pair<std::string, FileRef>>;
   void EvictLocked(size_t keep);
+  void EraseLocked(const std::string& key, const FileRef& expected);
 
-  const size_t capacity_;
-  const bool direct_;
+  const size_t fixed_capacity_;
   std::mutex mu_;
   Lru lru_;  // front = most recently used
   std::unordered_map<std::string, Lru::iterator> map_;
 };
 
-/// A capacity well below RLIMIT_NOFILE (a few arrays can be open at once).
+/// The process-wide cache every Array reads through (a ProcessLocal slot).
+FileCache& ProcessFileCache();
+
+/// A quarter of the current RLIMIT_NOFILE, clamped to 16..4096 (the rest stays for the
+/// application and for descriptors held by reads in flight).
 size_t DefaultFileCacheCapacity();
 
 }  // namespace lsio

@@ -43,6 +43,21 @@ void WidenForDirect(ReadRequest* r) {
 // Largest read buffer a worker keeps between calls; bigger ones are freed after the call.
 constexpr size_t kArenaKeepBytes = 16u << 20;
 
+// A stored chunk larger than its codec chain can produce for the chunk shape is corrupt;
+// refusing it here keeps a bogus size (a sparse 1 TiB chunk file, a forged index entry)
+// from becoming a read buffer.
+Status CheckStoredSize(const ArrayLayout& l, const Plan& plan, const ChunkTask& t) {
+  const uint64_t bound = l.chain->max_stored_size();
+  // Uncompressed chunks must match exactly; ExecuteRead says so with a clearer message.
+  if (t.nbytes <= bound || l.chain->stored_is_decoded()) return Status::Ok();
+  return Status::DataLoss("stored chunk has " + std::to_string(t.nbytes) + " bytes, more than its codecs (" +
+                          l.chain->description() + ") can produce for a chunk of " +
+                          std::to_string(l.chain->decoded_size()) + " bytes (at most " + std::to_string(bound) + ")")
+      .WithPath(plan.files[static_cast<size_t>(t.file)])
+      .WithChunk(TaskCoords(plan, t))
+      .WithRange(t.offset, t.nbytes);
+}
+
 // Step 2: fill in file/offset/nbytes/missing for tasks [first, last). `shard_index` and
 // `shard_file` are per plan shard and persist across waves (-2: not looked at yet).
 Status Resolve(const ReadContext& ctx, uint32_t first, uint32_t last, Plan* plan,
@@ -61,7 +76,7 @@ Status Resolve(const ReadContext& ctx, uint32_t first, uint32_t last, Plan* plan
     for (uint32_t i = first; i < last; ++i) {
       ChunkTask& t = plan->tasks[i];
       std::string path = ShardPath(l, plan->coords.data() + t.coords);
-      auto ref = files.Open(path);
+      auto ref = files.Open(path, ctx.direct);
       if (!ref.ok()) return Status(ref.status()).WithChunk(TaskCoords(*plan, t));
       if (ref.value() == nullptr) {
         t.missing = true;
@@ -70,6 +85,7 @@ Status Resolve(const ReadContext& ctx, uint32_t first, uint32_t last, Plan* plan
       t.offset = 0;
       t.nbytes = ref.value()->size;
       t.file = add_file(std::move(path), ref.value());
+      LSIO_RETURN_IF_ERROR(CheckStoredSize(l, *plan, t));
     }
     return Status::Ok();
   }
@@ -84,7 +100,7 @@ Status Resolve(const ReadContext& ctx, uint32_t first, uint32_t last, Plan* plan
     if (shard_file[s] != -2 && (shard_file[s] == -1 || plan->file_refs[static_cast<size_t>(shard_file[s])])) continue;
     const int64_t* sc = plan->shard_coords.data() + s * static_cast<size_t>(nd);
     std::string path = ShardPath(l, sc);
-    auto ref = files.Open(path);
+    auto ref = files.Open(path, ctx.direct);
     if (!ref.ok()) return ref.status();
     if (ref.value() == nullptr) {  // absent shard: all fill
       shard_file[s] = -1;
@@ -92,7 +108,9 @@ Status Resolve(const ReadContext& ctx, uint32_t first, uint32_t last, Plan* plan
     }
     const FileRef& f = ref.value();
     shard_file[s] = add_file(std::move(path), f);
-    if (index[s] == nullptr) index[s] = ctx.index_cache->Find(plan->shard_ids[s]);
+    // Always through the cache, which checks that the index was decoded from this very
+    // file (a shard reopened in a later wave may have been rewritten meanwhile).
+    index[s] = ctx.index_cache->Find(plan->shard_ids[s], f->id);
     if (index[s]) continue;
     if (f->size < l.shard.index_size) {
       return Status::DataLoss("shard is " + std::to_string(f->size) + " bytes, shorter than its " +
@@ -134,7 +152,7 @@ Status Resolve(const ReadContext& ctx, uint32_t first, uint32_t last, Plan* plan
         return;
       }
       index[s] = std::make_shared<const std::vector<ShardIndexEntry>>(std::move(decoded).value());
-      ctx.index_cache->Insert(plan->shard_ids[s], index[s]);
+      ctx.index_cache->Insert(plan->shard_ids[s], index[s], plan->file_refs[fi]->id);
     });
     if (!first_error.ok()) return first_error;
   }
@@ -153,6 +171,7 @@ Status Resolve(const ReadContext& ctx, uint32_t first, uint32_t last, Plan* plan
     t.file = shard_file[s];
     t.offset = e.offset;
     t.nbytes = e.nbytes;
+    LSIO_RETURN_IF_ERROR(CheckStoredSize(l, *plan, t));
   }
   return Status::Ok();
 }
@@ -277,7 +296,9 @@ void WorkerLoopBody(CallState& cs) {
   // Built once per call: a std::function per batch would allocate (its captures exceed the
   // small-buffer size), and batches are single units while reads hit the page cache.
   const std::function<void(size_t)> on_done = [&](size_t i) {
-    if (cs.failed.load(std::memory_order_relaxed) || cs.Interrupted()) return;
+    // No interrupt poll here: the poll may run Python signal handlers, which may read
+    // through lsio on this thread, and this thread's arena, scratch and ring are live here.
+    if (cs.failed.load(std::memory_order_relaxed)) return;
     const IoUnit& unit = plan.units[req_unit[i]];
     const ReadRequest& r = reqs[i];
     if (!r.status.ok()) {
@@ -299,6 +320,8 @@ void WorkerLoopBody(CallState& cs) {
     }
   };
 
+  // Between batches this thread holds no arena, scratch or ring state: the one place
+  // where the interrupt poll (and whatever Python signal handler it runs) may happen.
   while (!cs.failed.load(std::memory_order_relaxed) && !cs.Interrupted()) {
     reqs.clear();
     req_unit.clear();

@@ -16,8 +16,8 @@
 //      flight with io_uring) and decodes each chunk as soon as its read completes, on the
 //      same core, straight into the output when the layout allows, else through a
 //      per-thread scratch buffer and a strided copy. Fills write the fill pattern in place.
-// Steps 2-4 run in waves when a call touches more files than half the Array's FileCache
-// capacity, so one call never holds more descriptors than that (tasks of one shard are
+// Steps 2-4 run in waves when a call touches more files than half the FileCache's
+// current capacity, so one call never holds more descriptors than that (tasks of one shard are
 // mostly adjacent, so a shard is rarely opened twice). Before each wave the executor fits
 // its workers and read batches into ctx.memory_limit, or fails before reading.
 // With a transform (ctx.convert), every chunk goes through scratch and is converted while
@@ -43,15 +43,18 @@ struct ReadContext {
   const ArrayLayout* layout = nullptr;
   IoBackend* backend = nullptr;
   IndexCache* index_cache = nullptr;
-  FileCache* files = nullptr;
+  FileCache* files = nullptr;   ///< usually ProcessFileCache()
+  bool direct = false;          ///< open files O_DIRECT where the file system allows it
   PlanOptions plan;
   int threads = 1;             ///< total workers including the calling thread
   unsigned queue_depth = 64;   ///< reads in flight per worker
   /// Bytes buffered per worker batch (io_uring batches; pread reads one unit at a time).
   /// With max_request this bounds a worker's read buffer, hence the call's memory.
   uint64_t batch_bytes = 8ull << 20;
-  /// Polled on the calling thread only, about every 10 ms between batches of work; when it
-  /// returns true the call stops with kCancelled (the output is then partly written).
+  /// Polled on the calling thread only, about every 10 ms, between waves and between
+  /// batches of work (never while the thread's read arena, decode scratch or ring hold
+  /// anything, so the poll may run code that reads through lsio itself); when it returns
+  /// true the call stops with kCancelled (the output is then partly written).
   std::function<bool()> interrupted;
   /// Bytes one call may allocate (plan + per-worker read and decode buffers); 0 = no limit.
   /// The executor first uses fewer workers and smaller read batches to fit, then fails

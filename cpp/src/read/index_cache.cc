@@ -6,32 +6,41 @@ namespace {
 uint64_t Cost(const ShardIndexPtr& p) { return 64 + p->size() * sizeof(ShardIndexEntry); }
 }  // namespace
 
-ShardIndexPtr IndexCache::Find(uint64_t shard_id) {
+void IndexCache::EraseLocked(std::unordered_map<uint64_t, Lru::iterator>::iterator it) {
+  bytes_ -= Cost(it->second->index);
+  lru_.erase(it->second);
+  map_.erase(it);
+}
+
+ShardIndexPtr IndexCache::Find(uint64_t shard_id, const FileIdentity& file) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = map_.find(shard_id);
   if (it == map_.end()) return nullptr;
+  if (!(it->second->file == file)) {  // decoded from another version of the shard file
+    EraseLocked(it);
+    return nullptr;
+  }
   lru_.splice(lru_.begin(), lru_, it->second);
-  return it->second->second;
+  return it->second->index;
 }
 
-void IndexCache::Insert(uint64_t shard_id, ShardIndexPtr index) {
+void IndexCache::Insert(uint64_t shard_id, ShardIndexPtr index, const FileIdentity& file) {
   const uint64_t cost = Cost(index);
   if (cost > capacity_) return;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = map_.find(shard_id);
-  if (it != map_.end()) {
-    bytes_ -= Cost(it->second->second);
-    lru_.erase(it->second);
-    map_.erase(it);
-  }
-  lru_.emplace_front(shard_id, std::move(index));
+  if (it != map_.end()) EraseLocked(it);
+  lru_.push_front(Entry{shard_id, std::move(index), file});
   map_[shard_id] = lru_.begin();
   bytes_ += cost;
-  while (bytes_ > capacity_ && !lru_.empty()) {
-    bytes_ -= Cost(lru_.back().second);
-    map_.erase(lru_.back().first);
-    lru_.pop_back();
-  }
+  while (bytes_ > capacity_ && !lru_.empty()) EraseLocked(map_.find(lru_.back().shard_id));
+}
+
+void IndexCache::Clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  lru_.clear();
+  map_.clear();
+  bytes_ = 0;
 }
 
 uint64_t IndexCache::bytes() {

@@ -82,8 +82,8 @@ TEST(DirectReadTest, DirectDescriptorsReadAlignedWidenedRanges) {
   TempDir dir;
   const Bytes data = lsio_test::PatternBytes(3 * 4096 + 1234, 3);
   const std::string path = dir.Write("f", data);
-  FileCache files(8, /*direct=*/true);
-  auto f = files.Open(path);
+  FileCache files(8);
+  auto f = files.Open(path, /*direct=*/true);
   ASSERT_TRUE(f.ok() && f.value()) << f.status().ToString();
   if (!f.value()->direct) GTEST_SKIP() << "the file system under " << dir.path() << " refuses O_DIRECT";
   FileCache buffered(8);

@@ -1,11 +1,13 @@
 // FileCache: missing files are nullptr (fill), non-regular files are kIoError without
 // blocking, unreadable files are kIoError/EACCES (checked as nobody when run as root),
-// descriptors are O_CLOEXEC and blocking, entries are LRU-capped, and a FileRef stays
-// usable after its entry is evicted.
+// descriptors are O_CLOEXEC and blocking, entries are LRU-capped, a FileRef stays usable
+// after its entry is evicted, cached entries are revalidated against the path (rewrites,
+// renames, deletions), and descriptor exhaustion evicts instead of failing.
 #include "io/file_cache.h"
 
 #include <fcntl.h>
 #include <grp.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -70,16 +72,130 @@ TEST(FileCacheTest, SecondOpenReturnsTheCachedEntry) {
   EXPECT_EQ(cache.size(), 1u);
 }
 
-TEST(FileCacheTest, SizeIsTakenAtOpenTime) {
+// Stale descriptors are the cause of silent wrong data: each Open() revalidates a cached
+// entry against the path, so rewrites, replacements and deletions are seen at once.
+TEST(FileCacheTest, RewriteInPlaceIsSeenByTheNextOpen) {
   TempDir dir;
   const std::string path = dir.Write("a", std::string("12345"));
   FileCache cache(8);
-  auto a = cache.Open(path);
-  ASSERT_TRUE(a.ok());
+  FileRef a = cache.Open(path).value();
+  // Same inode (truncate + write, like `cp new old`), new size.
   dir.Write("a", std::string("1234567890"));
-  auto b = cache.Open(path);
-  ASSERT_TRUE(b.ok());
-  EXPECT_EQ(b.value()->size, 5u);
+  FileRef b = cache.Open(path).value();
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->id.ino, a->id.ino);
+  EXPECT_EQ(b->size, 10u);
+  EXPECT_EQ(ReadAll(b), "1234567890");
+  EXPECT_EQ(a->size, 5u) << "a held ref keeps describing the file it was opened as";
+  EXPECT_EQ(cache.size(), 1u);
+}
+
+TEST(FileCacheTest, RewriteInPlaceWithTheSameSizeIsSeenByItsMtime) {
+  TempDir dir;
+  const std::string path = dir.Write("a", std::string("aaaaa"));
+  FileCache cache(8);
+  FileRef a = cache.Open(path).value();
+  // Same inode, same size: only the timestamps tell. Give them a distinct value.
+  dir.Write("a", std::string("bbbbb"));
+  struct timespec times[2] = {{0, UTIME_OMIT}, {a->id.mtime_ns / 1000000000 + 7, 0}};
+  ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+  FileRef b = cache.Open(path).value();
+  EXPECT_NE(a.get(), b.get());
+  EXPECT_EQ(ReadAll(b), "bbbbb");
+}
+
+TEST(FileCacheTest, FileReplacedByRenameIsReopened) {
+  TempDir dir;
+  const std::string path = dir.Write("a", std::string("old"));
+  FileCache cache(8);
+  FileRef a = cache.Open(path).value();
+  const std::string tmp = dir.Write("a.tmp", std::string("new!"));
+  ASSERT_EQ(rename(tmp.c_str(), path.c_str()), 0);
+  FileRef b = cache.Open(path).value();
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(b->id.ino, a->id.ino);
+  EXPECT_EQ(ReadAll(b), "new!");
+  EXPECT_EQ(ReadAll(a), "old") << "reads in flight keep the file they started on";
+}
+
+TEST(FileCacheTest, DeletedFileIsMissingAtTheNextOpen) {
+  TempDir dir;
+  const std::string path = dir.Write("a", std::string("x"));
+  FileCache cache(8);
+  ASSERT_NE(cache.Open(path).value(), nullptr);
+  ASSERT_EQ(unlink(path.c_str()), 0);
+  auto r = cache.Open(path);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.value(), nullptr);
+  EXPECT_EQ(cache.size(), 0u);
+}
+
+TEST(FileCacheTest, UnchangedFileKeepsItsEntry) {
+  TempDir dir;
+  const std::string path = dir.Write("a", std::string("x"));
+  FileCache cache(8);
+  FileRef a = cache.Open(path).value();
+  FileRef b = cache.Open(path).value();
+  EXPECT_EQ(a.get(), b.get());
+  EXPECT_EQ(a->id, b->id);
+}
+
+TEST(FileCacheTest, BufferedAndDirectDescriptorsAreSeparateEntries) {
+  TempDir dir;
+  const std::string path = dir.Write("a", std::string("x"));
+  FileCache cache(8);
+  FileRef a = cache.Open(path, false).value();
+  FileRef b = cache.Open(path, true).value();
+  EXPECT_NE(a.get(), b.get());
+  EXPECT_FALSE(a->direct);
+  EXPECT_EQ(cache.size(), 2u);
+}
+
+TEST(FileCacheTest, DropPrefixDropsOnlyThatTree) {
+  TempDir dir;
+  const std::string a = dir.Write("x/1", std::string("1"));
+  const std::string b = dir.Write("x/2", std::string("2"));
+  const std::string c = dir.Write("y/1", std::string("3"));
+  FileCache cache(8);
+  for (const auto& p : {a, b, c}) ASSERT_NE(cache.Open(p).value(), nullptr);
+  cache.Open(a, true).value();
+  cache.DropPrefix(dir.Join("x/"));
+  EXPECT_EQ(cache.size(), 1u);
+}
+
+TEST(FileCacheTest, DescriptorExhaustionEvictsInsteadOfFailing) {
+  // Runs in a child: it lowers RLIMIT_NOFILE so that the cache's own entries exhaust it.
+  TempDir dir;
+  std::vector<std::string> paths;
+  for (int i = 0; i < 64; ++i) paths.push_back(dir.Write("f" + std::to_string(i), std::string("x")));
+  const int rc = lsio_test::RunInChild([&] {
+    FileCache cache(1000);  // a fixed capacity far above the limit set below
+    int used = 0;
+    for (int fd = 0; fd < 1024; ++fd) used += fcntl(fd, F_GETFD) != -1;
+    rlimit rl{static_cast<rlim_t>(used + 8), static_cast<rlim_t>(used + 8)};
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) return 77;
+    for (const auto& p : paths) {
+      auto r = cache.Open(p);
+      if (!r.ok() || r.value() == nullptr) return 1;
+    }
+    return cache.size() < paths.size() / 2 ? 0 : 2;  // it had to give descriptors back
+  });
+  if (rc == 77) GTEST_SKIP() << "setrlimit refused";
+  EXPECT_EQ(rc, 0);
+}
+
+TEST(FileCacheTest, DefaultCapacityFollowsTheCurrentLimit) {
+  const int rc = lsio_test::RunInChild([] {
+    rlimit rl{256, 256};
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) return 77;
+    FileCache cache;
+    if (cache.capacity() != 64) return 1;
+    rl = {128, 128};
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) return 77;
+    return cache.capacity() == 32 ? 0 : 2;
+  });
+  if (rc == 77) GTEST_SKIP() << "setrlimit refused";
+  EXPECT_EQ(rc, 0);
 }
 
 TEST(FileCacheTest, DirectoryIsIoErrorWithEisdir) {
@@ -150,7 +266,7 @@ TEST(FileCacheTest, CapacityHasAFloorOfFour) {
   EXPECT_EQ(FileCache(100).capacity(), 100u);
   const size_t def = DefaultFileCacheCapacity();
   EXPECT_GE(def, 16u);
-  EXPECT_LE(def, 1024u);
+  EXPECT_LE(def, 4096u);
 }
 
 TEST(FileCacheTest, EvictionKeepsFileRefsValid) {

@@ -1,7 +1,11 @@
 // ExecuteRead on stores written byte by byte: the §6.9 shard blobs, the index cache (the
-// index is read once and reused), error context (file, chunk, byte range), the uncompressed
+// index is read once and reused while the shard file is unchanged, read again once it
+// changed), error context (file, chunk, byte range), the uncompressed
 // size check, and identical results with 1 and several threads.
 #include "read/executor.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <memory>
@@ -108,17 +112,25 @@ TEST(ExecutorTest, ShardIndexIsReadOnceThenServedFromTheCache) {
   ASSERT_TRUE(s->Read({Box({0, 0}, {4, 4})}, {View(out.data(), {4, 4}, 2)}).ok());
   EXPECT_EQ(s->index->size(), 1u);
 
-  // Corrupt the index checksum in place (same inode, same size): the cached index is used.
-  Bytes corrupt = blob;
-  corrupt.back() ^= 0xFF;
-  dir.Write("c/0/0", corrupt);
+  // While the file is unchanged, the cached index is what the read uses: swap in a doctored
+  // index (every inner chunk missing) under the file's identity, and the read returns fill.
+  FileRef f = s->files->Open(path).value();
+  ASSERT_NE(f, nullptr);
+  auto all_missing = std::make_shared<std::vector<ShardIndexEntry>>((*s->index->Find(0, f->id)).size());
+  for (ShardIndexEntry& e : *all_missing) e = ShardIndexEntry{UINT64_MAX, UINT64_MAX};
+  s->index->Insert(0, all_missing, f->id);
   std::fill(out.begin(), out.end(), 0xFFFF);
   Status again = s->Read({Box({0, 0}, {4, 4})}, {View(out.data(), {4, 4}, 2)});
   ASSERT_TRUE(again.ok()) << again.ToString();
-  EXPECT_EQ(out, lsio_test::Shard69Values());
+  EXPECT_EQ(out, std::vector<uint16_t>(16, 0)) << "the cached index was not used";
 
-  // A fresh index cache reads the index again and finds the corruption.
-  s->index = std::make_unique<IndexCache>(1 << 20);
+  // Rewritten in place (same inode, same size, later mtime): the cached index belongs to
+  // the old version, so the index is read again, and its corruption found.
+  Bytes corrupt = blob;
+  corrupt.back() ^= 0xFF;
+  dir.Write("c/0/0", corrupt);
+  struct timespec times[2] = {{0, UTIME_OMIT}, {f->id.mtime_ns / 1000000000 + 5, 0}};
+  ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
   Status fresh = s->Read({Box({0, 0}, {4, 4})}, {View(out.data(), {4, 4}, 2)});
   ASSERT_FALSE(fresh.ok());
   EXPECT_EQ(fresh.code(), StatusCode::kDataLoss);
