@@ -6,7 +6,9 @@
 #   bash scripts/sanitize.sh tsan       # TSan over the util, io (pread and io_uring), read and
 #                                       # fault suites (build/tsan)
 #   bash scripts/sanitize.sh asan-python  # the _core extension under ASan + UBSan (build/asan):
-#                                       # tests/python/test_goldens.py and test_errors.py, pread
+#                                       # tests/python/test_goldens.py, test_errors.py,
+#                                       # test_file_changes.py and test_interrupt.py's signal
+#                                       # handler and exit tests (children inherit ASan), pread
 #                                       # backend, with libasan/libubsan preloaded into python
 #
 # The C++ modes build no Python extension (-DLSIO_BUILD_PYTHON=OFF). Every sanitizer writes its reports to
@@ -96,14 +98,15 @@ run_asan_python() {
   mkdir -p "$dir/pkg" "$reports"
   cp -r "$LSIO_ROOT/python/lsio" "$dir/pkg/lsio"
   cp "$dir"/_core*.so "$dir/pkg/lsio/"
-  log "asan-python: pytest (test_goldens, test_errors; LSIO_IO=pread)"
+  log "asan-python: pytest (test_goldens, test_errors, test_file_changes, signal handlers and exit in test_interrupt; LSIO_IO=pread)"
   local rc=0
   LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libubsan.so)" \
   ASAN_OPTIONS="log_path=$reports/report:detect_leaks=0:halt_on_error=1" \
   UBSAN_OPTIONS="log_path=$reports/report:halt_on_error=1:print_stacktrace=1" \
   PYTHONPATH="$dir/pkg" LSIO_IO=pread \
-    "$py" -m pytest -q -p no:cacheprovider -k "not uring" \
-      "$LSIO_ROOT/tests/python/test_goldens.py" "$LSIO_ROOT/tests/python/test_errors.py" || rc=$?
+    "$py" -m pytest -q -p no:cacheprovider -k "not uring and not ctrl_c" \
+      "$LSIO_ROOT/tests/python/test_goldens.py" "$LSIO_ROOT/tests/python/test_errors.py" \
+      "$LSIO_ROOT/tests/python/test_file_changes.py" "$LSIO_ROOT/tests/python/test_interrupt.py" || rc=$?
   local n
   n=$(find "$reports" -type f | wc -l)
   if [ "$n" -gt 0 ]; then

@@ -19,7 +19,13 @@ namespace {
 
 Result<std::string> ReadSmallFile(const std::string& path, bool* missing) {
   *missing = false;
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+    // Out of descriptors (the limit may have been lowered since the cache filled up):
+    // give the cached ones back rather than fail.
+    ProcessFileCache().Clear();
+    fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  }
   if (fd < 0) {
     if (errno == ENOENT) {
       *missing = true;

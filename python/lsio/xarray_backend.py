@@ -138,7 +138,9 @@ class LsioStore(AbstractDataStore):
         return FrozenDict(dims)
 
     def close(self) -> None:
-        pass
+        """``Dataset.close()``: give back the arrays' descriptors and index caches."""
+        for arr in self._arrays.values():
+            arr.close()
 
 
 class LsioBackendEntrypoint(BackendEntrypoint):

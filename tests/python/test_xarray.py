@@ -154,3 +154,15 @@ def test_unreadable_array_raises_unless_dropped(tmp_path):
 
 def test_not_guessed():
     assert LsioBackendEntrypoint().guess_can_open("x.zarr") is False
+
+
+def test_dataset_close_closes_the_arrays(store):
+    # Dataset.close() (and `with xr.open_dataset(...)`) gives back lsio's descriptors and
+    # index caches: reading a closed dataset's lazy variables then fails, as with netCDF.
+    path, consolidated = store
+    with xr.open_dataset(str(path), engine="lsio", consolidated=consolidated) as ds:
+        want = _ref(path, consolidated)["t2m"].values
+        np.testing.assert_array_equal(ds["t2m"].values, want)
+        lazy = ds["precip"]
+    with pytest.raises(ValueError, match="closed"):
+        lazy.values

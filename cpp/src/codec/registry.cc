@@ -10,8 +10,9 @@ namespace {
 using Parser = Result<std::unique_ptr<Codec>> (*)(const nlohmann::json&);
 
 const std::map<std::string, Parser>& Registry() {
-  // Immutable after construction and holds no locks: safe across fork.
-  static const std::map<std::string, Parser> kRegistry = {
+  // Immutable after construction and holds no locks: safe across fork. Never destroyed, so
+  // a daemon thread still opening an array while the process exits finds it intact.
+  static const auto& kRegistry = *new std::map<std::string, Parser>{
       {"bytes", &ParseBytesCodec},
       {"endian", &ParseBytesCodec},  // ZEP1 draft name, still registered by zarr-python
       {"transpose", &ParseTransposeCodec},

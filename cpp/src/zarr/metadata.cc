@@ -126,7 +126,8 @@ Result<ArrayMetadata> ParseArrayMetadata(std::string_view text) {
     return Status::InvalidFormat("node_type is '" + nt->get<std::string>() + "', expected 'array'");
   }
 
-  static const std::set<std::string> kKnown = {
+  // Never destroyed (a daemon thread may still parse while the process exits).
+  static const auto& kKnown = *new std::set<std::string>{
       "zarr_format", "node_type", "shape", "data_type", "chunk_grid", "chunk_key_encoding",
       "fill_value", "codecs", "attributes", "storage_transformers", "dimension_names"};
   for (auto it = j.begin(); it != j.end(); ++it) {
