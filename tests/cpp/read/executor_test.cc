@@ -7,7 +7,10 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <cstring>
+#include <functional>
+#include <thread>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +40,7 @@ struct Store {
   std::unique_ptr<IndexCache> index = std::make_unique<IndexCache>(1 << 20);
   std::unique_ptr<FileCache> files = std::make_unique<FileCache>(64);
   int threads = 1;
+  std::function<bool()> interrupted;
 
   Status Read(const std::vector<Selection>& sels, const std::vector<DstView>& dsts) {
     ReadContext ctx;
@@ -45,6 +49,7 @@ struct Store {
     ctx.index_cache = index.get();
     ctx.files = files.get();
     ctx.threads = threads;
+    ctx.interrupted = interrupted;
     return ExecuteRead(ctx, sels, dsts);
   }
 };
@@ -261,6 +266,71 @@ TEST(ExecutorTest, ManyCropsGiveTheSameResultWithOneOrSeveralThreads) {
     results.push_back(out);
   }
   EXPECT_EQ(results[0], results[1]);
+}
+
+// Wraps a backend: marks the time this thread spends inside the completion callback (where
+// its read arena holds the batch and, with io_uring, more completions wait on its ring),
+// and slows each callback down so that the executor's 10 ms interrupt poll comes due there.
+class CallbackWatchingBackend final : public IoBackend {
+ public:
+  explicit CallbackWatchingBackend(std::unique_ptr<IoBackend> base) : base_(std::move(base)) {}
+  const char* name() const override { return base_->name(); }
+  void Read(std::span<ReadRequest> requests, const std::function<void(size_t)>& on_done) override {
+    base_->Read(requests, [&](size_t i) {
+      std::this_thread::sleep_for(std::chrono::microseconds(700));
+      in_callback = true;
+      on_done(i);
+      in_callback = false;
+    });
+  }
+  static thread_local bool in_callback;
+
+ private:
+  std::unique_ptr<IoBackend> base_;
+};
+thread_local bool CallbackWatchingBackend::in_callback = false;
+
+TEST(ExecutorTest, InterruptPollNeverRunsInsideACompletionCallback) {
+  // The poll may run Python signal handlers, which may read through lsio on the same thread:
+  // it must only come where this thread holds no batch in its arena and nothing on its ring.
+  // [64, 64] uint16 in 256 unsharded raw [4, 4] chunk files: 256 reads through the arena.
+  TempDir dir;
+  const char* json = R"({"zarr_format": 3, "node_type": "array", "shape": [64, 64], "data_type": "uint16",
+    "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4, 4]}},
+    "chunk_key_encoding": {"name": "default"}, "fill_value": 0, "codecs": ["bytes"]})";
+  for (int64_t gr = 0; gr < 16; ++gr) {
+    for (int64_t gc = 0; gc < 16; ++gc) {
+      Bytes raw;
+      for (int64_t r = 0; r < 4; ++r)
+        for (int64_t c = 0; c < 4; ++c) lsio_test::PutLE<uint16_t>(raw, static_cast<uint16_t>((gr * 4 + r) * 64 + gc * 4 + c));
+      dir.Write("c/" + std::to_string(gr) + "/" + std::to_string(gc), raw);
+    }
+  }
+  std::vector<std::pair<std::string, std::unique_ptr<IoBackend>>> backends;
+  backends.emplace_back("pread", MakePreadBackend());
+  if (ProbeUringSetup() == 0) {
+    backends.emplace_back("uring", std::move(MakeUringBackend(64, false)).value());
+    backends.emplace_back("uring+nowait", std::move(MakeUringBackend(64, true)).value());
+  }
+  for (auto& [name, backend] : backends) {
+    SCOPED_TRACE(name);
+    auto s = OpenStore(dir.path(), json);
+    ASSERT_NE(s, nullptr);
+    s->backend = std::make_unique<CallbackWatchingBackend>(std::move(backend));
+    int polls = 0;
+    int inside = 0;
+    s->interrupted = [&] {
+      ++polls;
+      inside += CallbackWatchingBackend::in_callback;
+      return false;
+    };
+    std::vector<uint16_t> out(64 * 64, 0);
+    Status st = s->Read({Box({0, 0}, {64, 64})}, {View(out.data(), {64, 64}, 2)});
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], static_cast<uint16_t>(i)) << i;
+    EXPECT_GT(polls, 5) << "the read takes ~180 ms: the poll must have come due many times";
+    EXPECT_EQ(inside, 0) << "of " << polls << " polls ran inside a completion callback";
+  }
 }
 
 }  // namespace
