@@ -1,5 +1,6 @@
 // The _core extension module: the only place (with array.cc and errors.cc) that knows
 // Python exists. python/lsio wraps it; users never import _core directly.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
 #include "lsio/array.h"
@@ -13,6 +14,11 @@ void BindLimits(py::module_& m);  // limits.cc: private micro-benchmarks for ben
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "lsio native engine (internal; use the lsio package)";
+  // pybind11 looks numpy's C API up on first use, releasing the GIL with a
+  // gil_scoped_release while it does (gil_safe_call_once_and_store). Were that first use a
+  // read on a daemon thread as the interpreter exits, re-taking the GIL in that destructor
+  // would end the thread inside it: std::terminate. So look it up now, at import.
+  (void)py::isinstance<py::array>(py::none());
   lsio_py::BindArray(m);
   lsio_py::BindLimits(m);
   m.def("io_backend_info", [] {
