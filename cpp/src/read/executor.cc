@@ -444,6 +444,11 @@ void WorkerLoop(CallState& cs) {
   ThreadIoArena().Trim(kArenaKeepBytes);
 }
 
+std::string HumanBytes(uint64_t b) {
+  return b >= (10ull << 20) ? std::to_string(b >> 20) + " MiB"
+                            : b >= (10ull << 10) ? std::to_string(b >> 10) + " KiB" : std::to_string(b) + " bytes";
+}
+
 // Chooses workers and batch size so that the plan plus every worker's read buffer and decode
 // scratch stay within ctx.memory_limit; fails before any read if even one worker cannot.
 Status FitMemory(const ReadContext& ctx, const Plan& plan, int* workers, uint64_t* batch_bytes) {
@@ -476,10 +481,7 @@ Status FitMemory(const ReadContext& ctx, const Plan& plan, int* workers, uint64_
       }
     }
   }
-  auto human = [](uint64_t b) {
-    return b >= (10ull << 20) ? std::to_string(b >> 20) + " MiB"
-                              : b >= (10ull << 10) ? std::to_string(b >> 10) + " KiB" : std::to_string(b) + " bytes";
-  };
+  const auto human = HumanBytes;
   return Status::ResourceExhausted("this read needs about " + human(need) + " of buffers (largest read " +
                                    human(max_unit) + ", decoded chunk " + human(chain.decoded_size()) +
                                    "), over the memory limit of " + human(ctx.memory_limit) +
@@ -542,9 +544,9 @@ class WaveResolver {
 Status CheckPlanBound(const ReadContext& ctx, const PlanBound& bound) {
   if (ctx.memory_limit == 0 || bound.bytes <= ctx.memory_limit) return Status::Ok();
   return Status::ResourceExhausted(
-      "planning this read needs up to " + std::to_string(bound.bytes >> 20) + " MiB (" +
-      std::to_string(bound.pieces) + " chunk pieces), over the memory limit of " +
-      std::to_string(ctx.memory_limit >> 20) + " MiB: read fewer or larger crops at once, or raise memory_limit");
+      "planning this read needs up to " + HumanBytes(bound.bytes) + " (" + std::to_string(bound.pieces) +
+      " chunk pieces), over the memory limit of " + HumanBytes(ctx.memory_limit) +
+      ": read fewer crops or indices at once, or raise memory_limit");
 }
 
 Status RunPlan(const ReadContext& ctx, Plan& plan);

@@ -61,7 +61,8 @@ class TaskBuilder {
     }
   }
 
-  // Linear index of chunk `g` in the chunk grid (unique per chunk).
+  // Linear index of chunk `g` in the chunk grid (unique per chunk: zarr metadata limits an
+  // array to 2^63 bytes, so the grid has fewer than 2^64 chunks and this cannot wrap).
   uint64_t Linear(const int64_t* g) const {
     uint64_t lin = 0;
     for (int d = 0; d < nd_; ++d) lin = lin * static_cast<uint64_t>(l_.grid[static_cast<size_t>(d)]) + static_cast<uint64_t>(g[d]);
