@@ -70,8 +70,7 @@ constexpr int64_t CeilDiv(int64_t a, int64_t b) { return a == 0 ? 0 : (a - 1) / 
 /// 0 when last < start. Never overflows.
 constexpr int64_t CountUpTo(int64_t start, int64_t step, int64_t count, int64_t last) {
   if (count <= 0 || last < start) return 0;
-  // last - start >= 0 fits (both are int64 with last >= start only if no wrap; compute in
-  // unsigned to be total for any pair).
+  // last - start can exceed INT64_MAX (start < 0 <= last); in uint64 it is exact.
   const uint64_t span = static_cast<uint64_t>(last) - static_cast<uint64_t>(start);
   const uint64_t k = span / static_cast<uint64_t>(step);  // index of the last one <= last
   return k >= static_cast<uint64_t>(count - 1) ? count : static_cast<int64_t>(k) + 1;

@@ -39,7 +39,7 @@ TestLayout MakeLayout(std::vector<int64_t> shape, std::vector<int64_t> chunk, si
   t.l.root = "/nonexistent/";
   t.l.shape = shape;
   t.l.chunk = chunk;
-  for (size_t d = 0; d < shape.size(); ++d) t.l.grid.push_back((shape[d] + chunk[d] - 1) / chunk[d]);
+  for (size_t d = 0; d < shape.size(); ++d) t.l.grid.push_back(shape[d] == 0 ? 0 : (shape[d] - 1) / chunk[d] + 1);
   t.l.chain = t.chain.get();
   t.l.itemsize = itemsize;
   t.l.fill.assign(itemsize, 0);
