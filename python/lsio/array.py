@@ -73,8 +73,11 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
         Bytes of decoded shard indexes cached per array (``None``: 64 MiB).
     memory_limit:
         Bytes one read call may allocate for its plan and read/decode buffers (``None``:
-        ``LSIO_MEMORY_LIMIT`` or no limit). Calls first use fewer threads and smaller
-        batches to fit, else raise :class:`MemoryError` before reading.
+        ``LSIO_MEMORY_LIMIT`` or no limit). An upper bound of the plan is checked before the
+        plan is built (about 32 bytes per crop and chunk it touches, plus ~200 bytes per
+        distinct chunk), so a call with too many crops fails without growing first. Calls
+        then use fewer threads and smaller batches to fit, else raise :class:`MemoryError`
+        before reading.
     direct:
         Read with ``O_DIRECT``, bypassing the page cache (``None``: ``LSIO_DIRECT`` or off):
         for one-pass scans of data larger than RAM, where caching only evicts other data.
