@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "io/select_backend.h"
@@ -87,6 +88,8 @@ struct Array::Impl {
     if (!s.status.ok()) return s.status;
     return s.backend.get();
   }
+
+  Result<ReadContext> PrepareRead(const std::function<bool()>& interrupted, const ElementTransform* transform);
 
   // Everything one call needs, from this process's slots.
   Result<ReadContext> Context() {
@@ -181,37 +184,10 @@ Status Array::Read(const Selection& sel, const DstView& dst,
   return ReadBatch(std::vector<Selection>{sel}, std::vector<DstView>{dst}, interrupted);
 }
 
-Status Array::ReadBatch(const std::vector<Selection>& sels, const std::vector<DstView>& dsts,
-                        const std::function<bool()>& interrupted, const ElementTransform* transform) {
-  const ArrayLayout& l = impl_->layout;
-  const size_t nd = l.shape.size();
-  if (sels.size() != dsts.size()) return Status::InvalidArgument("one output view per selection is required");
-  for (size_t b = 0; b < sels.size(); ++b) {
-    const Selection& s = sels[b];
-    const DstView& v = dsts[b];
-    if (s.size() != nd) {
-      return Status::InvalidArgument("selection has " + std::to_string(s.size()) + " dimensions, the array has " +
-                                     std::to_string(nd));
-    }
-    if (v.shape.size() != nd || v.byte_strides.size() != nd) {
-      return Status::InvalidArgument("output view rank does not match the array");
-    }
-    for (size_t d = 0; d < nd; ++d) {
-      const DimSel& ds = s[d];
-      if (ds.step < 1) return Status::InvalidArgument("selection step must be >= 1");
-      if (ds.count < 0) return Status::InvalidArgument("selection count must be >= 0");
-      if (v.shape[d] != ds.count) return Status::InvalidArgument("output view shape does not match the selection");
-      if (ds.count == 0) continue;
-      const __int128 last = static_cast<__int128>(ds.start) + static_cast<__int128>(ds.count - 1) * ds.step;
-      if (ds.start < 0 || last >= l.shape[d]) {
-        return Status::OutOfRange("selection [" + std::to_string(ds.start) + ", " +
-                                  std::to_string(static_cast<int64_t>(std::min<__int128>(last, INT64_MAX))) +
-                                  "] is outside dimension " + std::to_string(d) + " of size " +
-                                  std::to_string(l.shape[d]));
-      }
-    }
-  }
-  LSIO_ASSIGN_OR_RETURN(ReadContext ctx, impl_->Context());
+// The call's ReadContext: Context() plus the interrupt check and the transform.
+Result<ReadContext> Array::Impl::PrepareRead(const std::function<bool()>& interrupted, const ElementTransform* transform) {
+  const ArrayLayout& l = layout;
+  LSIO_ASSIGN_OR_RETURN(ReadContext ctx, Context());
   ctx.interrupted = interrupted;
   if (transform != nullptr) {
     if (transform->out_type != "float32" && transform->out_type != "float64") {
@@ -224,7 +200,96 @@ Status Array::ReadBatch(const std::vector<Selection>& sels, const std::vector<Ds
     ctx.offset = transform->offset;
     ctx.out_itemsize = to_double ? 8 : 4;
   }
-  return ExecuteRead(ctx, sels, dsts);
+  return ctx;
+}
+
+namespace {
+
+// "selection [a, b] is outside dimension d of size n", with b clamped for display.
+Status OutsideDim(int64_t first, __int128 last, size_t d, int64_t size) {
+  const int64_t shown = static_cast<int64_t>(std::max<__int128>(std::min<__int128>(last, INT64_MAX), INT64_MIN));
+  return Status::OutOfRange("selection [" + std::to_string(first) + ", " + std::to_string(shown) +
+                            "] is outside dimension " + std::to_string(d) + " of size " + std::to_string(size));
+}
+
+// Checks that start + k*step for k < count lies in [0, size). Exact: __int128 cannot wrap
+// for int64 operands, so huge steps or counts are reported, never wrapped into range.
+Status CheckRun(int64_t start, int64_t count, int64_t step, size_t d, int64_t size) {
+  if (count < 0) return Status::InvalidArgument("selection count must be >= 0");
+  if (count == 0) return Status::Ok();
+  const __int128 last = static_cast<__int128>(start) + static_cast<__int128>(count - 1) * step;
+  if (start < 0 || start >= size || last < 0 || last >= size) return OutsideDim(start, last, d, size);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Array::ReadBatch(const std::vector<Selection>& sels, const std::vector<DstView>& dsts,
+                        const std::function<bool()>& interrupted, const ElementTransform* transform) {
+  const size_t nd = impl_->layout.shape.size();
+  if (sels.size() != dsts.size()) return Status::InvalidArgument("one output view per selection is required");
+  for (size_t b = 0; b < sels.size(); ++b) {
+    const Selection& s = sels[b];
+    const DstView& v = dsts[b];
+    if (s.size() != nd) {
+      return Status::InvalidArgument("selection has " + std::to_string(s.size()) + " dimensions, the array has " +
+                                     std::to_string(nd));
+    }
+    if (v.shape.size() != nd || v.byte_strides.size() != nd) {
+      return Status::InvalidArgument("output view rank does not match the array");
+    }
+    for (size_t d = 0; d < nd; ++d) {
+      if (v.shape[d] != s[d].count) return Status::InvalidArgument("output view shape does not match the selection");
+    }
+  }
+  BoxBatchStorage storage(sels, dsts);
+  storage.batch.ndim = static_cast<int>(nd);
+  return ReadBoxes(storage.batch, interrupted, transform);
+}
+
+Status Array::ReadBoxes(const BoxBatch& batch, const std::function<bool()>& interrupted,
+                        const ElementTransform* transform) {
+  const ArrayLayout& l = impl_->layout;
+  const size_t nd = l.shape.size();
+  if (static_cast<size_t>(batch.ndim) != nd) {
+    return Status::InvalidArgument("selection has " + std::to_string(batch.ndim) + " dimensions, the array has " +
+                                   std::to_string(nd));
+  }
+  if (batch.size > 0 && nd > 0 && (batch.starts == nullptr || batch.counts == nullptr || batch.dst_strides == nullptr)) {
+    return Status::InvalidArgument("box batch without starts, counts or strides");
+  }
+  for (size_t b = 0; b < batch.size; ++b) {
+    for (size_t d = 0; d < nd; ++d) {
+      const int di = static_cast<int>(d);
+      if (batch.Step(b, di) < 1) return Status::InvalidArgument("selection step must be >= 1");
+      LSIO_RETURN_IF_ERROR(CheckRun(batch.Start(b, di), batch.Count(b, di), batch.Step(b, di), d, l.shape[d]));
+    }
+  }
+  LSIO_ASSIGN_OR_RETURN(ReadContext ctx, impl_->PrepareRead(interrupted, transform));
+  return ExecuteRead(ctx, batch);
+}
+
+Status Array::ReadOuter(const OuterSelection& sel, const std::function<bool()>& interrupted,
+                        const ElementTransform* transform) {
+  const ArrayLayout& l = impl_->layout;
+  const size_t nd = l.shape.size();
+  if (sel.runs.size() != nd || sel.num_runs.size() != nd || sel.shape.size() != nd || sel.byte_strides.size() != nd) {
+    return Status::InvalidArgument("outer selection rank does not match the array");
+  }
+  for (size_t d = 0; d < nd; ++d) {
+    if (sel.num_runs[d] > 0 && sel.runs[d] == nullptr) return Status::InvalidArgument("run list is null");
+    for (size_t r = 0; r < sel.num_runs[d]; ++r) {
+      const int64_t* row = sel.runs[d] + 4 * r;
+      const int64_t start = row[0], count = row[1], step = row[2], at = row[3];
+      if (count > 1 && step == 0) return Status::InvalidArgument("run step must not be 0");
+      LSIO_RETURN_IF_ERROR(CheckRun(start, count, step, d, l.shape[d]));
+      if (at < 0 || static_cast<__int128>(at) + count > sel.shape[d]) {
+        return Status::InvalidArgument("run output range is outside the output's dimension " + std::to_string(d));
+      }
+    }
+  }
+  LSIO_ASSIGN_OR_RETURN(ReadContext ctx, impl_->PrepareRead(interrupted, transform));
+  return ExecuteRead(ctx, sel);
 }
 
 void Array::Close() {

@@ -73,8 +73,11 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
         Bytes of decoded shard indexes cached per array (``None``: 64 MiB).
     memory_limit:
         Bytes one read call may allocate for its plan and read/decode buffers (``None``:
-        ``LSIO_MEMORY_LIMIT`` or no limit). Calls first use fewer threads and smaller
-        batches to fit, else raise :class:`MemoryError` before reading.
+        ``LSIO_MEMORY_LIMIT`` or no limit). An upper bound of the plan is checked before the
+        plan is built (about 32 bytes per crop and chunk it touches, plus ~200 bytes per
+        distinct chunk), so a call with too many crops fails without growing first. Calls
+        then use fewer threads and smaller batches to fit, else raise :class:`MemoryError`
+        before reading.
     direct:
         Read with ``O_DIRECT``, bypassing the page cache (``None``: ``LSIO_DIRECT`` or off):
         for one-pass scans of data larger than RAM, where caching only evicts other data.
@@ -450,17 +453,17 @@ class Array:
             raise ValueError(f"crop shape {crop} has {len(crop)} dimensions, the array has {nd}")
         if any(c < 0 for c in crop):
             raise ValueError(f"crop shape {crop} has negative entries")
-        if st.dtype.kind == "u" and st.size and st.max() > np.iinfo(np.int64).max:
-            raise BoundsError("crop start exceeds the int64 range")
+        if st.shape[0]:
+            # Bounds in exact (Python int) arithmetic on per-axis extremes, in the starts'
+            # own dtype: no cast can wrap a uint64 start, no start + shape can overflow, and
+            # no temporary the size of `starts` is allocated (10**6 crops stay cheap).
+            lo = [int(x) for x in st.min(axis=0)]
+            hi = [int(x) for x in st.max(axis=0)]
+            if any(lo[d] < 0 or hi[d] + crop[d] > self._shape[d] for d in range(nd)):
+                _raise_first_bad_crop(st, crop, self._shape)
+        elif any(c > n for c, n in zip(crop, self._shape)):
+            raise BoundsError(f"crop shape {crop} does not fit in the array's shape {self._shape}")
         st64 = np.ascontiguousarray(st, dtype=np.int64)
-        if st64.shape[0]:
-            bad = (st64 < 0) | (st64 + np.asarray(crop, dtype=np.int64) > np.asarray(self._shape, dtype=np.int64))
-            if bad.any():
-                i, d = (int(x) for x in np.argwhere(bad)[0])
-                raise BoundsError(
-                    f"crop {i} starting at {tuple(int(x) for x in st64[i])} with shape {crop} "
-                    f"lies outside dimension {d} of size {self._shape[d]}"
-                )
         full = (st64.shape[0],) + crop
         transform, out_dtype = self._transform(dtype, scale, offset)
         if out is None:
@@ -502,6 +505,9 @@ def _normalize_key(key: Any, shape: Tuple[int, ...]):
             count = len(range(start, stop, step))
             if count == 0:
                 start, step = 0, 1
+            elif count == 1:
+                # One element: the step is irrelevant, and may not even fit in int64 (::2**63).
+                step = 1
             elif step < 0:
                 start, step = start + (count - 1) * step, -step
                 flips.add(d)
@@ -527,6 +533,36 @@ def _normalize_key(key: Any, shape: Tuple[int, ...]):
             steps.append(1)
             int_axes.append(d)
     return starts, counts, steps, tuple(out_shape), int_axes, flips
+
+
+def _raise_first_bad_crop(st: np.ndarray, crop: Tuple[int, ...], shape: Tuple[int, ...]) -> None:
+    """Raises BoundsError naming the first crop (row-major) outside the array. Limits are
+    Python ints clamped into the starts' dtype, so nothing wraps."""
+    first = None
+    for d in range(len(shape)):
+        col = st[:, d]
+        limit = shape[d] - crop[d]  # largest valid start
+        bad = np.ones(col.shape, bool) if limit < 0 else col > limit
+        if col.dtype.kind == "i":
+            bad |= col < 0
+        if bad.any():
+            i = int(np.argmax(bad))
+            if first is None or i < first[0]:
+                first = (i, d)
+    assert first is not None
+    i, d = first
+    raise BoundsError(
+        f"crop {i} starting at {tuple(int(x) for x in st[i])} with shape {crop} "
+        f"lies outside dimension {d} of size {shape[d]}"
+    )
+
+
+def _is_int(x: Any) -> bool:
+    try:
+        operator.index(x)
+    except TypeError:
+        return False
+    return not isinstance(x, (bool, np.bool_))
 
 
 def _group_message(path: str) -> str:
@@ -591,6 +627,8 @@ def _outer_runs(key: Any, shape: Tuple[int, ...]):
         if isinstance(k, slice):
             start, stop, step = k.indices(n)
             count = len(range(start, stop, step))
+            if count <= 1:
+                step = 1  # irrelevant for one element, and may not fit in int64 (::-2**63)
             runs.append(np.array([[start, count, step, 0]] if count else np.zeros((0, 4)), dtype=np.int64))
             out_shape.append(count)
             continue
@@ -601,11 +639,22 @@ def _outer_runs(key: Any, shape: Tuple[int, ...]):
             idx = np.flatnonzero(idx)
         elif idx.size == 0 and idx.ndim == 1:
             idx = idx.astype(np.int64)  # [] arrives as float64
+        elif idx.dtype == object and all(_is_int(x) for x in idx.reshape(-1)):
+            # Python ints beyond int64 (numpy makes such lists object arrays): bounds exactly.
+            for x in idx.reshape(-1):
+                i = operator.index(x)
+                if not -n <= i < n:
+                    raise BoundsError(f"index {i} is out of bounds for axis {d} with size {n}")
+            idx = idx.astype(np.int64)
         elif idx.dtype.kind not in "iu":
             raise TypeError(f"oindex takes integer arrays, booleans, slices or ints; got {idx.dtype} for axis {d}")
         scalar = idx.ndim == 0
         if idx.ndim > 1:
             raise IndexError(f"oindex takes 1-d index arrays; got {idx.ndim}-d for axis {d}")
+        # Bounds before any cast to int64, where 2**64 - 1 would wrap to -1 (= the last row).
+        if idx.dtype.kind == "u" and idx.size and int(idx.max()) >= n:
+            bad = int(idx.reshape(-1)[np.argmax(idx.reshape(-1) >= n)])
+            raise BoundsError(f"index {bad} is out of bounds for axis {d} with size {n}")
         idx = idx.astype(np.int64, copy=False).reshape(-1)
         idx = np.where(idx < 0, idx + n, idx)
         if idx.size and (idx.min() < 0 or idx.max() >= n):

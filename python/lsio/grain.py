@@ -255,6 +255,9 @@ class CropSource:
     def _split_keys(self, keys: Sequence[Any]) -> Tuple[np.ndarray, np.ndarray]:
         """Keys (ints or (epoch, index) pairs) -> (epochs, indices) int64 arrays."""
         if isinstance(keys, np.ndarray) and keys.dtype.kind in "iu" and keys.ndim == 1:
+            # Unsigned keys are checked before the cast: 2**64 - 1 would wrap to -1, the last record.
+            if keys.dtype.kind == "u" and keys.size and int(keys.max()) >= self._length:
+                raise IndexError(f"index {int(keys.max())} out of range for {self._length} records")
             idx = keys.astype(np.int64)
             ep = np.full(idx.shape, self.epoch, dtype=np.int64)
         else:
@@ -264,8 +267,11 @@ class CropSource:
                     e, i = k
                 else:
                     e, i = self.epoch, k
+                i = int(i)
+                if not -self._length <= i < self._length:  # exact: Python ints beyond int64 too
+                    raise IndexError(f"index {i} out of range for {self._length} records")
                 ep_l.append(int(e))
-                idx_l.append(int(i))
+                idx_l.append(i)
             idx = np.asarray(idx_l, dtype=np.int64).reshape(-1)
             ep = np.asarray(ep_l, dtype=np.int64).reshape(-1)
         if idx.size:

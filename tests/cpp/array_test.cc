@@ -446,6 +446,150 @@ TEST(ArrayTest, SelectionErrors) {
   EXPECT_EQ(out, untouched);
 }
 
+TEST(ArrayTest, HugeStepsAndOverflowingSelections) {
+  TempDir dir;
+  dir.Write("arr/zarr.json", Shard69Json("end"));
+  dir.Write("arr/c/0/0", lsio_test::Shard69TensorStore());
+  auto a = OpenOk(dir.Join("arr"));
+  ASSERT_NE(a, nullptr);
+  const std::vector<uint16_t> v = lsio_test::Shard69Values();
+  // One index with any step reads that index (the step used to overflow the planner).
+  for (int64_t step : {INT64_MAX, INT64_MAX - 1, int64_t{1} << 62}) {
+    std::vector<uint16_t> out(1, 0);
+    Status st = a->Read(Box({3, 2}, {1, 1}, {step, step}), View(out.data(), {1, 1}, 2));
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(out[0], v[14]);
+  }
+  // Two indices whose last one does not fit in int64: outside, not wrapped into range.
+  std::vector<uint16_t> out(4, 0x5555);
+  Status st = a->Read(Box({1, 0}, {2, 1}, {INT64_MAX, 1}), View(out.data(), {2, 1}, 2));
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << st.ToString();
+  st = a->Read(Box({INT64_MAX, 0}, {1, 1}), View(out.data(), {1, 1}, 2));
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange);
+  DstView tall;  // by hand: View() would compute the (unused) extent INT64_MAX * 2
+  tall.data = reinterpret_cast<uint8_t*>(out.data());
+  tall.shape = {INT64_MAX, 1};
+  tall.byte_strides = {2, 2};
+  st = a->Read(Box({1, 0}, {INT64_MAX, 1}), tall);
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(out, std::vector<uint16_t>(4, 0x5555));
+}
+
+// Rows (start, count, step, dst_offset) per dimension as an OuterSelection over `out`.
+struct OuterRuns {
+  std::vector<std::vector<int64_t>> rows;
+  OuterSelection sel;
+  OuterRuns(std::vector<std::vector<int64_t>> r, uint16_t* out, std::vector<int64_t> shape) : rows(std::move(r)) {
+    for (auto& x : rows) {
+      sel.runs.push_back(x.data());
+      sel.num_runs.push_back(x.size() / 4);
+    }
+    sel.dst = reinterpret_cast<uint8_t*>(out);
+    sel.shape = shape;
+    sel.byte_strides.resize(shape.size());
+    int64_t s = 2;
+    for (size_t d = shape.size(); d-- > 0;) {
+      sel.byte_strides[d] = s;
+      s *= shape[d];
+    }
+  }
+};
+
+TEST(ArrayTest, ReadOuterReadsTheProductOfRuns) {
+  for (const Blob69& b : kBlobs) {
+    TempDir dir;
+    dir.Write("arr/zarr.json", Shard69Json(b.location));
+    dir.Write("arr/c/0/0", b.bytes());
+    for (int threads : {1, 3}) {
+      OpenOptions o;
+      o.threads = threads;
+      auto a = OpenOk(dir.Join("arr"), o);
+      ASSERT_NE(a, nullptr);
+      const std::vector<uint16_t> v = lsio_test::Shard69Values();
+      // rows [3, 1, 1, 2] (3; then 1,1 as step 0 is not allowed: two runs; then 2),
+      // cols [3, 2, 1, 0, 2] (a backwards run, then 2).
+      std::vector<uint16_t> out(4 * 5, 0);
+      OuterRuns r({{3, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 2, 2, 1, 1, 3}, {3, 4, -1, 0, 2, 1, 1, 4}}, out.data(), {4, 5});
+      Status st = a->ReadOuter(r.sel);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      const int rows[] = {3, 1, 1, 2};
+      const int cols[] = {3, 2, 1, 0, 2};
+      for (int i = 0; i < 4; ++i) {
+        for (int j = 0; j < 5; ++j) EXPECT_EQ(out[5 * i + j], v[4 * rows[i] + cols[j]]) << b.name << " " << i << "," << j;
+      }
+      // With a transform (everything through scratch and the converter).
+      std::vector<float> f(4 * 5, 0);
+      OuterRuns rf({{3, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 2, 2, 1, 1, 3}, {3, 4, -1, 0, 2, 1, 1, 4}}, nullptr, {4, 5});
+      rf.sel.dst = reinterpret_cast<uint8_t*>(f.data());
+      rf.sel.byte_strides = {20, 4};
+      ElementTransform t{"float32", 2.0, 1.0};
+      st = a->ReadOuter(rf.sel, {}, &t);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      for (int i = 0; i < 4; ++i) {
+        for (int j = 0; j < 5; ++j) EXPECT_EQ(f[5 * i + j], 2.0f * v[4 * rows[i] + cols[j]] + 1.0f);
+      }
+    }
+  }
+}
+
+TEST(ArrayTest, ReadOuterChecksRunsExactly) {
+  TempDir dir;
+  dir.Write("arr/zarr.json", Shard69Json("end"));
+  auto a = OpenOk(dir.Join("arr"));
+  ASSERT_NE(a, nullptr);
+  std::vector<uint16_t> out(8, 0x5555);
+  // A step of INT64_MIN: its second index wraps in int64 arithmetic.
+  OuterRuns wrap({{3, 2, INT64_MIN, 0}, {0, 1, 1, 0}}, out.data(), {2, 1});
+  EXPECT_EQ(a->ReadOuter(wrap.sel).code(), StatusCode::kOutOfRange);
+  OuterRuns big({{1, 2, INT64_MAX, 0}, {0, 1, 1, 0}}, out.data(), {2, 1});
+  EXPECT_EQ(a->ReadOuter(big.sel).code(), StatusCode::kOutOfRange);
+  OuterRuns past({{0, 2, 1, 1}, {0, 1, 1, 0}}, out.data(), {2, 1});
+  EXPECT_EQ(a->ReadOuter(past.sel).code(), StatusCode::kInvalidArgument) << "output range past the view";
+  EXPECT_EQ(out, std::vector<uint16_t>(8, 0x5555));
+  // One index with the most negative step is just that index.
+  OuterRuns one({{3, 1, INT64_MIN, 0}, {2, 1, INT64_MAX, 0}}, out.data(), {1, 1});
+  EXPECT_TRUE(a->ReadOuter(one.sel).ok());
+}
+
+TEST(ArrayTest, MemoryLimitCoversPlanningBeforeItAllocates) {
+  TempDir dir;
+  dir.Write("arr/zarr.json", Shard69Json("end"));
+  dir.Write("arr/c/0/0", lsio_test::Shard69TensorStore());
+  OpenOptions o;
+  o.memory_limit = 16 << 20;
+  auto a = OpenOk(dir.Join("arr"), o);
+  ASSERT_NE(a, nullptr);
+  // A million one-element crops: the plan's bound exceeds 16 MiB, so the call fails before
+  // building it (the selections are flat arrays, nothing per crop is allocated).
+  const size_t n = 1'000'000;
+  std::vector<int64_t> starts(2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    starts[2 * i] = static_cast<int64_t>(i % 4);
+    starts[2 * i + 1] = static_cast<int64_t>((i / 4) % 4);
+  }
+  std::vector<uint16_t> out(n, 0);
+  const int64_t ones[2] = {1, 1};
+  const int64_t strides[2] = {2, 2};
+  BoxBatch batch;
+  batch.ndim = 2;
+  batch.size = n;
+  batch.starts = starts.data();
+  batch.starts_stride = 2;
+  batch.counts = ones;
+  batch.dst_strides = strides;
+  batch.dst = reinterpret_cast<uint8_t*>(out.data());
+  batch.dst_box_stride = 2;
+  Status st = a->ReadBoxes(batch);
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted) << st.ToString();
+  // Without the limit the same batch reads correctly.
+  auto b = OpenOk(dir.Join("arr"));
+  ASSERT_NE(b, nullptr);
+  st = b->ReadBoxes(batch);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  const std::vector<uint16_t> v = lsio_test::Shard69Values();
+  for (size_t i = 0; i < n; i += 9973) EXPECT_EQ(out[i], v[4 * (i % 4) + (i / 4) % 4]) << i;
+}
+
 TEST(ArrayTest, BackendNamesAndInfo) {
   TempDir dir;
   dir.Write("arr/zarr.json", Shard69Json("end"));

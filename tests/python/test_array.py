@@ -355,6 +355,73 @@ def test_two_ellipses(plain):
         arr[..., 1, ...]
 
 
+# int64 edges as start / stop / step / index: numpy gives the answer (Hardening item 9).
+EDGES = [sys.maxsize, sys.maxsize - 1, -sys.maxsize - 1, 2**63, -(2**63) - 1, 2**64 - 1, 2**64, -(2**64)]
+
+HUGE_KEYS = [
+    np.s_[::sys.maxsize],
+    np.s_[:, ::sys.maxsize - 1],
+    np.s_[::2**63],
+    np.s_[::-(2**63)],
+    np.s_[::2**64],
+    np.s_[::-(2**64) - 5],
+    np.s_[sys.maxsize::-sys.maxsize],
+    np.s_[-sys.maxsize - 1:sys.maxsize:sys.maxsize],
+    np.s_[2**64 - 1:-(2**64):-(2**63)],
+    np.s_[3, ::sys.maxsize],
+    np.s_[-(2**63):2**63, 7::2**63],
+    np.s_[..., 2**63 - 2::-(2**63) + 1],
+]
+
+
+@pytest.mark.parametrize("key", HUGE_KEYS, ids=repr)
+def test_huge_slice_values_match_numpy(plain, four_d, key):
+    # These used to loop in the planner (start + k * step overflowed) with the GIL released,
+    # or raise pybind11's TypeError (a step of 2**63 does not fit in int64).
+    for arr, expected in (plain, four_d):
+        want = expected[key]
+        assert_same_bits(arr[key], want, repr(key))
+        out = np.empty(want.shape, expected.dtype)
+        assert arr.read(key, out=out) is out
+        assert_same_bits(out, want, repr(key))
+        assert_same_bits(arr.oindex[key], want, "oindex " + repr(key))
+
+
+@pytest.mark.parametrize("index", EDGES + [-sys.maxsize, 2**70, np.uint64(2**64 - 1), np.int64(-(2**63))], ids=repr)
+def test_huge_integer_indices_raise_index_error(plain, index):
+    arr, expected = plain
+    # numpy says IndexError, or OverflowError for ints beyond int64; lsio's documented
+    # error for an index outside the array is BoundsError (an IndexError) either way.
+    with pytest.raises((IndexError, OverflowError)):
+        expected[index]
+    with pytest.raises(lsio.BoundsError):
+        arr[index]
+    with pytest.raises(lsio.BoundsError):
+        arr[0, index]
+    with pytest.raises(lsio.BoundsError):
+        arr.oindex[index]
+
+
+def test_hypothesis_slices_with_int64_edges_match_numpy(four_d):
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    arr, expected = four_d
+    value = st.none() | st.sampled_from(EDGES + [-sys.maxsize]) | st.integers(-12, 12)
+    step = st.none() | st.sampled_from(EDGES + [-sys.maxsize]) | st.integers(-5, 5).filter(bool)
+    key = st.lists(st.builds(slice, value, value, step), min_size=1, max_size=4).map(tuple)
+
+    @settings(max_examples=300, derandomize=True, database=None, deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(key=key)
+    def check(key):
+        want = expected[key]
+        assert_same_bits(arr[key], want, repr(key))
+        assert_same_bits(arr.oindex[key], want, "oindex " + repr(key))
+
+    check()
+
+
 @pytest.mark.parametrize(
     "key", [np.s_[::0], np.s_[1, 2:5:0], np.s_[..., ::0], np.s_[0:0:0]],
     ids=repr,
@@ -451,6 +518,30 @@ def test_read_crops_out_of_bounds(plain, starts, crop):
     arr, _ = plain
     with pytest.raises(IndexError) as info:
         arr.read_crops(np.array(starts, np.int64), crop)
+    assert isinstance(info.value, lsio.BoundsError)
+
+
+@pytest.mark.parametrize(
+    "starts,crop",
+    [
+        ([[1, 0]], (2**63 - 1, 1)),  # start + shape overflows int64
+        ([[0, 0]], (2**63, 1)),  # shape beyond int64
+        ([[0, 0]], (2**64 + 1, 1)),
+        ([[0, 0]], (1, 2**64 - 1)),
+        ([[2**63 - 1, 0]], (1, 1)),
+        ([[2**63 - 1, 2**63 - 1]], (2**63 - 1, 2**63 - 1)),
+        (np.array([[2**64 - 1, 0]], np.uint64), (1, 1)),  # would wrap to -1
+        (np.array([[0, 2**63]], np.uint64), (1, 1)),
+        (np.array([[3, 2]], np.uint64), (98, 2**64 - 3)),
+        ([[-(2**63), 0]], (2**63 - 1, 1)),  # start + shape = -1 < 0 only just
+        (np.zeros((0, 2), np.int64), (2**63 - 1, 1)),  # no crops, but a shape that cannot fit
+    ],
+)
+def test_read_crops_overflowing_shapes_and_starts_raise_bounds_error(plain, starts, crop):
+    # These raised numpy's ValueError / OverflowError (array too big) instead of IndexError.
+    arr, _ = plain
+    with pytest.raises(IndexError) as info:
+        arr.read_crops(starts if isinstance(starts, np.ndarray) else np.array(starts, np.int64), crop)
     assert isinstance(info.value, lsio.BoundsError)
 
 

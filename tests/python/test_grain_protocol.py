@@ -135,3 +135,16 @@ def test_grain_mp_prefetch(store):
     want = {expected(src, store, i)[0].tobytes(): i for i in range(12)}
     seen = sorted(want[np.asarray(rec["x"]).tobytes()] for rec in ds)
     assert seen == list(range(12))
+
+
+def test_keys_beyond_int64_are_index_errors_not_wrapped(store):
+    # A uint64 key of 2**64 - 1 used to be cast to int64 first (-1: the last record), and a
+    # Python int beyond int64 raised OverflowError.
+    src = make_src(store)
+    for keys in (np.array([2**64 - 1], np.uint64), np.array([0, 2**63], np.uint64), [2**64 - 1], [2**70], [-(2**63) - 1]):
+        with pytest.raises(IndexError):
+            src._getitems(keys)
+    with pytest.raises(IndexError):
+        src[2**64 - 1]
+    rec = src._getitems(np.array([39], np.uint64))[0]
+    np.testing.assert_array_equal(rec["x"], src[39]["x"])

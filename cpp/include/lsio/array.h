@@ -88,6 +88,24 @@ class Array {
                    const std::function<bool()>& interrupted = {},
                    const ElementTransform* transform = nullptr);
 
+  /// ReadBatch for boxes given as flat arrays (no allocation per box: read_crops of a
+  /// million crops plans in a few bytes per crop). Every index is checked against the
+  /// array with exact arithmetic before anything is allocated; with memory_limit set, an
+  /// upper bound of the plan's size must fit too.
+  /// Fails with kOutOfRange (outside the array, including selections whose last index
+  /// overflows int64), kInvalidArgument (rank, step < 1, count < 0), kResourceExhausted
+  /// (memory_limit), and as ReadBatch.
+  Status ReadBoxes(const BoxBatch& batch, const std::function<bool()>& interrupted = {},
+                   const ElementTransform* transform = nullptr);
+
+  /// Outer (orthogonal) indexing: reads the cartesian product of per-dimension runs
+  /// without expanding it (memory grows with the runs and the chunks touched). Runs may
+  /// repeat indices or step backwards; their output ranges must lie inside sel.shape.
+  /// Fails like ReadBoxes, and with kInvalidArgument for a zero step or an output range
+  /// outside the output view.
+  Status ReadOuter(const OuterSelection& sel, const std::function<bool()>& interrupted = {},
+                   const ElementTransform* transform = nullptr);
+
   /// Stored bytes of every read chunk (inner chunk if sharded), in C order of the chunk grid;
   /// -1 where a chunk is not stored (it reads as the fill value). Reads shard indexes only.
   /// Fails like ReadBatch (corrupt shard index, I/O errors).

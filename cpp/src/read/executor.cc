@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <thread>
 #include <mutex>
 
@@ -180,7 +181,6 @@ Status Resolve(const ReadContext& ctx, uint32_t first, uint32_t last, Plan* plan
 struct CallState {
   const ReadContext* ctx;
   const Plan* plan;
-  const std::vector<DstView>* dsts;
   uint64_t batch_bytes = 0;  // read buffer per worker batch (may be below ctx->batch_bytes)
   const std::vector<uint8_t>* fill = nullptr;  // fill element in the output's type
   int workers = 1;                             // threads working on this wave
@@ -209,48 +209,137 @@ struct CallState {
   }
 };
 
+// Outer plans: walks the product of a piece's per-axis segment groups and calls
+// run(dst, dst_stride, src, src_stride, n) once per innermost segment (n elements along the
+// last axis). `src` is the chunk (null for fills: src offsets are then meaningless). The
+// segments of the axes before the last are walked element by element; the last axis's
+// segments each become one strided run, which for slice-like selections is a whole row.
+template <typename Run>
+void WalkOuter(const Plan& plan, const Piece& pc, const int64_t* cstride, const uint8_t* src, Run&& run) {
+  const OuterSelection& sel = *plan.outer;
+  const int nd = plan.ndim;
+  if (nd == 0) {
+    run(sel.dst, 0, src, 0, 1);
+    return;
+  }
+  const uint32_t* groups = plan.piece_groups.data() + pc.box;
+  const int64_t* ostride = sel.byte_strides.data();
+  const int last = nd - 1;
+  const SegmentGroup& lg = plan.groups[groups[last]];
+  const Segment* lsegs = plan.segments.data() + lg.first;
+  auto row = [&](uint8_t* dst, const uint8_t* from) {
+    for (uint32_t i = 0; i < lg.count; ++i) {
+      const Segment& s = lsegs[i];
+      run(dst + s.dst_first * ostride[last], s.dst_step * ostride[last],
+          src != nullptr ? from + s.src_start * cstride[last] : nullptr, s.step * cstride[last], s.count);
+    }
+  };
+  // Recursion over the axes before the last (depth <= 63).
+  auto walk = [&](auto&& self, int d, uint8_t* dst, const uint8_t* from) -> void {
+    if (d == last) {
+      row(dst, from);
+      return;
+    }
+    const SegmentGroup& grp = plan.groups[groups[d]];
+    for (uint32_t i = 0; i < grp.count; ++i) {
+      const Segment& s = plan.segments[grp.first + i];
+      uint8_t* o = dst + s.dst_first * ostride[d];
+      const uint8_t* f = src != nullptr ? from + s.src_start * cstride[d] : nullptr;
+      for (int64_t k = 0; k < s.count; ++k) {
+        self(self, d + 1, o, f);
+        o += s.dst_step * ostride[d];
+        if (f != nullptr) f += s.step * cstride[d];
+      }
+    }
+  };
+  walk(walk, 0, sel.dst, src);
+}
+
+// Chunk-internal C-order byte strides.
+void ChunkStrides(const ArrayLayout& l, int64_t* cstride) {
+  int64_t s = static_cast<int64_t>(l.itemsize);
+  for (int d = l.ndim() - 1; d >= 0; --d) {
+    cstride[d] = s;
+    s *= l.chunk[static_cast<size_t>(d)];
+  }
+}
+
+// Copies one innermost run of n elements (outer plans).
+inline void CopyOneRun(const CallState& cs, uint8_t* dst, int64_t ds, const uint8_t* src, int64_t ss, int64_t n) {
+  const int64_t shape[1] = {n};
+  if (cs.ctx->convert != nullptr) {
+    cs.ctx->convert(dst, ds, src, ss, n, cs.ctx->scale, cs.ctx->offset);
+    return;
+  }
+  const size_t isz = cs.ctx->layout->itemsize;
+  if (n == 1) {  // scattered gathers: one element per segment
+    switch (isz) {
+      case 1: *dst = *src; return;
+      case 2: std::memcpy(dst, src, 2); return;
+      case 4: std::memcpy(dst, src, 4); return;
+      case 8: std::memcpy(dst, src, 8); return;
+      default: std::memcpy(dst, src, isz); return;
+    }
+  }
+  CopyStrided(dst, &ds, src, &ss, shape, 1, isz, 1);
+}
+
 // Copies the chunk at `src` (C order, chunk shape) into every piece except the direct one.
 void Scatter(const CallState& cs, const ChunkTask& t, const uint8_t* src) {
   const ArrayLayout& l = *cs.ctx->layout;
+  const Plan& plan = *cs.plan;
   const int nd = l.ndim();
   int64_t cstride[64];
   int64_t sstride[64];
   int64_t count[64];
-  int64_t s = static_cast<int64_t>(l.itemsize);
-  for (int d = nd - 1; d >= 0; --d) {
-    cstride[d] = s;
-    s *= l.chunk[static_cast<size_t>(d)];
-  }
+  int64_t dims[3 * 64];
+  ChunkStrides(l, cstride);
   for (uint32_t p = t.first_piece; p < t.first_piece + t.num_pieces; ++p) {
-    const Piece& pc = cs.plan->pieces[p];
-    if (pc.dst == t.direct) continue;  // decoded in place
-    const int64_t* dims = cs.plan->piece_dims.data() + pc.dims;
+    const Piece& pc = plan.pieces[p];
+    if (t.direct != nullptr && pc.dst == t.direct) continue;  // decoded in place
+    if (plan.outer != nullptr) {
+      WalkOuter(plan, pc, cstride, src, [&](uint8_t* d, int64_t ds, const uint8_t* f, int64_t ss, int64_t n) {
+        CopyOneRun(cs, d, ds, f, ss, n);
+      });
+      continue;
+    }
+    PieceBoxDims(l, plan, pc, dims);
     const uint8_t* from = src;
     for (int d = 0; d < nd; ++d) {
       from += dims[3 * d] * cstride[d];
       count[d] = dims[3 * d + 1];
       sstride[d] = dims[3 * d + 2] * cstride[d];
     }
-    const DstView& dv = (*cs.dsts)[pc.box];
+    const int64_t* dst_strides = plan.boxes->DstStrides(pc.box);
     if (cs.ctx->convert != nullptr) {
-      ConvertStrided(cs.ctx->convert, pc.dst, dv.byte_strides.data(), from, sstride, count, nd,
+      ConvertStrided(cs.ctx->convert, pc.dst, dst_strides, from, sstride, count, nd,
                      cs.ctx->scale, cs.ctx->offset);
     } else {
-      CopyStrided(pc.dst, dv.byte_strides.data(), from, sstride, count, nd, l.itemsize, 1);
+      CopyStrided(pc.dst, dst_strides, from, sstride, count, nd, l.itemsize, 1);
     }
   }
 }
 
 void Fill(const CallState& cs, const ChunkTask& t) {
   const ArrayLayout& l = *cs.ctx->layout;
+  const Plan& plan = *cs.plan;
   const int nd = l.ndim();
   int64_t count[64];
+  int64_t dims[3 * 64];
+  int64_t cstride[64];
+  ChunkStrides(l, cstride);
   for (uint32_t p = t.first_piece; p < t.first_piece + t.num_pieces; ++p) {
-    const Piece& pc = cs.plan->pieces[p];
-    const int64_t* dims = cs.plan->piece_dims.data() + pc.dims;
+    const Piece& pc = plan.pieces[p];
+    if (plan.outer != nullptr) {
+      WalkOuter(plan, pc, cstride, nullptr, [&](uint8_t* d, int64_t ds, const uint8_t*, int64_t, int64_t n) {
+        const int64_t shape[1] = {n};
+        FillStrided(d, &ds, shape, 1, cs.fill->data(), cs.fill->size());
+      });
+      continue;
+    }
+    PieceBoxDims(l, plan, pc, dims);
     for (int d = 0; d < nd; ++d) count[d] = dims[3 * d + 1];
-    const DstView& dv = (*cs.dsts)[pc.box];
-    FillStrided(pc.dst, dv.byte_strides.data(), count, nd, cs.fill->data(), cs.fill->size());
+    FillStrided(pc.dst, plan.boxes->DstStrides(pc.box), count, nd, cs.fill->data(), cs.fill->size());
   }
 }
 
@@ -378,6 +467,11 @@ void WorkerLoop(CallState& cs) {
   ThreadIoArena().Trim(kArenaKeepBytes);
 }
 
+std::string HumanBytes(uint64_t b) {
+  return b >= (10ull << 20) ? std::to_string(b >> 20) + " MiB"
+                            : b >= (10ull << 10) ? std::to_string(b >> 10) + " KiB" : std::to_string(b) + " bytes";
+}
+
 // Chooses workers and batch size so that the plan plus every worker's read buffer and decode
 // scratch stay within ctx.memory_limit; fails before any read if even one worker cannot.
 Status FitMemory(const ReadContext& ctx, const Plan& plan, int* workers, uint64_t* batch_bytes) {
@@ -394,7 +488,9 @@ Status FitMemory(const ReadContext& ctx, const Plan& plan, int* workers, uint64_
   // Decoded chunk + two ping-pong stage buffers (each at most about the decoded size).
   const uint64_t scratch = chain.stored_is_decoded() ? 0 : 3 * chain.decoded_size();
   const uint64_t plan_bytes = plan.tasks.capacity() * sizeof(ChunkTask) + plan.pieces.capacity() * sizeof(Piece) +
-                              (plan.piece_dims.capacity() + plan.coords.capacity()) * sizeof(int64_t) +
+                              plan.coords.capacity() * sizeof(int64_t) + plan.segments.capacity() * sizeof(Segment) +
+                              plan.groups.capacity() * sizeof(SegmentGroup) +
+                              plan.piece_groups.capacity() * sizeof(uint32_t) +
                               plan.units.capacity() * sizeof(IoUnit) + plan.unit_tasks.capacity() * sizeof(uint32_t);
   uint64_t need = 0;
   for (int w = *workers; w >= 1; --w) {
@@ -408,10 +504,7 @@ Status FitMemory(const ReadContext& ctx, const Plan& plan, int* workers, uint64_
       }
     }
   }
-  auto human = [](uint64_t b) {
-    return b >= (10ull << 20) ? std::to_string(b >> 20) + " MiB"
-                              : b >= (10ull << 10) ? std::to_string(b >> 10) + " KiB" : std::to_string(b) + " bytes";
-  };
+  const auto human = HumanBytes;
   return Status::ResourceExhausted("this read needs about " + human(need) + " of buffers (largest read " +
                                    human(max_unit) + ", decoded chunk " + human(chain.decoded_size()) +
                                    "), over the memory limit of " + human(ctx.memory_limit) +
@@ -470,14 +563,48 @@ class WaveResolver {
   uint32_t wave_ = 0;
 };
 
+// Fails before planning when even the plan's upper bound exceeds ctx.memory_limit.
+Status CheckPlanBound(const ReadContext& ctx, const PlanBound& bound) {
+  if (ctx.memory_limit == 0 || bound.bytes <= ctx.memory_limit) return Status::Ok();
+  return Status::ResourceExhausted(
+      "planning this read needs up to " + HumanBytes(bound.bytes) + " (" + std::to_string(bound.pieces) +
+      " chunk pieces), over the memory limit of " + HumanBytes(ctx.memory_limit) +
+      ": read fewer crops or indices at once, or raise memory_limit");
+}
+
+Status RunPlan(const ReadContext& ctx, Plan& plan);
+
 }  // namespace
 
 Status ExecuteRead(const ReadContext& ctx, const std::vector<Selection>& sels,
                    const std::vector<DstView>& dsts) {
+  BoxBatchStorage storage(sels, dsts);
+  storage.batch.ndim = ctx.layout->ndim();
+  return ExecuteRead(ctx, storage.batch);
+}
+
+Status ExecuteRead(const ReadContext& ctx, const BoxBatch& batch) {
   const ArrayLayout& l = *ctx.layout;
   if (l.ndim() > 64) return Status::Unimplemented("arrays of more than 64 dimensions");
+  LSIO_RETURN_IF_ERROR(CheckPlanBound(ctx, PlanBytesBound(l, batch)));
   Plan plan;
-  BuildTasks(l, sels, dsts, &plan, /*allow_direct=*/ctx.convert == nullptr);
+  LSIO_RETURN_IF_ERROR(BuildTasks(l, batch, &plan, /*allow_direct=*/ctx.convert == nullptr));
+  return RunPlan(ctx, plan);
+}
+
+Status ExecuteRead(const ReadContext& ctx, const OuterSelection& sel) {
+  const ArrayLayout& l = *ctx.layout;
+  if (l.ndim() > 64) return Status::Unimplemented("arrays of more than 64 dimensions");
+  LSIO_RETURN_IF_ERROR(CheckPlanBound(ctx, PlanBytesBound(l, sel)));
+  Plan plan;
+  LSIO_RETURN_IF_ERROR(BuildTasks(l, sel, &plan, /*allow_direct=*/ctx.convert == nullptr));
+  return RunPlan(ctx, plan);
+}
+
+namespace {
+
+Status RunPlan(const ReadContext& ctx, Plan& plan) {
+  const ArrayLayout& l = *ctx.layout;
   WaveResolver waves(ctx, &plan);
   const int max_workers = std::max(1, ctx.threads);
   // The fill element as the output stores it.
@@ -511,7 +638,6 @@ Status ExecuteRead(const ReadContext& ctx, const std::vector<Selection>& sels,
     CallState cs;
     cs.ctx = &ctx;
     cs.plan = &plan;
-    cs.dsts = &dsts;
     cs.fill = &fill;
     int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(max_workers), plan.units.size()));
     LSIO_RETURN_IF_ERROR(FitMemory(ctx, plan, &workers, &cs.batch_bytes));
@@ -526,6 +652,8 @@ Status ExecuteRead(const ReadContext& ctx, const std::vector<Selection>& sels,
   }
   return Status::Ok();
 }
+
+}  // namespace
 
 Status SurveyChunks(const ReadContext& ctx, std::vector<int64_t>* nbytes) {
   const ArrayLayout& l = *ctx.layout;
@@ -543,7 +671,7 @@ Status SurveyChunks(const ReadContext& ctx, std::vector<int64_t>* nbytes) {
   }
   if (total > (1ull << 31)) return Status::ResourceExhausted("more than 2^31 chunks to survey");
   Plan plan;
-  BuildTasks(l, {all}, {none}, &plan);
+  LSIO_RETURN_IF_ERROR(BuildTasks(l, std::vector<Selection>{all}, std::vector<DstView>{none}, &plan));
   nbytes->assign(plan.tasks.size(), -1);
   WaveResolver waves(ctx, &plan);
   uint32_t first = 0;

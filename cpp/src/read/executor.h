@@ -2,9 +2,11 @@
 //
 // Usage (from the facade, GIL released):
 //   ReadContext ctx{layout, backend, index_cache, options};
-//   Status st = ExecuteRead(ctx, selections, dst_views);
+//   Status st = ExecuteRead(ctx, box_batch);       // or an OuterSelection
 //
 // Steps:
+//   0. With ctx.memory_limit set, the planner's upper bound of the plan's bytes (computed
+//      without allocating) must fit, else kResourceExhausted before anything is allocated.
 //   1. BuildTasks (planner): selections -> deduplicated chunk tasks.
 //   2. Resolve: shard indexes from the IndexCache; all misses are read in ONE batched
 //      backend call on the calling thread, decoded and validated, then cached. Chunk files
@@ -68,6 +70,11 @@ struct ReadContext {
   size_t out_itemsize = 0;  ///< element size of the output when convert is set
 };
 
+/// Reads a validated batch of boxes (see Array::ReadBoxes) / an outer selection.
+/// Fails with kResourceExhausted (memory_limit), kCancelled, kDataLoss, kIoError, ...
+Status ExecuteRead(const ReadContext& ctx, const BoxBatch& batch);
+Status ExecuteRead(const ReadContext& ctx, const OuterSelection& sel);
+/// The per-box form (copied into a BoxBatch first).
 Status ExecuteRead(const ReadContext& ctx, const std::vector<Selection>& sels,
                    const std::vector<DstView>& dsts);
 

@@ -5,6 +5,8 @@
 #include <numeric>
 #include <unordered_map>
 
+#include "util/checked_math.h"
+
 namespace lsio {
 namespace {
 
@@ -15,23 +17,148 @@ struct DimSpan {
   int64_t k1;       // one past the last
 };
 
-// Chunks touched by one dimension's selection. O(chunks touched), also for large steps.
-void SplitDim(const DimSel& s, int64_t chunk, std::vector<DimSpan>* out) {
-  out->clear();
+// Calls fn(chunk, k0, k1) for each chunk touched by the indices start + k*step, k < count
+// (step >= 1, all indices in [0, INT64_MAX]), in increasing order. O(chunks touched), also
+// for steps near INT64_MAX: the chunk's end saturates and CountUpTo never wraps.
+template <typename Fn>
+void ForEachChunkSpan(int64_t start, int64_t count, int64_t step, int64_t chunk, Fn&& fn) {
   int64_t k = 0;
-  while (k < s.count) {
-    const int64_t idx = s.start + k * s.step;
+  while (k < count) {
+    // start + k*step is a selected index, in range by validation.
+    const int64_t idx = start + k * step;
     const int64_t c = idx / chunk;
-    const int64_t end = (c + 1) * chunk;  // first index past this chunk
-    // selection indices k' with start + k'*step < end
-    int64_t k_end = (end - s.start + s.step - 1) / s.step;
-    k_end = std::min(k_end, s.count);
-    out->push_back({c, k, k_end});
+    const int64_t last = SatAdd(c * chunk, chunk - 1);  // last index of this chunk
+    const int64_t k_end = CountUpTo(start, step, count, last);
+    fn(c, k, k_end);
     k = k_end;
   }
 }
 
+void SplitDim(int64_t start, int64_t count, int64_t step, int64_t chunk, std::vector<DimSpan>* out) {
+  out->clear();
+  ForEachChunkSpan(start, count, step, chunk, [out](int64_t c, int64_t k0, int64_t k1) { out->push_back({c, k0, k1}); });
+}
+
+// Chunks touched along one dimension by start + k*step, k < count, without listing them.
+uint64_t ChunksTouched(int64_t start, int64_t count, int64_t step, int64_t chunk) {
+  if (count <= 0) return 0;
+  const int64_t last = start + (count - 1) * step;  // validated: no overflow
+  const uint64_t span = static_cast<uint64_t>(last / chunk - start / chunk) + 1;
+  return std::min<uint64_t>(span, static_cast<uint64_t>(count));
+}
+
+// Bookkeeping shared by both BuildTasks forms: task creation with shard ids.
+class TaskBuilder {
+ public:
+  TaskBuilder(const ArrayLayout& layout, Plan* plan) : l_(layout), plan_(plan), nd_(layout.ndim()) {
+    shard_grid_.assign(static_cast<size_t>(nd_), 1);
+    if (l_.sharded) {
+      for (int d = 0; d < nd_; ++d) {
+        const size_t ud = static_cast<size_t>(d);
+        const int64_t cps = l_.shard.chunks_per_shard[ud];
+        shard_grid_[ud] = static_cast<uint64_t>(CeilDiv(l_.grid[ud], cps));
+      }
+    }
+  }
+
+  // Linear index of chunk `g` in the chunk grid (unique per chunk: zarr metadata limits an
+  // array to 2^63 bytes, so the grid has fewer than 2^64 chunks and this cannot wrap).
+  uint64_t Linear(const int64_t* g) const {
+    uint64_t lin = 0;
+    for (int d = 0; d < nd_; ++d) lin = lin * static_cast<uint64_t>(l_.grid[static_cast<size_t>(d)]) + static_cast<uint64_t>(g[d]);
+    return lin;
+  }
+
+  uint32_t Add(const int64_t* g, uint8_t* direct) {
+    const uint32_t task_idx = static_cast<uint32_t>(plan_->tasks.size());
+    ChunkTask t;
+    t.coords = static_cast<uint32_t>(plan_->coords.size());
+    plan_->coords.insert(plan_->coords.end(), g, g + nd_);
+    t.direct = direct;
+    if (l_.sharded) {
+      uint64_t sid = 0;
+      uint64_t local = 0;
+      for (int d = 0; d < nd_; ++d) {
+        const size_t ud = static_cast<size_t>(d);
+        const int64_t cps = l_.shard.chunks_per_shard[ud];
+        sid = sid * shard_grid_[ud] + static_cast<uint64_t>(g[d] / cps);
+        local = local * static_cast<uint64_t>(cps) + static_cast<uint64_t>(g[d] % cps);
+      }
+      auto sit = shard_of_id_.find(sid);
+      if (sit == shard_of_id_.end()) {
+        const int32_t si = static_cast<int32_t>(plan_->shard_ids.size());
+        plan_->shard_ids.push_back(sid);
+        for (int d = 0; d < nd_; ++d) plan_->shard_coords.push_back(g[d] / l_.shard.chunks_per_shard[static_cast<size_t>(d)]);
+        sit = shard_of_id_.emplace(sid, si).first;
+      }
+      t.shard = sit->second;
+      t.local = local;
+    }
+    plan_->tasks.push_back(t);
+    return task_idx;
+  }
+
+ private:
+  const ArrayLayout& l_;
+  Plan* plan_;
+  const int nd_;
+  std::vector<uint64_t> shard_grid_;
+  std::unordered_map<uint64_t, int32_t> shard_of_id_;
+};
+
+// Whether a whole chunk written from `dst` with these output strides is one contiguous run
+// (strides of the chunk's dims with extent > 1 are the packed ones).
+bool ContiguousChunk(const ArrayLayout& l, const int64_t* strides) {
+  int64_t expect = static_cast<int64_t>(l.itemsize);
+  for (int d = l.ndim() - 1; d >= 0; --d) {
+    const size_t ud = static_cast<size_t>(d);
+    if (l.chunk[ud] > 1 && strides[d] != expect) return false;
+    expect = SatMulNonNeg(expect, l.chunk[ud]);
+  }
+  return true;
+}
+
+// Bytes per entry of what BuildTasks allocates; generous (allocator overhead included) so
+// that PlanBytesBound stays an upper bound.
+constexpr uint64_t kPieceBytes = 2 * sizeof(Piece);  // pieces + the counting sort's copy
+constexpr uint64_t kHashEntryBytes = 64;             // unordered_map node + bucket
+uint64_t TaskBytes(int nd) {
+  return sizeof(ChunkTask) + static_cast<uint64_t>(nd) * sizeof(int64_t) + kHashEntryBytes + sizeof(uint32_t);
+}
+
+constexpr uint64_t kMaxIndex = UINT32_MAX;
+
 }  // namespace
+
+BoxBatchStorage::BoxBatchStorage(const std::vector<Selection>& sels, const std::vector<DstView>& views) {
+  const size_t n = sels.size();
+  const size_t nd = n ? sels[0].size() : 0;
+  starts.reserve(n * nd);
+  counts.reserve(n * nd);
+  steps.reserve(n * nd);
+  strides.reserve(n * nd);
+  dsts.reserve(n);
+  for (size_t b = 0; b < n; ++b) {
+    for (size_t d = 0; d < nd; ++d) {
+      starts.push_back(sels[b][d].start);
+      counts.push_back(sels[b][d].count);
+      steps.push_back(sels[b][d].step);
+      strides.push_back(b < views.size() && d < views[b].byte_strides.size() ? views[b].byte_strides[d] : 0);
+    }
+    dsts.push_back(b < views.size() ? views[b].data : nullptr);
+  }
+  batch.ndim = static_cast<int>(nd);
+  batch.size = n;
+  batch.starts = starts.data();
+  batch.starts_stride = nd;
+  batch.counts = counts.data();
+  batch.counts_stride = nd;
+  batch.steps = steps.data();
+  batch.steps_stride = nd;
+  batch.dst_strides = strides.data();
+  batch.dst_strides_stride = nd;
+  batch.dsts = dsts.data();
+}
 
 std::string TaskCoords(const Plan& plan, const ChunkTask& t) {
   std::string s = "(";
@@ -42,119 +169,133 @@ std::string TaskCoords(const Plan& plan, const ChunkTask& t) {
   return s + ")";
 }
 
-void BuildTasks(const ArrayLayout& layout, const std::vector<Selection>& sels,
-                const std::vector<DstView>& dsts, Plan* plan, bool allow_direct) {
+PlanBound PlanBytesBound(const ArrayLayout& layout, const BoxBatch& batch) {
+  const int nd = layout.ndim();
+  PlanBound b;
+  for (size_t i = 0; i < batch.size; ++i) {
+    uint64_t p = 1;
+    for (int d = 0; d < nd; ++d) {
+      p = SatMulU(p, ChunksTouched(batch.Start(i, d), batch.Count(i, d), batch.Step(i, d), layout.chunk[static_cast<size_t>(d)]));
+    }
+    b.pieces = SatAddU(b.pieces, p);
+  }
+  uint64_t grid = 1;
+  for (int d = 0; d < nd; ++d) grid = SatMulU(grid, static_cast<uint64_t>(layout.grid[static_cast<size_t>(d)]));
+  b.tasks = std::min(b.pieces, grid);
+  b.bytes = SatAddU(SatMulU(b.pieces, kPieceBytes), SatMulU(b.tasks, TaskBytes(nd)));
+  return b;
+}
+
+PlanBound PlanBytesBound(const ArrayLayout& layout, const OuterSelection& sel) {
+  const int nd = layout.ndim();
+  PlanBound b;
+  uint64_t tasks = 1;
+  for (int d = 0; d < nd; ++d) {
+    const size_t ud = static_cast<size_t>(d);
+    uint64_t segs = 0;
+    for (size_t r = 0; r < sel.num_runs[ud]; ++r) {
+      const int64_t* row = sel.runs[ud] + 4 * r;
+      const int64_t count = row[1];
+      if (count <= 0) continue;
+      // Validated: start + (count-1)*step is in range; walk the run upwards.
+      const int64_t lo = row[2] > 0 ? row[0] : row[0] + (count - 1) * row[2];
+      const int64_t step = count > 1 ? (row[2] > 0 ? row[2] : -row[2]) : 1;
+      segs = SatAddU(segs, ChunksTouched(lo, count, step, layout.chunk[ud]));
+    }
+    b.segments = SatAddU(b.segments, segs);
+    tasks = SatMulU(tasks, std::min(segs, static_cast<uint64_t>(layout.grid[ud])));
+  }
+  b.tasks = tasks;
+  b.pieces = tasks;
+  // Segments are sorted in place (std::stable_sort may take a buffer of the same size).
+  b.bytes = SatAddU(SatMulU(b.segments, 2 * sizeof(Segment) + sizeof(SegmentGroup)),
+                    SatMulU(tasks, TaskBytes(nd) + kPieceBytes + static_cast<uint64_t>(nd) * sizeof(uint32_t)));
+  return b;
+}
+
+void PieceBoxDims(const ArrayLayout& layout, const Plan& plan, const Piece& pc, int64_t* dims) {
+  const BoxBatch& bb = *plan.boxes;
+  const ChunkTask& t = plan.tasks[pc.task];
+  for (int d = 0; d < plan.ndim; ++d) {
+    const int64_t C = layout.chunk[static_cast<size_t>(d)];
+    const int64_t origin = plan.coords[t.coords + static_cast<size_t>(d)] * C;
+    const int64_t start = bb.Start(pc.box, d);
+    const int64_t step = bb.Step(pc.box, d);
+    const int64_t count = bb.Count(pc.box, d);
+    const int64_t k0 = CountBelow(start, step, count, origin);
+    const int64_t k1 = CountUpTo(start, step, count, SatAdd(origin, C - 1));
+    dims[3 * d] = start + k0 * step - origin;
+    dims[3 * d + 1] = k1 - k0;
+    dims[3 * d + 2] = step;
+  }
+}
+
+Status BuildTasks(const ArrayLayout& layout, const std::vector<Selection>& sels,
+                  const std::vector<DstView>& dsts, Plan* plan, bool allow_direct) {
+  plan->owned = std::make_unique<BoxBatchStorage>(sels, dsts);
+  plan->owned->batch.ndim = layout.ndim();
+  return BuildTasks(layout, plan->owned->batch, plan, allow_direct);
+}
+
+Status BuildTasks(const ArrayLayout& layout, const BoxBatch& bb, Plan* plan, bool allow_direct) {
   const int nd = layout.ndim();
   plan->ndim = nd;
-  const int64_t isz = static_cast<int64_t>(layout.itemsize);
-  const bool dedup = sels.size() > 1;
+  plan->boxes = &bb;
+  const PlanBound bound = PlanBytesBound(layout, bb);
+  if (bound.pieces > kMaxIndex) return Status::ResourceExhausted("the read touches more than 2^32 chunk pieces");
+  plan->pieces.reserve(bound.pieces);
+  plan->tasks.reserve(bound.tasks);
+  plan->coords.reserve(bound.tasks * static_cast<uint64_t>(nd));
+  const bool dedup = bb.size > 1;
   std::unordered_map<uint64_t, uint32_t> task_of_chunk;
-  std::unordered_map<uint64_t, int32_t> shard_of_id;
-
-  // Chunk-internal C-order strides.
-  std::vector<int64_t> cstride(static_cast<size_t>(nd));
-  {
-    int64_t s = isz;
-    for (int d = nd - 1; d >= 0; --d) {
-      cstride[static_cast<size_t>(d)] = s;
-      s *= layout.chunk[static_cast<size_t>(d)];
-    }
-  }
-  std::vector<uint64_t> shard_grid(static_cast<size_t>(nd), 1);
-  if (layout.sharded) {
-    for (int d = 0; d < nd; ++d) {
-      const int64_t cps = layout.shard.chunks_per_shard[static_cast<size_t>(d)];
-      shard_grid[static_cast<size_t>(d)] = static_cast<uint64_t>((layout.grid[static_cast<size_t>(d)] + cps - 1) / cps);
-    }
-  }
+  if (dedup) task_of_chunk.reserve(bound.tasks);
+  TaskBuilder builder(layout, plan);
 
   std::vector<std::vector<DimSpan>> spans(static_cast<size_t>(nd));
   std::vector<size_t> odo(static_cast<size_t>(nd));
   std::vector<int64_t> g(static_cast<size_t>(nd));
 
-  for (size_t b = 0; b < sels.size(); ++b) {
-    const Selection& sel = sels[b];
-    const DstView& dv = dsts[b];
+  for (size_t b = 0; b < bb.size; ++b) {
+    const int64_t* strides = bb.DstStrides(b);
+    uint8_t* const base = bb.Dst(b);
     bool empty = false;
     for (int d = 0; d < nd; ++d) {
-      SplitDim(sel[static_cast<size_t>(d)], layout.chunk[static_cast<size_t>(d)], &spans[static_cast<size_t>(d)]);
-      empty |= spans[static_cast<size_t>(d)].empty();
+      const size_t ud = static_cast<size_t>(d);
+      SplitDim(bb.Start(b, d), bb.Count(b, d), bb.Step(b, d), layout.chunk[ud], &spans[ud]);
+      empty |= spans[ud].empty();
     }
     if (empty) continue;
     std::fill(odo.begin(), odo.end(), 0);
     for (;;) {
       // One chunk: the combination spans[d][odo[d]].
-      uint64_t lin = 0;
       bool whole = true;
-      uint8_t* dst = dv.data;
-      const uint32_t dims_at = static_cast<uint32_t>(plan->piece_dims.size());
+      uint8_t* dst = base;
       for (int d = 0; d < nd; ++d) {
         const size_t ud = static_cast<size_t>(d);
         const DimSpan& sp = spans[ud][odo[ud]];
-        const DimSel& s = sel[ud];
         const int64_t C = layout.chunk[ud];
+        const int64_t step = bb.Step(b, d);
         g[ud] = sp.chunk;
-        lin = lin * static_cast<uint64_t>(layout.grid[ud]) + static_cast<uint64_t>(sp.chunk);
-        const int64_t first = s.start + sp.k0 * s.step;
         const int64_t count = sp.k1 - sp.k0;
-        const int64_t src_start = first - sp.chunk * C;
-        plan->piece_dims.push_back(src_start);
-        plan->piece_dims.push_back(count);
-        plan->piece_dims.push_back(s.step);
-        dst += sp.k0 * dv.byte_strides[ud];
-        whole &= src_start == 0 && count == C && (s.step == 1 || count == 1) &&
-                 (sp.chunk + 1) * C <= layout.shape[ud];
+        const int64_t src_start = bb.Start(b, d) + sp.k0 * step - sp.chunk * C;
+        dst += sp.k0 * strides[d];
+        whole &= src_start == 0 && count == C && (step == 1 || count == 1) && sp.chunk * C <= layout.shape[ud] - C;
       }
-      // Contiguous destination: strides of dims with extent > 1 are the packed ones.
-      uint8_t* direct = nullptr;
-      if (whole && allow_direct) {
-        int64_t expect = isz;
-        bool contiguous = true;
-        for (int d = nd - 1; d >= 0; --d) {
-          const size_t ud = static_cast<size_t>(d);
-          if (layout.chunk[ud] > 1 && dv.byte_strides[ud] != expect) contiguous = false;
-          expect *= layout.chunk[ud];
-        }
-        if (contiguous) direct = dst;
-      }
+      uint8_t* direct = whole && allow_direct && ContiguousChunk(layout, strides) ? dst : nullptr;
 
       uint32_t task_idx;
-      auto it = dedup ? task_of_chunk.find(lin) : task_of_chunk.end();
-      if (it != task_of_chunk.end()) {
-        task_idx = it->second;
-        if (plan->tasks[task_idx].direct == nullptr) plan->tasks[task_idx].direct = direct;
-      } else {
-        task_idx = static_cast<uint32_t>(plan->tasks.size());
-        if (dedup) task_of_chunk.emplace(lin, task_idx);
-        ChunkTask t;
-        t.coords = static_cast<uint32_t>(plan->coords.size());
-        plan->coords.insert(plan->coords.end(), g.begin(), g.end());
-        t.direct = direct;
-        if (layout.sharded) {
-          uint64_t sid = 0;
-          uint64_t local = 0;
-          for (int d = 0; d < nd; ++d) {
-            const size_t ud = static_cast<size_t>(d);
-            const int64_t cps = layout.shard.chunks_per_shard[ud];
-            sid = sid * shard_grid[ud] + static_cast<uint64_t>(g[ud] / cps);
-            local = local * static_cast<uint64_t>(cps) + static_cast<uint64_t>(g[ud] % cps);
-          }
-          auto sit = shard_of_id.find(sid);
-          if (sit == shard_of_id.end()) {
-            const int32_t si = static_cast<int32_t>(plan->shard_ids.size());
-            plan->shard_ids.push_back(sid);
-            for (int d = 0; d < nd; ++d) {
-              const size_t ud = static_cast<size_t>(d);
-              plan->shard_coords.push_back(g[ud] / layout.shard.chunks_per_shard[ud]);
-            }
-            sit = shard_of_id.emplace(sid, si).first;
-          }
-          t.shard = sit->second;
-          t.local = local;
+      if (dedup) {
+        auto [it, inserted] = task_of_chunk.try_emplace(builder.Linear(g.data()), 0);
+        if (inserted) {
+          it->second = builder.Add(g.data(), direct);
+        } else if (plan->tasks[it->second].direct == nullptr) {
+          plan->tasks[it->second].direct = direct;
         }
-        plan->tasks.push_back(t);
+        task_idx = it->second;
+      } else {
+        task_idx = builder.Add(g.data(), direct);
       }
-      plan->pieces.push_back(Piece{task_idx, static_cast<uint32_t>(b), dst, dims_at});
+      plan->pieces.push_back(Piece{task_idx, static_cast<uint32_t>(b), dst});
 
       // Advance the odometer.
       int d = nd - 1;
@@ -166,6 +307,7 @@ void BuildTasks(const ArrayLayout& layout, const std::vector<Selection>& sels,
       if (d < 0) break;
     }
   }
+  task_of_chunk = {};  // free before the counting sort's copy
 
   // Group pieces by task (stable counting sort), so a task's pieces are contiguous.
   std::vector<uint32_t> counts(plan->tasks.size() + 1, 0);
@@ -180,6 +322,92 @@ void BuildTasks(const ArrayLayout& layout, const std::vector<Selection>& sels,
     for (const Piece& p : plan->pieces) sorted[counts[p.task]++] = p;
     plan->pieces.swap(sorted);
   }
+  return Status::Ok();
+}
+
+Status BuildTasks(const ArrayLayout& layout, const OuterSelection& sel, Plan* plan, bool allow_direct) {
+  const int nd = layout.ndim();
+  plan->ndim = nd;
+  plan->outer = &sel;
+  const PlanBound bound = PlanBytesBound(layout, sel);
+  if (bound.segments > kMaxIndex || bound.tasks > kMaxIndex) {
+    return Status::ResourceExhausted("the outer selection touches more than 2^32 chunks or runs");
+  }
+  plan->segments.reserve(bound.segments);
+
+  // Per axis: split each run per chunk (walking it upwards), then group by chunk.
+  std::vector<uint32_t> axis_groups(static_cast<size_t>(nd) + 1, 0);
+  for (int d = 0; d < nd; ++d) {
+    const size_t ud = static_cast<size_t>(d);
+    const int64_t C = layout.chunk[ud];
+    const size_t first_seg = plan->segments.size();
+    for (size_t r = 0; r < sel.num_runs[ud]; ++r) {
+      const int64_t* row = sel.runs[ud] + 4 * r;
+      const int64_t count = row[1];
+      if (count <= 0) continue;
+      const bool up = row[2] > 0 || count == 1;
+      const int64_t step = count == 1 ? 1 : (up ? row[2] : -row[2]);
+      const int64_t lo = up ? row[0] : row[0] + (count - 1) * row[2];
+      const int64_t dst_lo = up ? row[3] : row[3] + count - 1;
+      const int64_t dst_step = up ? 1 : -1;
+      ForEachChunkSpan(lo, count, step, C, [&](int64_t c, int64_t k0, int64_t k1) {
+        plan->segments.push_back(Segment{c, lo + k0 * step - c * C, k1 - k0, step, dst_lo + dst_step * k0, dst_step});
+      });
+    }
+    std::stable_sort(plan->segments.begin() + static_cast<std::ptrdiff_t>(first_seg), plan->segments.end(),
+                     [](const Segment& a, const Segment& b) { return a.chunk < b.chunk; });
+    axis_groups[ud] = static_cast<uint32_t>(plan->groups.size());
+    for (size_t i = first_seg; i < plan->segments.size();) {
+      size_t j = i + 1;
+      while (j < plan->segments.size() && plan->segments[j].chunk == plan->segments[i].chunk) ++j;
+      plan->groups.push_back(SegmentGroup{plan->segments[i].chunk, static_cast<uint32_t>(i), static_cast<uint32_t>(j - i)});
+      i = j;
+    }
+    if (plan->groups.size() == axis_groups[ud]) return Status::Ok();  // nothing selected
+  }
+  axis_groups[static_cast<size_t>(nd)] = static_cast<uint32_t>(plan->groups.size());
+
+  uint64_t num_tasks = 1;
+  for (int d = 0; d < nd; ++d) num_tasks *= axis_groups[static_cast<size_t>(d) + 1] - axis_groups[static_cast<size_t>(d)];
+  plan->tasks.reserve(num_tasks);
+  plan->pieces.reserve(num_tasks);
+  plan->coords.reserve(num_tasks * static_cast<uint64_t>(nd));
+  plan->piece_groups.reserve(num_tasks * static_cast<uint64_t>(nd));
+  TaskBuilder builder(layout, plan);
+  const bool contiguous = allow_direct && ContiguousChunk(layout, sel.byte_strides.data());
+  std::vector<uint32_t> odo(axis_groups.begin(), axis_groups.end() - 1);
+  std::vector<int64_t> g(static_cast<size_t>(nd));
+  // Tasks come out in C order of the chunk grid (groups are sorted by chunk).
+  for (;;) {
+    bool whole = contiguous;
+    uint8_t* dst = sel.dst;
+    const uint32_t at = static_cast<uint32_t>(plan->piece_groups.size());
+    for (int d = 0; d < nd; ++d) {
+      const size_t ud = static_cast<size_t>(d);
+      const SegmentGroup& grp = plan->groups[odo[ud]];
+      const Segment& s = plan->segments[grp.first];
+      const int64_t C = layout.chunk[ud];
+      g[ud] = grp.chunk;
+      plan->piece_groups.push_back(odo[ud]);
+      whole &= grp.count == 1 && s.src_start == 0 && s.count == C && (s.step == 1 || C == 1) &&
+               (s.dst_step == 1 || C == 1) && grp.chunk * C <= layout.shape[ud] - C;
+      if (whole) dst += s.dst_first * sel.byte_strides[ud];
+    }
+    uint8_t* direct = whole ? dst : nullptr;
+    const uint32_t task_idx = builder.Add(g.data(), direct);
+    plan->tasks[task_idx].first_piece = static_cast<uint32_t>(plan->pieces.size());
+    plan->tasks[task_idx].num_pieces = 1;
+    plan->pieces.push_back(Piece{task_idx, at, direct});
+
+    int d = nd - 1;
+    for (; d >= 0; --d) {
+      const size_t ud = static_cast<size_t>(d);
+      if (++odo[ud] < axis_groups[ud + 1]) break;
+      odo[ud] = axis_groups[ud];
+    }
+    if (d < 0) break;
+  }
+  return Status::Ok();
 }
 
 void Coalesce(const ArrayLayout& layout, const PlanOptions& opts, uint32_t first, uint32_t last,

@@ -39,7 +39,7 @@ TestLayout MakeLayout(std::vector<int64_t> shape, std::vector<int64_t> chunk, si
   t.l.root = "/nonexistent/";
   t.l.shape = shape;
   t.l.chunk = chunk;
-  for (size_t d = 0; d < shape.size(); ++d) t.l.grid.push_back((shape[d] + chunk[d] - 1) / chunk[d]);
+  for (size_t d = 0; d < shape.size(); ++d) t.l.grid.push_back(shape[d] == 0 ? 0 : (shape[d] - 1) / chunk[d] + 1);
   t.l.chain = t.chain.get();
   t.l.itemsize = itemsize;
   t.l.fill.assign(itemsize, 0);
@@ -58,8 +58,10 @@ std::vector<int64_t> Coords(const Plan& p, const ChunkTask& t) {
 }
 
 // (src_start, count, step) per dimension of a piece.
-std::vector<int64_t> Dims(const Plan& p, const Piece& pc) {
-  return std::vector<int64_t>(p.piece_dims.begin() + pc.dims, p.piece_dims.begin() + pc.dims + 3 * p.ndim);
+std::vector<int64_t> Dims(const ArrayLayout& l, const Plan& p, const Piece& pc) {
+  std::vector<int64_t> dims(3 * static_cast<size_t>(p.ndim));
+  PieceBoxDims(l, p, pc, dims.data());
+  return dims;
 }
 
 TEST(PlannerTest, SelectionSplitsIntoTheChunksItTouches) {
@@ -77,11 +79,11 @@ TEST(PlannerTest, SelectionSplitsIntoTheChunksItTouches) {
   EXPECT_EQ(TaskCoords(p, p.tasks[5]), "(1, 2)");
   // Chunk (0,0): elements rows 2-3, col 3 -> src (2,3), counts (2,1), at out (0,0).
   const Piece& first = p.pieces[p.tasks[0].first_piece];
-  EXPECT_EQ(Dims(p, first), (std::vector<int64_t>{2, 2, 1, 3, 1, 1}));
+  EXPECT_EQ(Dims(t.l, p, first), (std::vector<int64_t>{2, 2, 1, 3, 1, 1}));
   EXPECT_EQ(first.dst, out.data());
   // Chunk (1,2): rows 4-7, col 8 -> src (0,0), counts (4,1), at out (2,5).
   const Piece& last = p.pieces[p.tasks[5].first_piece];
-  EXPECT_EQ(Dims(p, last), (std::vector<int64_t>{0, 4, 1, 0, 1, 1}));
+  EXPECT_EQ(Dims(t.l, p, last), (std::vector<int64_t>{0, 4, 1, 0, 1, 1}));
   EXPECT_EQ(last.dst, out.data() + 2 * 6 + 5);
 }
 
@@ -103,7 +105,7 @@ TEST(PlannerTest, ChunkSharedBySeveralSelectionsIsOneTask) {
   EXPECT_EQ(p0.dst, a.data());
   EXPECT_EQ(p1.box, 1u);
   EXPECT_EQ(p1.dst, b.data());
-  EXPECT_EQ(Dims(p, p1), (std::vector<int64_t>{2, 2, 1, 2, 2, 1}));
+  EXPECT_EQ(Dims(t.l, p, p1), (std::vector<int64_t>{2, 2, 1, 2, 2, 1}));
   const Piece& p2 = p.pieces[p.tasks[1].first_piece];
   EXPECT_EQ(p2.box, 2u);
   EXPECT_EQ(p2.task, 1u);
@@ -203,7 +205,7 @@ TEST(PlannerTest, EdgeChunksAndSteppedSelectionsAreNotDirect) {
   ASSERT_EQ(p.tasks.size(), 2u);
   EXPECT_EQ(p.tasks[0].direct, out.data());
   EXPECT_EQ(p.tasks[1].direct, nullptr);
-  EXPECT_EQ(Dims(p, p.pieces[p.tasks[1].first_piece]), (std::vector<int64_t>{0, 2, 1, 0, 8, 1}));
+  EXPECT_EQ(Dims(t.l, p, p.pieces[p.tasks[1].first_piece]), (std::vector<int64_t>{0, 2, 1, 0, 8, 1}));
 
   // Step 2 over 8 columns touches all chunks but never a whole one.
   TestLayout s = MakeLayout({8, 8}, {1, 8});
@@ -212,7 +214,7 @@ TEST(PlannerTest, EdgeChunksAndSteppedSelectionsAreNotDirect) {
   BuildTasks(s.l, {Box({0, 0}, {2, 4}, {1, 2})}, {View(out2, {2, 4})}, &q);
   ASSERT_EQ(q.tasks.size(), 2u);
   for (const ChunkTask& task : q.tasks) EXPECT_EQ(task.direct, nullptr);
-  EXPECT_EQ(Dims(q, q.pieces[0]), (std::vector<int64_t>{0, 1, 1, 0, 4, 2}));
+  EXPECT_EQ(Dims(s.l, q, q.pieces[0]), (std::vector<int64_t>{0, 1, 1, 0, 4, 2}));
 }
 
 TEST(PlannerTest, LargeStepsTouchOnlySomeChunks) {
@@ -224,7 +226,7 @@ TEST(PlannerTest, LargeStepsTouchOnlySomeChunks) {
   for (size_t i = 0; i < 10; ++i) {
     EXPECT_EQ(Coords(p, p.tasks[i]), (std::vector<int64_t>{static_cast<int64_t>(10 * i)}));
     const Piece& pc = p.pieces[p.tasks[i].first_piece];
-    EXPECT_EQ(Dims(p, pc), (std::vector<int64_t>{5, 1, 100}));
+    EXPECT_EQ(Dims(t.l, p, pc), (std::vector<int64_t>{5, 1, 100}));
     EXPECT_EQ(pc.dst, out.data() + i);
   }
 }
@@ -240,7 +242,7 @@ TEST(PlannerTest, StepSmallerThanChunkSplitsCountsCorrectly) {
   int64_t k = 0;
   for (size_t i = 0; i < 10; ++i) {
     const Piece& pc = p.pieces[p.tasks[i].first_piece];
-    EXPECT_EQ(Dims(p, pc), (std::vector<int64_t>{starts[i], counts[i], 3})) << "chunk " << i;
+    EXPECT_EQ(Dims(t.l, p, pc), (std::vector<int64_t>{starts[i], counts[i], 3})) << "chunk " << i;
     EXPECT_EQ(pc.dst, out.data() + k);
     k += counts[i];
   }
@@ -295,6 +297,153 @@ TEST(PlannerTest, PartialLastShardHasTheRightShardGrid) {
   ASSERT_EQ(p.tasks.size(), 1u);
   EXPECT_EQ(p.shard_ids[0], 2u);
   EXPECT_EQ(p.tasks[0].local, 0u);
+}
+
+TEST(PlannerTest, HugeStepsTouchOneChunkPerIndexWithoutOverflow) {
+  // arr[::sys.maxsize] and friends: one index, a step near INT64_MAX. The old
+  // (end - start + step - 1) / step wrapped negative and the split never ended.
+  TestLayout t = MakeLayout({1000}, {10});
+  for (int64_t step : {INT64_MAX, INT64_MAX - 1, int64_t{1} << 62}) {
+    for (int64_t start : {int64_t{0}, int64_t{5}, int64_t{999}}) {
+      std::vector<uint8_t> out(1);
+      Plan p;
+      ASSERT_TRUE(BuildTasks(t.l, {Box({start}, {1}, {step})}, {View(out, {1})}, &p).ok());
+      ASSERT_EQ(p.tasks.size(), 1u) << start << " " << step;
+      EXPECT_EQ(Coords(p, p.tasks[0]), (std::vector<int64_t>{start / 10}));
+      EXPECT_EQ(Dims(t.l, p, p.pieces[0]), (std::vector<int64_t>{start % 10, 1, step}));
+    }
+  }
+  // Two indices 3*2^61 + 5 apart in an array of INT64_MAX elements whose chunks are
+  // 3*2^61 long: the second chunk's end (6*2^61) does not fit in int64.
+  const int64_t big = int64_t{3} << 61;
+  TestLayout h = MakeLayout({INT64_MAX}, {big});
+  std::vector<uint8_t> out(2);
+  Plan p;
+  ASSERT_TRUE(BuildTasks(h.l, {Box({1}, {2}, {big + 5})}, {View(out, {2})}, &p).ok());
+  ASSERT_EQ(p.tasks.size(), 2u);
+  EXPECT_EQ(Dims(h.l, p, p.pieces[p.tasks[0].first_piece]), (std::vector<int64_t>{1, 1, big + 5}));
+  EXPECT_EQ(Dims(h.l, p, p.pieces[p.tasks[1].first_piece]), (std::vector<int64_t>{6, 1, big + 5}));
+  EXPECT_EQ(p.pieces[p.tasks[1].first_piece].dst, out.data() + 1);
+}
+
+TEST(PlannerTest, BoundIsExactForPiecesAndCoversTheAllocation) {
+  TestLayout t = MakeLayout({64, 64}, {8, 8});
+  std::vector<uint8_t> out(1 << 16);
+  std::vector<Selection> sels;
+  std::vector<DstView> views;
+  for (int i = 0; i < 50; ++i) {
+    sels.push_back(Box({i, (7 * i) % 50}, {5, 9}, {1 + i % 3, 1}));
+    views.push_back(View(out.data() + 45 * i, {5, 9}, 1));
+  }
+  Plan p;
+  ASSERT_TRUE(BuildTasks(t.l, sels, views, &p).ok());
+  const PlanBound b = PlanBytesBound(t.l, p.owned->batch);
+  EXPECT_EQ(b.pieces, p.pieces.size());
+  EXPECT_GE(b.tasks, p.tasks.size());
+  EXPECT_GE(b.bytes, p.pieces.capacity() * sizeof(Piece) + p.tasks.capacity() * sizeof(ChunkTask) +
+                         p.coords.capacity() * sizeof(int64_t));
+  // A million one-element crops: a bound of some tens of MB, computed without allocating.
+  std::vector<int64_t> starts(2'000'000, 3);
+  const int64_t ones[2] = {1, 1};
+  const int64_t strides[2] = {64, 1};
+  BoxBatch many;
+  many.ndim = 2;
+  many.size = 1'000'000;
+  many.starts = starts.data();
+  many.starts_stride = 2;
+  many.counts = ones;
+  many.dst_strides = strides;
+  const PlanBound mb = PlanBytesBound(t.l, many);
+  EXPECT_EQ(mb.pieces, 1'000'000u);
+  EXPECT_EQ(mb.tasks, 64u) << "at most the chunks of the grid";
+  EXPECT_GT(mb.bytes, 16u << 20);
+}
+
+// Outer selection helper: per dimension rows (start, count, step, dst_offset).
+struct Outer {
+  std::vector<std::vector<int64_t>> rows;
+  OuterSelection sel;
+  Outer(std::vector<std::vector<int64_t>> r, uint8_t* dst, std::vector<int64_t> shape, size_t itemsize = 1)
+      : rows(std::move(r)) {
+    for (auto& v : rows) {
+      sel.runs.push_back(v.data());
+      sel.num_runs.push_back(v.size() / 4);
+    }
+    sel.dst = dst;
+    sel.shape = shape;
+    sel.byte_strides.assign(shape.size(), 0);
+    int64_t s = static_cast<int64_t>(itemsize);
+    for (size_t d = shape.size(); d-- > 0;) {
+      sel.byte_strides[d] = s;
+      s *= shape[d];
+    }
+  }
+};
+
+TEST(PlannerTest, OuterSelectionGroupsRunsPerChunkWithoutExpandingTheProduct) {
+  TestLayout t = MakeLayout({100, 100}, {10, 10});
+  std::vector<uint8_t> out(512 * 512);
+  // Per axis 512 scattered indices (3k mod 100: never adjacent, so 512 runs of one);
+  // the product is 262,144 elements, which used to be as many boxes.
+  std::vector<int64_t> rows;
+  for (int64_t k = 0; k < 512; ++k) rows.insert(rows.end(), {(k * 3) % 100, 1, 1, k});
+  Outer o({rows, rows}, out.data(), {512, 512});
+  Plan p;
+  ASSERT_TRUE(BuildTasks(t.l, o.sel, &p).ok());
+  EXPECT_EQ(p.tasks.size(), 100u) << "one task per chunk touched";
+  EXPECT_EQ(p.pieces.size(), 100u) << "one piece per task, whatever the runs";
+  EXPECT_EQ(p.segments.size(), 1024u) << "runs per axis, summed";
+  EXPECT_EQ(p.groups.size(), 20u);
+  const PlanBound b = PlanBytesBound(t.l, o.sel);
+  EXPECT_EQ(b.segments, 1024u);
+  EXPECT_EQ(b.tasks, 100u);
+  // Tasks in C order of the chunk grid.
+  EXPECT_EQ(Coords(p, p.tasks[0]), (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(Coords(p, p.tasks[99]), (std::vector<int64_t>{9, 9}));
+}
+
+TEST(PlannerTest, OuterRunsSplitAtChunkBordersAndNegativeStepsWriteBackwards) {
+  TestLayout t = MakeLayout({20}, {8});
+  std::vector<uint8_t> out(16);
+  // 17, 15, ..., 3 (step -2, 8 indices) written at 0..7; then 4..11 written at 8..15.
+  Outer o({{17, 8, -2, 0, 4, 8, 1, 8}}, out.data(), {16});
+  Plan p;
+  ASSERT_TRUE(BuildTasks(t.l, o.sel, &p).ok());
+  ASSERT_EQ(p.tasks.size(), 3u);
+  ASSERT_EQ(p.groups.size(), 3u);
+  // Chunk 0: 3, 5, 7 (lowest 3 at output 7, going down) and 4..7 (at 8..11).
+  const SegmentGroup& g0 = p.groups[0];
+  ASSERT_EQ(g0.count, 2u);
+  const Segment& a = p.segments[g0.first];
+  EXPECT_EQ(a.src_start, 3);
+  EXPECT_EQ(a.count, 3);
+  EXPECT_EQ(a.step, 2);
+  EXPECT_EQ(a.dst_first, 7);
+  EXPECT_EQ(a.dst_step, -1);
+  const Segment& b = p.segments[g0.first + 1];
+  EXPECT_EQ(b.src_start, 4);
+  EXPECT_EQ(b.count, 4);
+  EXPECT_EQ(b.dst_first, 8);
+  EXPECT_EQ(b.dst_step, 1);
+  // Chunk 2: 17 only (output 0).
+  const Segment& c = p.segments[p.groups[2].first];
+  EXPECT_EQ(c.src_start, 1);
+  EXPECT_EQ(c.count, 1);
+  EXPECT_EQ(c.dst_first, 0);
+}
+
+TEST(PlannerTest, OuterWholeChunkInContiguousOutputIsDirect) {
+  TestLayout t = MakeLayout({8, 8}, {4, 8});
+  std::vector<uint8_t> out(64);
+  Outer o({{0, 8, 1, 0}, {0, 8, 1, 0}}, out.data(), {8, 8});
+  Plan p;
+  ASSERT_TRUE(BuildTasks(t.l, o.sel, &p).ok());
+  ASSERT_EQ(p.tasks.size(), 2u);
+  EXPECT_EQ(p.tasks[0].direct, out.data());
+  EXPECT_EQ(p.tasks[1].direct, out.data() + 32);
+  Plan q;
+  ASSERT_TRUE(BuildTasks(t.l, o.sel, &q, /*allow_direct=*/false).ok());
+  EXPECT_EQ(q.tasks[0].direct, nullptr);
 }
 
 // ---- Coalesce ----
