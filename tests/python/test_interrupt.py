@@ -200,3 +200,28 @@ print("exiting")
         assert r.returncode == 0 and "terminate" not in r.stderr, (
             f"delay {delay}: rc={r.returncode}\nstderr={r.stderr[-3000:]}")
         assert r.stdout.strip() == "exiting"
+
+
+def test_ctrl_c_interrupts_planning_of_millions_of_crops(tmp_path):
+    # Planning 4 million crops takes seconds before any byte is read: SIGINT must stop it
+    # promptly (the planner polls between crops), not after the plan is built.
+    path = tmp_path / "small.zarr"
+    z = zarr.create_array(str(path), shape=(64, 64), dtype="uint8", chunks=(8, 8), shards=(32, 32))
+    z[...] = 1
+    arr = lsio.open(str(path), threads=1)
+    starts = np.random.default_rng(0).integers(0, 64, size=(4_000_000, 2))
+    t0 = time.perf_counter()
+    arr.read_crops(starts[:400_000], (1, 1))
+    per_crop = (time.perf_counter() - t0) / 400_000
+    delay = 0.05
+    got_at = []
+    for _ in range(5):
+        start = time.perf_counter()
+        frame = _interrupt_during(lambda: arr.read_crops(starts, (1, 1)), delay=delay)
+        if frame is not None:
+            got_at.append(time.perf_counter() - start)
+            break
+    assert got_at, "SIGINT never interrupted read_crops"
+    full = per_crop * len(starts)
+    # Well before the whole call would have finished (it takes `full` seconds).
+    assert got_at[0] < delay + max(0.5, full / 4), (got_at[0], full)

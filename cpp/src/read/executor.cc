@@ -588,7 +588,7 @@ Status ExecuteRead(const ReadContext& ctx, const BoxBatch& batch) {
   if (l.ndim() > 64) return Status::Unimplemented("arrays of more than 64 dimensions");
   LSIO_RETURN_IF_ERROR(CheckPlanBound(ctx, PlanBytesBound(l, batch)));
   Plan plan;
-  LSIO_RETURN_IF_ERROR(BuildTasks(l, batch, &plan, /*allow_direct=*/ctx.convert == nullptr));
+  LSIO_RETURN_IF_ERROR(BuildTasks(l, batch, &plan, /*allow_direct=*/ctx.convert == nullptr, ctx.interrupted));
   return RunPlan(ctx, plan);
 }
 

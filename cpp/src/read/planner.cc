@@ -237,7 +237,8 @@ Status BuildTasks(const ArrayLayout& layout, const std::vector<Selection>& sels,
   return BuildTasks(layout, plan->owned->batch, plan, allow_direct);
 }
 
-Status BuildTasks(const ArrayLayout& layout, const BoxBatch& bb, Plan* plan, bool allow_direct) {
+Status BuildTasks(const ArrayLayout& layout, const BoxBatch& bb, Plan* plan, bool allow_direct,
+                  const std::function<bool()>& interrupted) {
   const int nd = layout.ndim();
   plan->ndim = nd;
   plan->boxes = &bb;
@@ -256,6 +257,8 @@ Status BuildTasks(const ArrayLayout& layout, const BoxBatch& bb, Plan* plan, boo
   std::vector<int64_t> g(static_cast<size_t>(nd));
 
   for (size_t b = 0; b < bb.size; ++b) {
+    // Millions of crops take a while to plan: let Ctrl-C through (nothing is read yet).
+    if ((b & 4095) == 4095 && interrupted && interrupted()) return Status::Cancelled("read interrupted");
     const int64_t* strides = bb.DstStrides(b);
     uint8_t* const base = bb.Dst(b);
     bool empty = false;

@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -163,7 +164,9 @@ PlanBound PlanBytesBound(const ArrayLayout& layout, const OuterSelection& sel);
 /// element type (transforms).
 /// Fails with kResourceExhausted when the plan would need more than 2^32 - 1 pieces, tasks
 /// or segments (the plan's indexes are 32-bit).
-Status BuildTasks(const ArrayLayout& layout, const BoxBatch& batch, Plan* plan, bool allow_direct = true);
+/// `interrupted`, if set, is polled every 4096 boxes (kCancelled when it returns true).
+Status BuildTasks(const ArrayLayout& layout, const BoxBatch& batch, Plan* plan, bool allow_direct = true,
+                  const std::function<bool()>& interrupted = {});
 Status BuildTasks(const ArrayLayout& layout, const OuterSelection& sel, Plan* plan, bool allow_direct = true);
 /// The per-box form: copies the selections into plan->owned first.
 Status BuildTasks(const ArrayLayout& layout, const std::vector<Selection>& sels,
