@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <new>
+#include <stdexcept>
 
 #include "io/select_backend.h"
 #include "read/executor.h"
@@ -171,13 +173,37 @@ Result<std::string> Array::BackendName() {
   return std::string(b->name());
 }
 
+
+
+// The facade is the boundary of "no exceptions below bindings": planning and resolving run on
+// the calling thread and build std containers, so std::bad_alloc (or length_error for an
+// impossible size) can come up here; it becomes kResourceExhausted. Workers convert their
+// own exceptions (read/executor.cc), and the backends drain their reads before unwinding.
+template <typename F>
+static Status CatchAtBoundary(F&& body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return Status::ResourceExhausted("cannot allocate memory for the read (std::bad_alloc)");
+  } catch (const std::length_error& e) {
+    return Status::ResourceExhausted(std::string("cannot allocate memory for the read: ") + e.what());
+  }
+}
+
 Status Array::Read(const Selection& sel, const DstView& dst,
                    const std::function<bool()>& interrupted) {
-  return ReadBatch(std::vector<Selection>{sel}, std::vector<DstView>{dst}, interrupted);
+  return CatchAtBoundary([&] {
+    return ReadBatchUnchecked(std::vector<Selection>{sel}, std::vector<DstView>{dst}, interrupted, nullptr);
+  });
 }
 
 Status Array::ReadBatch(const std::vector<Selection>& sels, const std::vector<DstView>& dsts,
                         const std::function<bool()>& interrupted, const ElementTransform* transform) {
+  return CatchAtBoundary([&] { return ReadBatchUnchecked(sels, dsts, interrupted, transform); });
+}
+
+Status Array::ReadBatchUnchecked(const std::vector<Selection>& sels, const std::vector<DstView>& dsts,
+                                 const std::function<bool()>& interrupted, const ElementTransform* transform) {
   const ArrayLayout& l = impl_->layout;
   const size_t nd = l.shape.size();
   if (sels.size() != dsts.size()) return Status::InvalidArgument("one output view per selection is required");
@@ -223,9 +249,11 @@ Status Array::ReadBatch(const std::vector<Selection>& sels, const std::vector<Ds
 }
 
 Result<std::vector<int64_t>> Array::StoredChunkBytes() {
-  LSIO_ASSIGN_OR_RETURN(ReadContext ctx, impl_->Context());
   std::vector<int64_t> nbytes;
-  LSIO_RETURN_IF_ERROR(SurveyChunks(ctx, &nbytes));
+  LSIO_RETURN_IF_ERROR(CatchAtBoundary([&]() -> Status {
+    LSIO_ASSIGN_OR_RETURN(ReadContext ctx, impl_->Context());
+    return SurveyChunks(ctx, &nbytes);
+  }));
   return nbytes;
 }
 
