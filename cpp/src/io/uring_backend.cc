@@ -177,10 +177,12 @@ struct Pass {
         done(v.done),
         retry(v.retry),
         in_ring(v.in_ring) {
-    v.busy = true;
+    // Marked busy only once nothing can throw (the vectors may grow): a constructor that
+    // throws runs no destructor, and t_vectors would stay busy for the thread's life.
     done.assign(reqs.size(), 0);
     in_ring.assign(reqs.size(), 0);
     retry.clear();
+    v.busy = true;
   }
   ~Pass() {
     Drain();
