@@ -247,6 +247,48 @@ TEST_F(FaultTest, UringFaultsAcrossAWholeReadStillGiveExactData) {
   }
 }
 
+TEST_F(FaultTest, UringHardSubmitFailureFailsTheReadAndTheNextReadIsExact) {
+  // The ring's submission fails hard (-EBADF, after liburing published the SQEs) in the
+  // middle of a read: kIoError, nothing written outside the selection, and the next read on
+  // the same thread (a fresh ring) is exact.
+  LSIO_SKIP_WITHOUT_URING();
+  TempDir dir;
+  const ShardedStore store(dir);
+  for (const char* io : {"uring", "auto"}) {
+    for (const int64_t fail_after : {0, 1}) {
+      SCOPED_TRACE(std::string(io) + ", submissions before the failure: " + std::to_string(fail_after));
+      ResetFaults();
+      OpenOptions o;
+      o.io = io;
+      o.threads = 1;
+      o.max_gap = 0;
+      o.max_request = 1;  // one read per chunk
+      auto a = OpenOk(store.root(), o);
+      ASSERT_NE(a, nullptr);
+      {
+        Canvas warm;  // caches the shard indexes: the faulted read reads chunks only
+        ASSERT_TRUE(a->Read(Box({0, 0}, {32, 32}), warm.ViewOf(32, 32)).ok());
+      }
+      GetFaults().nowait_budget = 0;
+      GetFaults().uring_submit_fail_after = fail_after;
+      Canvas out;
+      const Status st = a->Read(Box({1, 2}, {30, 29}), out.ViewOf(30, 29));
+      const uint64_t failed = GetFaults().uring_submit_failed.load();
+      ResetFaults();
+      ASSERT_EQ(failed, 1u);
+      EXPECT_EQ(st.code(), StatusCode::kIoError) << st.ToString();
+      EXPECT_EQ(st.error_number(), EBADF) << st.ToString();
+      EXPECT_EQ(out.Check(1, 2, 30, 29, /*exact=*/false), "");
+      const std::vector<int32_t> after_failure = out.buf;
+      Canvas again;
+      const Status st2 = a->Read(Box({1, 2}, {30, 29}), again.ViewOf(30, 29));
+      ASSERT_TRUE(st2.ok()) << st2.ToString();
+      EXPECT_EQ(again.Check(1, 2, 30, 29, /*exact=*/true), "");
+      EXPECT_EQ(out.buf, after_failure) << "the failed read's output changed after it returned";
+    }
+  }
+}
+
 // ---- allocation failures ----
 
 // Runs `body` on a fresh thread: its thread-local read arena and decode scratch start

@@ -203,6 +203,7 @@ struct Pass {
     return true;
   }
 
+  // Request indices fit the low 32 bits: 2^32 ReadRequests would need hundreds of GiB.
   uint64_t UserData(size_t i) const { return (static_cast<uint64_t>(tag) << 32) | static_cast<uint64_t>(i); }
 
   // Waits for every read the kernel took from this call, discards prepared SQEs it did not
@@ -225,8 +226,9 @@ struct Pass {
       else ++t_ring.stale_cqes;
       io_uring_cqe_seen(ring, cqe);
     }
-    inflight = untaken;
-    unsubmitted = untaken;
+    // Untaken SQEs cannot be withdrawn (published ones sit past the kernel's SQ head), so
+    // the ring goes, and the kernel drops them with it. After a failed wait (no such case is
+    // known) reads may still be in flight: the ring goes too, which is the best left to do.
     if (untaken > 0 || lost || ring_error != 0) t_ring.Teardown();
     inflight = 0;
     unsubmitted = 0;
