@@ -173,8 +173,6 @@ Result<std::string> Array::BackendName() {
   return std::string(b->name());
 }
 
-
-
 // The facade is the boundary of "no exceptions below bindings": planning and resolving run on
 // the calling thread and build std containers, so std::bad_alloc (or length_error for an
 // impossible size) can come up here; it becomes kResourceExhausted. Workers convert their
