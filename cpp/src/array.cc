@@ -71,11 +71,12 @@ struct Array::Impl {
       : options(o),
         mode(m),
         backend([this] {
-          auto* slot = new BackendSlot();
+          // Owned until returned: MakeBackend may throw std::bad_alloc.
+          auto slot = std::make_unique<BackendSlot>();
           auto b = MakeBackend(mode, options.queue_depth, options.direct);
           if (b.ok()) slot->backend = std::move(b).value();
           else slot->status = b.status();
-          return slot;
+          return slot.release();
         }),
         index_cache([this] { return new IndexCache(options.index_cache_bytes); }),
         files([this] { return new FileCache(DefaultFileCacheCapacity(), options.direct); }) {}
