@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <new>
+#include <stdexcept>
 
 #include "io/select_backend.h"
 #include "read/executor.h"
@@ -75,11 +77,12 @@ struct Array::Impl {
       : options(o),
         mode(m),
         backend([this] {
-          auto* slot = new BackendSlot();
+          // Owned until returned: MakeBackend may throw std::bad_alloc.
+          auto slot = std::make_unique<BackendSlot>();
           auto b = MakeBackend(mode, options.queue_depth, options.direct);
           if (b.ok()) slot->backend = std::move(b).value();
           else slot->status = b.status();
-          return slot;
+          return slot.release();
         }),
         index_cache([this] { return new IndexCache(options.index_cache_bytes); }) {}
 
@@ -113,62 +116,72 @@ Array::Array(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Array::~Array() = default;
 
 Result<std::unique_ptr<Array>> Array::Open(const std::string& path, const OpenOptions& options) {
-  if (options.threads < 0) return Status::InvalidArgument("threads must be >= 0");
-  if (options.queue_depth == 0 || options.queue_depth > 4096) {
-    return Status::InvalidArgument("queue_depth must be in 1..4096");
+  // Parsing builds std containers: bad_alloc becomes kResourceExhausted here too.
+  auto open = [&]() -> Result<std::unique_ptr<Array>> {
+    if (options.threads < 0) return Status::InvalidArgument("threads must be >= 0");
+    if (options.queue_depth == 0 || options.queue_depth > 4096) {
+      return Status::InvalidArgument("queue_depth must be in 1..4096");
+    }
+    if (options.max_request == 0) return Status::InvalidArgument("max_request must be > 0");
+    LSIO_ASSIGN_OR_RETURN(IoMode mode, ParseIoMode(options.io));
+
+    std::string root = path;
+    while (root.size() > 1 && root.back() == '/') root.pop_back();
+    struct stat st;
+    if (stat(root.c_str(), &st) != 0) return Status::IoError("cannot open array", errno).WithPath(root);
+    if (!S_ISDIR(st.st_mode)) {
+      return Status::InvalidFormat("not a Zarr array directory (expected a directory holding zarr.json)").WithPath(root);
+    }
+    const std::string meta_path = root + "/zarr.json";
+    bool missing = false;
+    LSIO_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(meta_path, &missing));
+    if (missing) {
+      bool no_zarray = false;
+      (void)ReadSmallFile(root + "/.zarray", &no_zarray);
+      if (!no_zarray) return Status::Unimplemented("Zarr format 2 arrays (.zarray) are not supported by lsio yet").WithPath(root);
+      return Status::InvalidFormat("no zarr.json: not a Zarr v3 array").WithPath(meta_path);
+    }
+    auto parsed = ParseArrayMetadata(text);
+    if (!parsed.ok()) return Status(parsed.status()).WithPath(meta_path);
+
+    auto impl = std::make_unique<Impl>(options, mode);
+    impl->meta = std::move(parsed).value();
+    const ArrayMetadata& m = impl->meta;
+
+    ArrayLayout& l = impl->layout;
+    l.root = root + "/";
+    l.shape = m.shape;
+    l.chunk = m.read_chunk_shape;
+    for (size_t d = 0; d < l.shape.size(); ++d) l.grid.push_back((l.shape[d] + l.chunk[d] - 1) / l.chunk[d]);
+    l.sharded = m.sharding.has_value();
+    if (l.sharded) l.shard = *m.sharding;
+    l.keys = m.key_encoding;
+    l.chain = m.chain.get();
+    l.fill = m.fill_value;
+    l.itemsize = m.dtype.itemsize;
+    l.dtype = m.dtype.type;
+
+    ArrayInfo& info = impl->info;
+    info.path = root;
+    info.shape = m.shape;
+    info.data_type = m.dtype.name;
+    info.typestr = m.dtype.typestr;
+    info.itemsize = m.dtype.itemsize;
+    info.chunks = m.read_chunk_shape;
+    if (l.sharded) info.shards = m.chunk_shape;
+    info.fill_value = m.fill_value;
+    info.attributes_json = m.attributes_json;
+    info.dimension_names = m.dimension_names;
+    info.codecs = m.codecs_description;
+    return std::unique_ptr<Array>(new Array(std::move(impl)));
+  };
+  try {
+    return open();
+  } catch (const std::bad_alloc&) {
+    return Status::ResourceExhausted("cannot allocate memory to open the array (std::bad_alloc)").WithPath(path);
+  } catch (const std::length_error& e) {
+    return Status::ResourceExhausted(std::string("cannot allocate memory to open the array: ") + e.what()).WithPath(path);
   }
-  if (options.max_request == 0) return Status::InvalidArgument("max_request must be > 0");
-  LSIO_ASSIGN_OR_RETURN(IoMode mode, ParseIoMode(options.io));
-
-  std::string root = path;
-  while (root.size() > 1 && root.back() == '/') root.pop_back();
-  struct stat st;
-  if (stat(root.c_str(), &st) != 0) return Status::IoError("cannot open array", errno).WithPath(root);
-  if (!S_ISDIR(st.st_mode)) {
-    return Status::InvalidFormat("not a Zarr array directory (expected a directory holding zarr.json)").WithPath(root);
-  }
-  const std::string meta_path = root + "/zarr.json";
-  bool missing = false;
-  LSIO_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(meta_path, &missing));
-  if (missing) {
-    bool no_zarray = false;
-    (void)ReadSmallFile(root + "/.zarray", &no_zarray);
-    if (!no_zarray) return Status::Unimplemented("Zarr format 2 arrays (.zarray) are not supported by lsio yet").WithPath(root);
-    return Status::InvalidFormat("no zarr.json: not a Zarr v3 array").WithPath(meta_path);
-  }
-  auto parsed = ParseArrayMetadata(text);
-  if (!parsed.ok()) return Status(parsed.status()).WithPath(meta_path);
-
-  auto impl = std::make_unique<Impl>(options, mode);
-  impl->meta = std::move(parsed).value();
-  const ArrayMetadata& m = impl->meta;
-
-  ArrayLayout& l = impl->layout;
-  l.root = root + "/";
-  l.shape = m.shape;
-  l.chunk = m.read_chunk_shape;
-  for (size_t d = 0; d < l.shape.size(); ++d) l.grid.push_back((l.shape[d] + l.chunk[d] - 1) / l.chunk[d]);
-  l.sharded = m.sharding.has_value();
-  if (l.sharded) l.shard = *m.sharding;
-  l.keys = m.key_encoding;
-  l.chain = m.chain.get();
-  l.fill = m.fill_value;
-  l.itemsize = m.dtype.itemsize;
-  l.dtype = m.dtype.type;
-
-  ArrayInfo& info = impl->info;
-  info.path = root;
-  info.shape = m.shape;
-  info.data_type = m.dtype.name;
-  info.typestr = m.dtype.typestr;
-  info.itemsize = m.dtype.itemsize;
-  info.chunks = m.read_chunk_shape;
-  if (l.sharded) info.shards = m.chunk_shape;
-  info.fill_value = m.fill_value;
-  info.attributes_json = m.attributes_json;
-  info.dimension_names = m.dimension_names;
-  info.codecs = m.codecs_description;
-  return std::unique_ptr<Array>(new Array(std::move(impl)));
 }
 
 const ArrayInfo& Array::info() const { return impl_->info; }
@@ -179,9 +192,26 @@ Result<std::string> Array::BackendName() {
   return std::string(b->name());
 }
 
+// The facade is the boundary of "no exceptions below bindings": planning and resolving run on
+// the calling thread and build std containers, so std::bad_alloc (or length_error for an
+// impossible size) can come up here; it becomes kResourceExhausted. Workers convert their
+// own exceptions (read/executor.cc), and the backends drain their reads before unwinding.
+template <typename F>
+static Status CatchAtBoundary(F&& body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return Status::ResourceExhausted("cannot allocate memory for the read (std::bad_alloc)");
+  } catch (const std::length_error& e) {
+    return Status::ResourceExhausted(std::string("cannot allocate memory for the read: ") + e.what());
+  }
+}
+
 Status Array::Read(const Selection& sel, const DstView& dst,
                    const std::function<bool()>& interrupted) {
-  return ReadBatch(std::vector<Selection>{sel}, std::vector<DstView>{dst}, interrupted);
+  return CatchAtBoundary([&] {
+    return ReadBatch(std::vector<Selection>{sel}, std::vector<DstView>{dst}, interrupted);
+  });
 }
 
 // The call's ReadContext: Context() plus the interrupt check and the transform.
@@ -226,70 +256,76 @@ Status CheckRun(int64_t start, int64_t count, int64_t step, size_t d, int64_t si
 
 Status Array::ReadBatch(const std::vector<Selection>& sels, const std::vector<DstView>& dsts,
                         const std::function<bool()>& interrupted, const ElementTransform* transform) {
-  const size_t nd = impl_->layout.shape.size();
-  if (sels.size() != dsts.size()) return Status::InvalidArgument("one output view per selection is required");
-  for (size_t b = 0; b < sels.size(); ++b) {
-    const Selection& s = sels[b];
-    const DstView& v = dsts[b];
-    if (s.size() != nd) {
-      return Status::InvalidArgument("selection has " + std::to_string(s.size()) + " dimensions, the array has " +
-                                     std::to_string(nd));
+  return CatchAtBoundary([&]() -> Status {
+    const size_t nd = impl_->layout.shape.size();
+    if (sels.size() != dsts.size()) return Status::InvalidArgument("one output view per selection is required");
+    for (size_t b = 0; b < sels.size(); ++b) {
+      const Selection& s = sels[b];
+      const DstView& v = dsts[b];
+      if (s.size() != nd) {
+        return Status::InvalidArgument("selection has " + std::to_string(s.size()) + " dimensions, the array has " +
+                                       std::to_string(nd));
+      }
+      if (v.shape.size() != nd || v.byte_strides.size() != nd) {
+        return Status::InvalidArgument("output view rank does not match the array");
+      }
+      for (size_t d = 0; d < nd; ++d) {
+        if (v.shape[d] != s[d].count) return Status::InvalidArgument("output view shape does not match the selection");
+      }
     }
-    if (v.shape.size() != nd || v.byte_strides.size() != nd) {
-      return Status::InvalidArgument("output view rank does not match the array");
-    }
-    for (size_t d = 0; d < nd; ++d) {
-      if (v.shape[d] != s[d].count) return Status::InvalidArgument("output view shape does not match the selection");
-    }
-  }
-  BoxBatchStorage storage(sels, dsts);
-  storage.batch.ndim = static_cast<int>(nd);
-  return ReadBoxes(storage.batch, interrupted, transform);
+    BoxBatchStorage storage(sels, dsts);
+    storage.batch.ndim = static_cast<int>(nd);
+    return ReadBoxes(storage.batch, interrupted, transform);
+  });
 }
 
 Status Array::ReadBoxes(const BoxBatch& batch, const std::function<bool()>& interrupted,
                         const ElementTransform* transform) {
-  const ArrayLayout& l = impl_->layout;
-  const size_t nd = l.shape.size();
-  if (static_cast<size_t>(batch.ndim) != nd) {
-    return Status::InvalidArgument("selection has " + std::to_string(batch.ndim) + " dimensions, the array has " +
-                                   std::to_string(nd));
-  }
-  if (batch.size > 0 && nd > 0 && (batch.starts == nullptr || batch.counts == nullptr || batch.dst_strides == nullptr)) {
-    return Status::InvalidArgument("box batch without starts, counts or strides");
-  }
-  for (size_t b = 0; b < batch.size; ++b) {
-    for (size_t d = 0; d < nd; ++d) {
-      const int di = static_cast<int>(d);
-      if (batch.Step(b, di) < 1) return Status::InvalidArgument("selection step must be >= 1");
-      LSIO_RETURN_IF_ERROR(CheckRun(batch.Start(b, di), batch.Count(b, di), batch.Step(b, di), d, l.shape[d]));
+  return CatchAtBoundary([&]() -> Status {
+    const ArrayLayout& l = impl_->layout;
+    const size_t nd = l.shape.size();
+    if (static_cast<size_t>(batch.ndim) != nd) {
+      return Status::InvalidArgument("selection has " + std::to_string(batch.ndim) + " dimensions, the array has " +
+                                     std::to_string(nd));
     }
-  }
-  LSIO_ASSIGN_OR_RETURN(ReadContext ctx, impl_->PrepareRead(interrupted, transform));
-  return ExecuteRead(ctx, batch);
+    if (batch.size > 0 && nd > 0 && (batch.starts == nullptr || batch.counts == nullptr || batch.dst_strides == nullptr)) {
+      return Status::InvalidArgument("box batch without starts, counts or strides");
+    }
+    for (size_t b = 0; b < batch.size; ++b) {
+      for (size_t d = 0; d < nd; ++d) {
+        const int di = static_cast<int>(d);
+        if (batch.Step(b, di) < 1) return Status::InvalidArgument("selection step must be >= 1");
+        LSIO_RETURN_IF_ERROR(CheckRun(batch.Start(b, di), batch.Count(b, di), batch.Step(b, di), d, l.shape[d]));
+      }
+    }
+    LSIO_ASSIGN_OR_RETURN(ReadContext ctx, impl_->PrepareRead(interrupted, transform));
+    return ExecuteRead(ctx, batch);
+  });
 }
 
 Status Array::ReadOuter(const OuterSelection& sel, const std::function<bool()>& interrupted,
                         const ElementTransform* transform) {
-  const ArrayLayout& l = impl_->layout;
-  const size_t nd = l.shape.size();
-  if (sel.runs.size() != nd || sel.num_runs.size() != nd || sel.shape.size() != nd || sel.byte_strides.size() != nd) {
-    return Status::InvalidArgument("outer selection rank does not match the array");
-  }
-  for (size_t d = 0; d < nd; ++d) {
-    if (sel.num_runs[d] > 0 && sel.runs[d] == nullptr) return Status::InvalidArgument("run list is null");
-    for (size_t r = 0; r < sel.num_runs[d]; ++r) {
-      const int64_t* row = sel.runs[d] + 4 * r;
-      const int64_t start = row[0], count = row[1], step = row[2], at = row[3];
-      if (count > 1 && step == 0) return Status::InvalidArgument("run step must not be 0");
-      LSIO_RETURN_IF_ERROR(CheckRun(start, count, step, d, l.shape[d]));
-      if (at < 0 || static_cast<__int128>(at) + count > sel.shape[d]) {
-        return Status::InvalidArgument("run output range is outside the output's dimension " + std::to_string(d));
+  return CatchAtBoundary([&]() -> Status {
+    const ArrayLayout& l = impl_->layout;
+    const size_t nd = l.shape.size();
+    if (sel.runs.size() != nd || sel.num_runs.size() != nd || sel.shape.size() != nd || sel.byte_strides.size() != nd) {
+      return Status::InvalidArgument("outer selection rank does not match the array");
+    }
+    for (size_t d = 0; d < nd; ++d) {
+      if (sel.num_runs[d] > 0 && sel.runs[d] == nullptr) return Status::InvalidArgument("run list is null");
+      for (size_t r = 0; r < sel.num_runs[d]; ++r) {
+        const int64_t* row = sel.runs[d] + 4 * r;
+        const int64_t start = row[0], count = row[1], step = row[2], at = row[3];
+        if (count > 1 && step == 0) return Status::InvalidArgument("run step must not be 0");
+        LSIO_RETURN_IF_ERROR(CheckRun(start, count, step, d, l.shape[d]));
+        if (at < 0 || static_cast<__int128>(at) + count > sel.shape[d]) {
+          return Status::InvalidArgument("run output range is outside the output's dimension " + std::to_string(d));
+        }
       }
     }
-  }
-  LSIO_ASSIGN_OR_RETURN(ReadContext ctx, impl_->PrepareRead(interrupted, transform));
-  return ExecuteRead(ctx, sel);
+    LSIO_ASSIGN_OR_RETURN(ReadContext ctx, impl_->PrepareRead(interrupted, transform));
+    return ExecuteRead(ctx, sel);
+  });
 }
 
 void Array::Close() {
@@ -299,9 +335,11 @@ void Array::Close() {
 }
 
 Result<std::vector<int64_t>> Array::StoredChunkBytes() {
-  LSIO_ASSIGN_OR_RETURN(ReadContext ctx, impl_->Context());
   std::vector<int64_t> nbytes;
-  LSIO_RETURN_IF_ERROR(SurveyChunks(ctx, &nbytes));
+  LSIO_RETURN_IF_ERROR(CatchAtBoundary([&]() -> Status {
+    LSIO_ASSIGN_OR_RETURN(ReadContext ctx, impl_->Context());
+    return SurveyChunks(ctx, &nbytes);
+  }));
   return nbytes;
 }
 

@@ -8,6 +8,9 @@
 //   - every posix_memalign of a read (read arena, decoded-chunk buffer) failed in turn:
 //     kResourceExhausted, nothing written outside the selection, no garbage inside it, and
 //     the Array (and the same thread) reads correctly afterwards;
+//   - std::bad_alloc from any operator new of a read (threads 1 and 2): kResourceExhausted
+//     or the data, never a crash, nothing written outside the selection;
+//   - pthread_create failing with EAGAIN: the read returns the data with fewer threads;
 //   - a shard file the process may not read (mode 000, read by a forked child that dropped
 //     root privileges to nobody): kIoError with EACCES naming the file.
 #include <fcntl.h>
@@ -16,8 +19,10 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <iostream>
 #include <map>
 #include <string>
 #include <thread>
@@ -29,6 +34,7 @@
 #include "io/fault_injection.h"
 #include "lsio/array.h"
 #include "test_util.h"
+#include "util/thread_pool.h"
 
 namespace lsio {
 namespace {
@@ -241,6 +247,48 @@ TEST_F(FaultTest, UringFaultsAcrossAWholeReadStillGiveExactData) {
   }
 }
 
+TEST_F(FaultTest, UringHardSubmitFailureFailsTheReadAndTheNextReadIsExact) {
+  // The ring's submission fails hard (-EBADF, after liburing published the SQEs) in the
+  // middle of a read: kIoError, nothing written outside the selection, and the next read on
+  // the same thread (a fresh ring) is exact.
+  LSIO_SKIP_WITHOUT_URING();
+  TempDir dir;
+  const ShardedStore store(dir);
+  for (const char* io : {"uring", "auto"}) {
+    for (const int64_t fail_after : {0, 1}) {
+      SCOPED_TRACE(std::string(io) + ", submissions before the failure: " + std::to_string(fail_after));
+      ResetFaults();
+      OpenOptions o;
+      o.io = io;
+      o.threads = 1;
+      o.max_gap = 0;
+      o.max_request = 1;  // one read per chunk
+      auto a = OpenOk(store.root(), o);
+      ASSERT_NE(a, nullptr);
+      {
+        Canvas warm;  // caches the shard indexes: the faulted read reads chunks only
+        ASSERT_TRUE(a->Read(Box({0, 0}, {32, 32}), warm.ViewOf(32, 32)).ok());
+      }
+      GetFaults().nowait_budget = 0;
+      GetFaults().uring_submit_fail_after = fail_after;
+      Canvas out;
+      const Status st = a->Read(Box({1, 2}, {30, 29}), out.ViewOf(30, 29));
+      const uint64_t failed = GetFaults().uring_submit_failed.load();
+      ResetFaults();
+      ASSERT_EQ(failed, 1u);
+      EXPECT_EQ(st.code(), StatusCode::kIoError) << st.ToString();
+      EXPECT_EQ(st.error_number(), EBADF) << st.ToString();
+      EXPECT_EQ(out.Check(1, 2, 30, 29, /*exact=*/false), "");
+      const std::vector<int32_t> after_failure = out.buf;
+      Canvas again;
+      const Status st2 = a->Read(Box({1, 2}, {30, 29}), again.ViewOf(30, 29));
+      ASSERT_TRUE(st2.ok()) << st2.ToString();
+      EXPECT_EQ(again.Check(1, 2, 30, 29, /*exact=*/true), "");
+      EXPECT_EQ(out.buf, after_failure) << "the failed read's output changed after it returned";
+    }
+  }
+}
+
 // ---- allocation failures ----
 
 // Runs `body` on a fresh thread: its thread-local read arena and decode scratch start
@@ -372,6 +420,94 @@ TEST_F(FaultTest, FailedAllocationOnAWorkerThreadFailsTheCall) {
   for (int64_t r = 0; r < 250; ++r)
     for (int64_t c = 0; c < 250; ++c)
       ASSERT_EQ(again[static_cast<size_t>(r * 250 + c)], truth[static_cast<size_t>((r + 3) * 256 + c + 3)]);
+}
+
+// ---- std::bad_alloc from std containers, and thread creation failures ----
+
+TEST_F(FaultTest, BadAllocFromAnyAllocationOfAReadIsResourceExhaustedAndHarmless) {
+  // operator new fails on the 1st, 2nd, ... allocation of one ReadBatch (planner vectors,
+  // hash maps, Status strings, worker vectors, std::function, on the calling thread or a
+  // pool thread) until a read completes without reaching the Nth: each read returns OK or
+  // kResourceExhausted, writes nothing outside its selection, and the Array then reads
+  // correctly. threads 1 and 2; a cold Array each time, so index reads allocate too.
+  TempDir dir;
+  const ShardedStore store(dir);
+  std::vector<const char*> ios = {"pread"};
+  if (GetIoBackendInfo().uring_available) ios.push_back("uring");
+  for (const char* io : ios) {
+    for (const int threads : {1, 2}) {
+      OpenOptions o;
+      o.io = io;
+      o.threads = threads;
+      o.max_gap = 0;  // one read per chunk: several reads in flight on the ring
+      uint64_t exhausted = 0;
+      uint64_t nth = 1;
+      for (; nth < 5000; ++nth) {
+        SCOPED_TRACE(std::string(io) + ", threads " + std::to_string(threads) + ": failing allocation " +
+                     std::to_string(nth));
+        auto a = OpenOk(store.root(), o);
+        ASSERT_NE(a, nullptr);
+        Canvas out;
+        const Selection box = Box({5, 6}, {22, 21});
+        const DstView view = out.ViewOf(22, 21);
+        lsio_test::ArmNewFailure(nth, 1);
+        const Status st = a->Read(box, view);
+        const uint64_t failed = GetFaults().new_failed.load();
+        lsio_test::ArmNewFailure(0, 0);
+        if (st.ok()) {
+          ASSERT_EQ(out.Check(5, 6, 22, 21, /*exact=*/true), "");
+        } else {
+          ASSERT_EQ(st.code(), StatusCode::kResourceExhausted) << st.ToString();
+          ASSERT_EQ(failed, 1u) << st.ToString();
+          ASSERT_EQ(out.Check(5, 6, 22, 21, /*exact=*/false), "");
+          ++exhausted;
+        }
+        Canvas again;
+        const Status st2 = a->Read(Box({5, 6}, {22, 21}), again.ViewOf(22, 21));
+        ASSERT_TRUE(st2.ok()) << st2.ToString();
+        ASSERT_EQ(again.Check(5, 6, 22, 21, /*exact=*/true), "");
+        if (failed == 0) break;  // the read made fewer than nth allocations
+      }
+      std::cout << io << ", threads " << threads << ": " << nth << " allocations swept, " << exhausted
+                << " reads failed with kResourceExhausted\n";
+      EXPECT_LT(nth, 5000u) << "the sweep never ended";
+      EXPECT_GT(exhausted, 0u) << io << ", threads " << threads;
+    }
+  }
+}
+
+TEST_F(FaultTest, ThreadCreationFailureReadsWithFewerThreads) {
+  // pthread_create fails with EAGAIN (as under a nearly exhausted RLIMIT_AS): the read asks
+  // for more pool threads than any other test of this binary creates, gets none of them,
+  // and still returns the data.
+  TempDir dir;
+  const ShardedStore store(dir);
+  OpenOptions o;
+  o.io = "pread";
+  o.threads = 48;
+  o.max_gap = 0;
+  o.max_request = 1;  // no coalescing: one unit per chunk, 16 units, 15 pool threads wanted
+  auto a = OpenOk(store.root(), o);
+  ASSERT_NE(a, nullptr);
+  GetFaults().pthread_create_fail = 1000;
+  Canvas out;
+  const Status st = a->Read(Box({1, 2}, {30, 29}), out.ViewOf(30, 29));
+  const uint64_t failed = GetFaults().pthread_create_failed.load();
+  ResetFaults();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(out.Check(1, 2, 30, 29, /*exact=*/true), "");
+  EXPECT_GT(failed, 0u) << "no thread creation was attempted";
+}
+
+TEST_F(FaultTest, ThreadPoolEnsureThreadsReportsTheThreadsItGot) {
+  ThreadPool pool;
+  GetFaults().pthread_create_fail = 1;
+  EXPECT_EQ(pool.EnsureThreads(3), 0);  // the first creation failed: no threads, no throw
+  EXPECT_EQ(GetFaults().pthread_create_failed.load(), 1u);
+  EXPECT_EQ(pool.EnsureThreads(3), 3);
+  std::atomic<int> calls{0};
+  RunOnWorkers(&pool, 3, [&] { calls.fetch_add(1); });
+  EXPECT_GE(calls.load(), 1);
 }
 
 // ---- unreadable shard (privileges dropped in a forked child) ----

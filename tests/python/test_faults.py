@@ -21,6 +21,15 @@
   per-thread buffers must be allocated): ``MemoryError`` naming the buffer,
   nothing written outside the ``out`` view, no garbage inside it, and the same
   Array then reads correctly on that thread.
+* ``std::bad_alloc`` from any ``operator new`` of a read: in a subprocess with a
+  small C++ ``operator new`` replacement preloaded (``NEW_SHIM_CC``), the 1st,
+  2nd, ... allocation of a read (threads 1 and 2) throws in turn: the read
+  raises ``MemoryError`` or returns the data, the process survives, nothing is
+  written outside the ``out`` view and the Array then reads correctly.
+* Thread creation failure: in a subprocess whose ``RLIMIT_AS`` is set just above
+  its current address-space size (no room for an 8 MiB thread stack), a
+  ``threads=2`` read returns the same data as a ``threads=1`` read (or raises
+  ``MemoryError``), never an untyped ``RuntimeError``.
 """
 
 from __future__ import annotations
@@ -301,3 +310,150 @@ def test_failed_buffer_allocation_is_memory_error(tmp_path, alloc_shim, io_mode)
     messages = " | ".join(r["error"] for r in failures)
     assert "bytes for reads" in messages, messages  # the read arena
     assert "cannot allocate a chunk buffer" in messages, messages  # the decoded chunk
+
+
+# Runs in the subprocess: argv = store, io mode. Prints one JSON object.
+RLIMIT_CHILD = textwrap.dedent("""
+    import json, resource, sys
+    import numpy as np
+    import lsio
+    store, io = sys.argv[1:3]
+    one = lsio.open(store, io=io, threads=1)
+    two = lsio.open(store, io=io, threads=2)
+    truth = one[:]  # the calling thread's buffers exist from here on
+    # Address space in use now, plus 2 MiB: no 8 MiB thread stack fits any more.
+    with open("/proc/self/statm") as f:
+        size = int(f.read().split()[0]) * resource.getpagesize()
+    limit = size + (2 << 20)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
+    out = {"limit": limit}
+    try:
+        got = two[:]
+        out["result"] = "data"
+        out["equal"] = bool(np.array_equal(got, truth))
+    except MemoryError as e:
+        out["result"] = "MemoryError: " + str(e)
+    except BaseException as e:
+        out["result"] = "other: " + type(e).__name__ + ": " + str(e)
+    print(json.dumps(out))
+""")
+
+
+@pytest.mark.parametrize("io_mode", ["pread", "auto"])
+def test_thread_creation_failure_reads_with_fewer_threads(tmp_path, io_mode):
+    path = tmp_path / "t.zarr"
+    make_zstd_store(path)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    env.pop("LSIO_THREADS", None)
+    proc = subprocess.run([sys.executable, "-c", RLIMIT_CHILD, str(path), io_mode],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["result"] == "data" or out["result"].startswith("MemoryError"), out
+    if out["result"] == "data":
+        assert out["equal"], out
+
+
+# operator new that throws std::bad_alloc on the Nth call once armed (malloc otherwise);
+# operator delete stays libstdc++'s, which frees with free().
+NEW_SHIM_CC = r"""
+#include <atomic>
+#include <cstdlib>
+#include <new>
+static std::atomic<unsigned long> fail_nth{0}, calls{0}, failed{0};
+extern "C" void lsio_test_arm_new(unsigned long nth) {
+  fail_nth = 0;
+  calls = 0;
+  failed = 0;
+  fail_nth = nth;
+}
+extern "C" unsigned long lsio_test_new_failed() { return failed.load(); }
+static void* counted(std::size_t n) {
+  const unsigned long nth = fail_nth.load(std::memory_order_relaxed);
+  if (nth != 0 && calls.fetch_add(1) + 1 == nth) {
+    failed.fetch_add(1);
+    throw std::bad_alloc();
+  }
+  void* p = std::malloc(n ? n : 1);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+void* operator new(std::size_t n) { return counted(n); }
+void* operator new[](std::size_t n) { return counted(n); }
+"""
+
+# Runs in the subprocess: argv = store, io mode, shim path, threads. Prints one JSON list.
+NEW_CHILD = textwrap.dedent("""
+    import ctypes, json, sys
+    import numpy as np
+    import lsio
+    store, io, shim_path, threads = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    shim = ctypes.CDLL(shim_path)
+    truth = lsio.open(store, io=io, threads=1)[:]
+    want = truth[30:100, 30:100]
+    results = []
+    for nth in range(1, 3000):
+        arr = lsio.open(store, io=io, threads=threads)  # cold: index reads allocate too
+        big = np.full((80, 80), 7.5)
+        view = big[5:75, 5:75]
+        shim.lsio_test_arm_new(nth)
+        try:
+            arr.read((slice(30, 100), slice(30, 100)), out=view)
+            error = None
+        except MemoryError as e:
+            error = "MemoryError"
+        except BaseException as e:
+            error = "other: " + repr(e)
+        failed = shim.lsio_test_new_failed()
+        shim.lsio_test_arm_new(0)
+        outside = np.ones(big.shape, bool)
+        outside[5:75, 5:75] = False
+        inside = big[5:75, 5:75]
+        results.append({
+            "nth": nth, "failed": failed, "error": error,
+            "outside_untouched": bool((big[outside] == 7.5).all()),
+            "inside_clean": bool(((inside == 7.5) | (inside == want)).all()),
+            "inside_exact": bool((inside == want).all()),
+            "again_exact": bool(np.array_equal(arr[30:100, 30:100], want)),
+        })
+        if not failed:
+            break
+    print(json.dumps(results))
+""")
+
+
+@pytest.fixture(scope="module")
+def new_shim(tmp_path_factory):
+    cxx = shutil.which("c++") or shutil.which("g++")
+    if cxx is None:
+        pytest.skip("no C++ compiler to build the operator new replacement")
+    d = tmp_path_factory.mktemp("new_shim")
+    (d / "shim.cc").write_text(NEW_SHIM_CC)
+    so = d / "shim.so"
+    subprocess.run([cxx, "-shared", "-fPIC", "-O1", "-o", str(so), str(d / "shim.cc")], check=True)
+    return so
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("io_mode", ["pread", "auto"])
+def test_bad_alloc_from_any_allocation_is_memory_error(tmp_path, new_shim, io_mode, threads):
+    path = tmp_path / "n.zarr"
+    make_zstd_store(path)
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = " ".join(x for x in (env.get("LD_PRELOAD", ""), str(new_shim)) if x)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    proc = subprocess.run([sys.executable, "-c", NEW_CHILD, str(path), io_mode, str(new_shim), str(threads)],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert not results[-1]["failed"], "the sweep must end with a read that allocated less"
+    assert any(r["error"] == "MemoryError" for r in results), results
+    for r in results:
+        assert r["outside_untouched"], r
+        assert r["inside_clean"], r
+        assert r["again_exact"], r
+        if r["error"] is None:
+            assert r["inside_exact"], r
+        else:
+            assert r["error"] == "MemoryError" and r["failed"], r

@@ -83,7 +83,8 @@ class Array {
 
   /// Reads many selections in one plan; views must not overlap. With `transform`, the
   /// views address elements of transform->out_type (kInvalidType for complex arrays or an
-  /// unknown out_type).
+  /// unknown out_type). Fails with kResourceExhausted when memory runs out (never throws
+  /// std::bad_alloc); the output is then partly written inside the selections only.
   Status ReadBatch(const std::vector<Selection>& sels, const std::vector<DstView>& dsts,
                    const std::function<bool()>& interrupted = {},
                    const ElementTransform* transform = nullptr);

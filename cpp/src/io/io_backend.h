@@ -16,7 +16,12 @@
 //   - short reads are resumed until `length` bytes or EOF; EINTR and EAGAIN are retried;
 //   - a request never writes outside [dst, dst + length);
 //   - zero-length requests succeed without a syscall;
-//   - requests are independent: one failure does not stop the others.
+//   - requests are independent: one failure does not stop the others;
+//   - when Read returns, and also when it unwinds because on_done threw (the exception
+//     propagates to the caller unchanged), no read of the call is still in flight and
+//     nothing of it stays queued: the caller may free every dst buffer at once, and a later
+//     Read on the same thread never sees this call's reads or completions. A request whose
+//     on_done was not reached when on_done threw has an unspecified status and dst content.
 //
 // Thread-safety: a backend object may be used from many threads at once; backends that
 // keep per-thread state (io_uring rings) keep it thread-local and fork-generation checked.
@@ -51,7 +56,9 @@ class IoBackend {
   virtual ~IoBackend() = default;
   /// "pread", "uring" or "uring+nowait".
   virtual const char* name() const = 0;
-  /// Reads every request (see the contract above).
+  /// Reads every request (see the contract above). An exception from on_done (or a
+  /// std::bad_alloc while building a status message) propagates once the backend has
+  /// drained its reads.
   virtual void Read(std::span<ReadRequest> requests,
                     const std::function<void(size_t)>& on_done) = 0;
 };

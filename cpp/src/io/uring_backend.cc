@@ -8,6 +8,16 @@
 // (performance.md), which is why hits never go through the ring. ReadRequest::inline_hit
 // tells the caller which path served a request.
 //
+// Error paths. A Read's SQEs and completions point into the caller's buffers and carry the
+// caller's request indices, so no Read may leave any of them behind: when the ring fails
+// hard (a submit error other than EINTR/EAGAIN/EBUSY) or on_done throws, Pass's destructor
+// waits for every read the kernel took (they write into caller memory), and if any prepared
+// SQE was not taken (liburing may already have published it at the kernel-visible SQ tail
+// before the failed enter, where the next enter would pick it up) it tears the ring down so
+// that the next Read sets up a fresh one. Each Read also tags its SQEs with a per-thread
+// call generation (user_data high 32 bits); a completion of another call is never taken
+// for one of this call's requests.
+//
 // Rings live in thread-local holders stamped with the fork generation. In a forked child
 // the inherited holder is abandoned: its mapping was never copied (io_uring_ring_dontfork),
 // so the child only closes the inherited ring fd and sets up a fresh ring. It never submits
@@ -68,12 +78,28 @@ struct ThreadRing {
   uint64_t gen = 0;
   unsigned entries = 0;
   bool ready = false;
+  bool busy = false;          // a Pass on this thread is using the ring
+  uint32_t call_gen = 0;      // tag of the latest Pass (user_data high 32 bits)
+  uint64_t stale_cqes = 0;    // completions seen with another call's tag (none expected)
 
   ~ThreadRing() {
     if (ready && gen == ForkGeneration()) {
       TsanRingUnmapping(ring);
       io_uring_queue_exit(&ring);
     }
+  }
+
+  // Drops the ring of this process (the next Ensure sets up a fresh one). Only after every
+  // read the kernel took has completed: closing a ring does not wait for its reads.
+  void Teardown() {
+    if (!ready) return;
+    if (gen == ForkGeneration()) {
+      TsanRingUnmapping(ring);
+      io_uring_queue_exit(&ring);
+    } else {
+      close(ring.ring_fd);
+    }
+    ready = false;
   }
 
   // Returns 0 or a negative errno.
@@ -124,7 +150,8 @@ struct PassVectors {
 };
 thread_local PassVectors t_vectors;
 
-// The state of one Read call's ring traffic.
+// The state of one Read call's ring traffic. Its destructor drains the ring (see the header
+// comment), so the same cleanup runs when the call returns, fails or unwinds.
 struct Pass {
   std::span<ReadRequest> requests;
   const std::function<void(size_t)>& on_done;
@@ -136,6 +163,7 @@ struct Pass {
   std::vector<uint8_t>& in_ring;
   io_uring* ring = nullptr;
   unsigned depth = 0;
+  uint32_t tag = 0;               // this call's generation on the thread's ring
   size_t inflight = 0;            // SQEs prepared and not yet completed
   size_t unsubmitted = 0;         // SQEs prepared and not yet submitted
   size_t remaining = 0;           // requests in the ring not finished
@@ -149,23 +177,63 @@ struct Pass {
         done(v.done),
         retry(v.retry),
         in_ring(v.in_ring) {
-    v.busy = true;
+    // Marked busy only once nothing can throw (the vectors may grow): a constructor that
+    // throws runs no destructor, and t_vectors would stay busy for the thread's life.
     done.assign(reqs.size(), 0);
     in_ring.assign(reqs.size(), 0);
     retry.clear();
+    v.busy = true;
   }
   ~Pass() {
+    Drain();
     if (&v == &t_vectors) t_vectors.busy = false;
   }
   Pass(const Pass&) = delete;
   Pass& operator=(const Pass&) = delete;
 
+  // False when no ring can be used: setup failed, or a Read nested in on_done while the
+  // outer one owns the thread's ring (never done today); the caller then uses pread.
   bool EnsureRing() {
     if (ring != nullptr) return true;
-    if (t_ring.Ensure(std::max(8u, qd)) < 0) return false;
+    if (t_ring.busy || t_ring.Ensure(std::max(8u, qd)) < 0) return false;
+    t_ring.busy = true;
     ring = &t_ring.ring;
     depth = std::min<unsigned>(qd, t_ring.entries);
+    tag = ++t_ring.call_gen;
     return true;
+  }
+
+  // Request indices fit the low 32 bits: 2^32 ReadRequests would need hundreds of GiB.
+  uint64_t UserData(size_t i) const { return (static_cast<uint64_t>(tag) << 32) | static_cast<uint64_t>(i); }
+
+  // Waits for every read the kernel took from this call, discards prepared SQEs it did not
+  // take (by tearing the ring down) and releases the thread's ring. Idempotent; never throws.
+  void Drain() {
+    if (ring == nullptr) return;
+    // SQEs prepared but not consumed by the kernel, whether or not liburing published them.
+    const size_t untaken = io_uring_sq_ready(ring);
+    size_t taken = inflight > untaken ? inflight - untaken : 0;
+    bool lost = false;
+    while (taken > 0) {
+      io_uring_cqe* cqe = nullptr;
+      const int w = io_uring_wait_cqe(ring, &cqe);
+      if (w == -EINTR || w == -EAGAIN || w == -EBUSY) continue;
+      if (w < 0) {  // the ring cannot tell more; nothing left to wait with
+        lost = true;
+        break;
+      }
+      if (static_cast<uint32_t>(io_uring_cqe_get_data64(cqe) >> 32) == tag) --taken;
+      else ++t_ring.stale_cqes;
+      io_uring_cqe_seen(ring, cqe);
+    }
+    // Untaken SQEs cannot be withdrawn (published ones sit past the kernel's SQ head), so
+    // the ring goes, and the kernel drops them with it. After a failed wait (no such case is
+    // known) reads may still be in flight: the ring goes too, which is the best left to do.
+    if (untaken > 0 || lost || ring_error != 0) t_ring.Teardown();
+    inflight = 0;
+    unsubmitted = 0;
+    t_ring.busy = false;
+    ring = nullptr;
   }
 
   void Prep(size_t i) {
@@ -173,7 +241,7 @@ struct Pass {
     ReadRequest& r = requests[i];
     const uint64_t len = std::min(r.length - done[i], kMaxSqeBytes);
     io_uring_prep_read(sqe, r.fd, r.dst + done[i], static_cast<unsigned>(len), r.offset + done[i]);
-    io_uring_sqe_set_data64(sqe, i);
+    io_uring_sqe_set_data64(sqe, UserData(i));
     ++inflight;
     ++unsubmitted;
   }
@@ -212,9 +280,14 @@ struct Pass {
     }
     io_uring_cqe* cqe = nullptr;
     while (io_uring_peek_cqe(ring, &cqe) == 0) {
-      const size_t i = static_cast<size_t>(io_uring_cqe_get_data64(cqe));
+      const uint64_t data = io_uring_cqe_get_data64(cqe);
       const int res = cqe->res;
       io_uring_cqe_seen(ring, cqe);
+      if (static_cast<uint32_t>(data >> 32) != tag) {  // another call's: not ours to count
+        ++t_ring.stale_cqes;
+        continue;
+      }
+      const size_t i = static_cast<size_t>(data & 0xffffffffu);
       --inflight;
       ReadRequest& rq = requests[i];
       if (res == -EINTR || res == -EAGAIN) {
@@ -249,17 +322,11 @@ struct Pass {
     return false;
   }
 
-  // The ring itself failed: wait for what is in flight (it targets caller memory), then fail
-  // every request handed to the ring and not finished, and every request from `unvisited` on.
+  // The ring itself failed: drain it (the kernel's reads target caller memory; the SQEs it
+  // did not take must never reach a later call), then fail every request handed to the ring
+  // and not finished, and every request from `unvisited` on.
   void FailAll(size_t unvisited) {
-    while (inflight > unsubmitted) {
-      io_uring_cqe* cqe = nullptr;
-      const int w = io_uring_wait_cqe(ring, &cqe);
-      if (w == -EINTR) continue;
-      if (w < 0) break;  // nothing more can be learned
-      io_uring_cqe_seen(ring, cqe);
-      --inflight;
-    }
+    Drain();
     auto fail = [&](size_t i) {
       ReadRequest& r = requests[i];
       r.status = Status::IoError("io_uring submission failed", -ring_error).WithRange(r.offset, r.length);

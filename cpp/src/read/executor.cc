@@ -1,9 +1,13 @@
 // Executor: resolve chunk locations, then read + decode + scatter on the worker threads.
 #include "read/executor.h"
 
+#include <cxxabi.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <exception>
+#include <new>
 #include <thread>
 #include <mutex>
 
@@ -462,8 +466,22 @@ void WorkerLoopBody(CallState& cs) {
   }
 }
 
+// The entry point of every worker (the calling thread and pool helpers): exceptions end
+// here and become the call's Status, since no exception may cross the pool's threads or
+// leave the engine. The backend has drained its reads before an exception reaches this
+// frame (io_backend.h), so nothing writes into the arena or the output afterwards.
 void WorkerLoop(CallState& cs) {
-  WorkerLoopBody(cs);
+  try {
+    WorkerLoopBody(cs);
+  } catch (abi::__forced_unwind&) {
+    throw;  // thread exit (pthread_exit at interpreter shutdown): must unwind on
+  } catch (const std::bad_alloc&) {
+    cs.Fail(Status::ResourceExhausted("cannot allocate memory while reading (std::bad_alloc)"));
+  } catch (const std::exception& e) {
+    cs.Fail(Status::Internal(std::string("unexpected exception while reading: ") + e.what()));
+  } catch (...) {
+    cs.Fail(Status::Internal("unexpected exception while reading"));
+  }
   ThreadIoArena().Trim(kArenaKeepBytes);
 }
 
@@ -641,12 +659,14 @@ Status RunPlan(const ReadContext& ctx, Plan& plan) {
     cs.fill = &fill;
     int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(max_workers), plan.units.size()));
     LSIO_RETURN_IF_ERROR(FitMemory(ctx, plan, &workers, &cs.batch_bytes));
-    cs.workers = workers;
     ThreadPool* pool = nullptr;
     if (workers > 1) {
+      // Threads that cannot be created (no room for a stack under RLIMIT_AS, EAGAIN) mean
+      // fewer workers, not an error: the calling thread can always work.
       pool = &g_pool->Get();
-      pool->EnsureThreads(workers - 1);
+      workers = 1 + std::min(workers - 1, pool->EnsureThreads(workers - 1));
     }
+    cs.workers = workers;
     RunOnWorkers(pool, workers - 1, [&cs] { WorkerLoop(cs); });
     if (cs.failed.load()) return cs.error;
   }

@@ -24,6 +24,11 @@
 // its workers and read batches into ctx.memory_limit, or fails before reading.
 // With a transform (ctx.convert), every chunk goes through scratch and is converted while
 // scattered; fills are converted once.
+// Workers run with the pool threads that exist: a thread that cannot be created (EAGAIN
+// under a tight RLIMIT_AS) means fewer workers, never an error. An exception on a worker
+// ends at its entry point and becomes the call's Status (std::bad_alloc: kResourceExhausted,
+// anything else: kInternal); std::bad_alloc on the calling thread outside the workers
+// (planning) propagates to the facade, which returns kResourceExhausted.
 // The first error stops further work and is returned with the file, chunk and byte range;
 // ctx.interrupted (Ctrl-C) is polled on the calling thread between chunks.
 // Writes go only to the selected regions of the caller's output.

@@ -2,9 +2,13 @@
 // call's state, so each call shares a small ref-counted block with its helpers.
 #include "util/thread_pool.h"
 
+#include <cxxabi.h>
 #include <sched.h>
 
+#include <exception>
 #include <memory>
+#include <new>
+#include <system_error>
 
 namespace lsio {
 
@@ -17,11 +21,19 @@ ThreadPool::~ThreadPool() {
   for (auto& t : threads_) t.join();
 }
 
-void ThreadPool::EnsureThreads(int n) {
+int ThreadPool::EnsureThreads(int n) {
   std::lock_guard<std::mutex> lock(mu_);
   while (static_cast<int>(threads_.size()) < n) {
-    threads_.emplace_back([this] { WorkerLoop(); });
+    // emplace_back leaves the vector as it was when either the vector or the thread throws.
+    try {
+      threads_.emplace_back([this] { WorkerLoop(); });
+    } catch (const std::system_error&) {  // pthread_create: EAGAIN (no room for a stack)
+      break;
+    } catch (const std::bad_alloc&) {
+      break;
+    }
   }
+  return static_cast<int>(threads_.size());
 }
 
 int ThreadPool::size() {
@@ -47,7 +59,15 @@ void ThreadPool::WorkerLoop() {
       task = std::move(tasks_.front());
       tasks_.pop_front();
     }
-    task();
+    // An exception leaving a thread's function terminates the process. RunOnWorkers' tasks
+    // catch their own; anything else is dropped here. A forced unwind (pthread_exit,
+    // pthread_cancel) must go on, or the C++ runtime aborts.
+    try {
+      task();
+    } catch (abi::__forced_unwind&) {
+      throw;
+    } catch (...) {
+    }
   }
 }
 
@@ -58,7 +78,54 @@ struct CallState {
   int active = 0;
   bool closed = false;
   const std::function<void()>* body = nullptr;
+  std::exception_ptr error;  // first exception of a helper copy
 };
+
+// Closes the call and waits for the helper copies that started, on return and on unwind
+// alike: body and everything it captures live in the caller's frame.
+class JoinHelpers {
+ public:
+  explicit JoinHelpers(CallState* s) : s_(s) {}
+  ~JoinHelpers() {
+    std::unique_lock<std::mutex> lock(s_->mu);
+    s_->closed = true;
+    s_->cv.wait(lock, [&] { return s_->active == 0; });
+  }
+  JoinHelpers(const JoinHelpers&) = delete;
+  JoinHelpers& operator=(const JoinHelpers&) = delete;
+
+ private:
+  CallState* s_;
+};
+
+// One helper copy, run by a pool thread.
+void RunHelper(CallState& s) {
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.closed) return;  // the call already finished: body may be gone
+    ++s.active;
+  }
+  // Decrements `active` however the body ends, forced unwinds included, so the caller's
+  // join never waits forever.
+  struct Leave {
+    CallState& s;
+    ~Leave() {
+      {
+        std::lock_guard<std::mutex> lock(s.mu);
+        --s.active;
+      }
+      s.cv.notify_all();
+    }
+  } leave{s};
+  try {
+    (*s.body)();
+  } catch (abi::__forced_unwind&) {
+    throw;
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!s.error) s.error = std::current_exception();
+  }
+}
 }  // namespace
 
 void RunOnWorkers(ThreadPool* pool, int extra, const std::function<void()>& body) {
@@ -66,27 +133,28 @@ void RunOnWorkers(ThreadPool* pool, int extra, const std::function<void()>& body
     body();
     return;
   }
-  auto state = std::make_shared<CallState>();
-  state->body = &body;
-  for (int i = 0; i < extra; ++i) {
-    pool->Submit([state] {
-      {
-        std::lock_guard<std::mutex> lock(state->mu);
-        if (state->closed) return;  // the call already finished: body may be gone
-        ++state->active;
-      }
-      (*state->body)();
-      {
-        std::lock_guard<std::mutex> lock(state->mu);
-        --state->active;
-      }
-      state->cv.notify_all();
-    });
+  std::shared_ptr<CallState> state;
+  try {
+    state = std::make_shared<CallState>();
+  } catch (const std::bad_alloc&) {
+    body();  // no helpers, the caller alone
+    return;
   }
-  body();
-  std::unique_lock<std::mutex> lock(state->mu);
-  state->closed = true;
-  state->cv.wait(lock, [&] { return state->active == 0; });
+  state->body = &body;
+  {
+    JoinHelpers join(state.get());
+    for (int i = 0; i < extra; ++i) {
+      try {
+        pool->Submit([state] { RunHelper(*state); });
+      } catch (const std::bad_alloc&) {
+        break;  // fewer helpers; the caller still works
+      }
+    }
+    body();
+  }
+  // Every helper has finished: rethrow the first failure of one (after the join, so no
+  // helper is left running with the caller's state).
+  if (state->error) std::rethrow_exception(state->error);
 }
 
 int AvailableCpus() {

@@ -8,6 +8,13 @@
 //      body is expected to pull work from a shared atomic counter, so copies that start late
 //      (pool busy with another call) simply find nothing left to do.
 //
+// Exceptions: an exception from body() on the caller propagates only after every helper
+// copy that started has returned (a guard joins them while the stack unwinds, so helpers
+// never use a dead frame); the first exception from a helper copy is rethrown on the caller
+// after that join. A task given to Submit that throws is dropped: pool threads never let an
+// exception end the process. Thread creation can fail (EAGAIN when no stack can be mapped):
+// EnsureThreads then returns how many threads the pool has, and callers work with those.
+//
 // Thread-safety: Submit and RunOnWorkers may be called from many threads at once; several
 // calls share the pool. The calling thread always works, so a busy pool delays a call but
 // never deadlocks it.
@@ -29,9 +36,13 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  /// Grows the pool to at least n threads (never shrinks).
-  void EnsureThreads(int n);
+  /// Grows the pool to at least n threads (never shrinks) and returns the number of threads
+  /// it has, which is below n when a thread could not be created (std::system_error, or
+  /// std::bad_alloc for its state). Never throws.
+  int EnsureThreads(int n);
   int size();
+  /// Queues a task for a pool thread. Throws std::bad_alloc if the queue cannot grow. The
+  /// task should not throw; if it does, the exception is dropped.
   void Submit(std::function<void()> task);
 
   /// Called on the inherited pool in a forked child: its threads do not exist there, so it
@@ -49,7 +60,9 @@ class ThreadPool {
 };
 
 /// Runs body() on the caller and on up to `extra` threads of `pool` (pool may be null when
-/// extra is 0). Returns after all copies that started have finished.
+/// extra is 0). Returns, or rethrows the caller's or else the first helper's exception,
+/// after all copies that started have finished. Helpers that cannot be queued (bad_alloc)
+/// are simply not started.
 void RunOnWorkers(ThreadPool* pool, int extra, const std::function<void()>& body);
 
 /// Number of CPUs this process may run on (sched_getaffinity), at least 1.

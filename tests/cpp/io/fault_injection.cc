@@ -1,17 +1,22 @@
-// Interposed pread / preadv2 / io_uring_submit(_and_wait) / posix_memalign (see
+// Interposed pread / preadv2 / io_uring_submit(_and_wait) / posix_memalign / pthread_create
+// and the replaced global operator new / delete (see
 // fault_injection.h for the knobs and why each function is the one interposed).
 #include "io/fault_injection.h"
 
 #include <dlfcn.h>
 #include <liburing.h>
 #include <malloc.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <functional>
+#include <new>
 #include <utility>
 #include <vector>
 
@@ -39,10 +44,30 @@ void ResetFaults() {
   f.uring_eio_fd = -1;
   f.uring_reads = 0;
   f.uring_injected = 0;
+  f.uring_submit_fail_after = -1;
+  f.uring_submit_fail_count = 1;
+  f.uring_submit_errno = EBADF;
+  f.uring_submits = 0;
+  f.uring_submit_failed = 0;
   f.alloc_fail_nth = 0;
   f.alloc_fail_min_bytes = 0;
   f.alloc_calls = 0;
   f.alloc_failed = 0;
+  f.new_fail_nth = 0;
+  f.new_fail_min_bytes = 0;
+  f.new_calls = 0;
+  f.new_failed = 0;
+  f.pthread_create_fail = 0;
+  f.pthread_create_failed = 0;
+}
+
+void ArmNewFailure(uint64_t nth, uint64_t min_bytes) {
+  Faults& f = GetFaults();
+  f.new_fail_nth = 0;  // disarmed while the counters change
+  f.new_calls = 0;
+  f.new_failed = 0;
+  f.new_fail_min_bytes = min_bytes;
+  f.new_fail_nth = nth;
 }
 
 void ArmAllocFailure(uint64_t nth, uint64_t min_bytes) {
@@ -144,8 +169,20 @@ namespace {
 // the submission itself, but the loop waits for one that is late, so the engine can never
 // peek an unrewritten one.
 int FaultySubmit(io_uring* ring, const std::function<int()>& real) {
-  if (!UringFaultsArmed() && t_pending.empty()) return real();
   Faults& f = GetFaults();
+  const int64_t fail_after = f.uring_submit_fail_after.load();
+  if (fail_after >= 0) {
+    const uint64_t call = f.uring_submits.fetch_add(1) + 1;
+    if (call > static_cast<uint64_t>(fail_after) && f.uring_submit_fail_count.fetch_sub(1) > 0) {
+      // What liburing's __io_uring_flush_sq does before io_uring_enter: publish the SQEs.
+      ring->sq.sqe_head = ring->sq.sqe_tail;
+      __atomic_store_n(ring->sq.ktail, ring->sq.sqe_tail, __ATOMIC_RELEASE);
+      f.uring_submit_failed.fetch_add(1);
+      if (f.uring_submit_fail_count.load() <= 0) f.uring_submit_fail_after = -1;
+      return -f.uring_submit_errno.load();
+    }
+  }
+  if (!UringFaultsArmed() && t_pending.empty()) return real();
   const uint32_t cap = f.uring_max_bytes.load();
   for (unsigned idx = ring->sq.sqe_head; idx != ring->sq.sqe_tail; ++idx) {
     io_uring_sqe* sqe = &ring->sq.sqes[idx & ring->sq.ring_mask];
@@ -226,3 +263,65 @@ extern "C" int posix_memalign(void** memptr, size_t alignment, size_t size) {
   *memptr = p;
   return 0;
 }
+
+// std::thread's pthread_create (the real one, or a sanitizer's interceptor, via RTLD_NEXT).
+extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*start)(void*), void* arg) {
+  using Fn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+  static const Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "pthread_create"));
+  lsio_test::Faults& f = lsio_test::GetFaults();
+  if (f.pthread_create_fail.load() > 0 && f.pthread_create_fail.fetch_sub(1) > 0) {
+    f.pthread_create_failed.fetch_add(1);
+    return EAGAIN;
+  }
+  return real(thread, attr, start, arg);
+}
+
+// Global operator new / delete: malloc-based (sanitizers intercept malloc and free, and the
+// pairs stay matched), with the new_fail_nth knob.
+namespace {
+
+void* CountedNew(size_t size, size_t align) {
+  lsio_test::Faults& f = lsio_test::GetFaults();
+  const uint64_t nth = f.new_fail_nth.load(std::memory_order_relaxed);
+  if (nth > 0 && size >= f.new_fail_min_bytes.load(std::memory_order_relaxed)) {
+    if (f.new_calls.fetch_add(1) + 1 == nth) {
+      f.new_failed.fetch_add(1);
+      throw std::bad_alloc();
+    }
+  }
+  if (size == 0) size = 1;
+  void* p = align <= alignof(std::max_align_t) ? malloc(size) : memalign(align, size);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+
+}  // namespace
+
+void* operator new(size_t n) { return CountedNew(n, 0); }
+void* operator new[](size_t n) { return CountedNew(n, 0); }
+void* operator new(size_t n, std::align_val_t a) { return CountedNew(n, static_cast<size_t>(a)); }
+void* operator new[](size_t n, std::align_val_t a) { return CountedNew(n, static_cast<size_t>(a)); }
+void* operator new(size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return CountedNew(n, 0);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void* operator new[](size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return CountedNew(n, 0);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void operator delete(void* p) noexcept { free(p); }
+void operator delete[](void* p) noexcept { free(p); }
+void operator delete(void* p, size_t) noexcept { free(p); }
+void operator delete[](void* p, size_t) noexcept { free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { free(p); }
+void operator delete(void* p, size_t, std::align_val_t) noexcept { free(p); }
+void operator delete[](void* p, size_t, std::align_val_t) noexcept { free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { free(p); }

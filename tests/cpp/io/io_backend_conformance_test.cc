@@ -15,6 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -953,6 +954,125 @@ TYPED_TEST(UringCompletionFaultTest, FaultedRingsOnManyThreadsAtOnce) {
   for (auto& th : threads) th.join();
   for (int t = 0; t < 4; ++t) EXPECT_EQ(failures[static_cast<size_t>(t)], 0) << "thread " << t;
   EXPECT_GT(GetFaults().uring_injected.load(), 0u);
+}
+
+// ---- hard ring errors and exceptions from on_done (uring and uring+nowait) ----
+//
+// A Read that ends early (the ring failed hard, or on_done threw) must leave nothing behind
+// on the thread's ring: the caller frees the buffers, and the next Read on that thread must
+// neither submit the old SQEs into them nor take the old completions (whose user_data names
+// the old call's request indices) for its own. Each test poisons the first call's buffers
+// after it ended, reads again on the same thread, and checks the poison and the new data.
+template <typename T>
+class UringHardErrorTest : public UringCompletionFaultTest<T> {
+ protected:
+  static constexpr uint8_t kPoison = 0xEE;
+
+  // The next Read on this thread: exact data, on_done once per request; and every byte of
+  // `old` still holds the poison (nothing of the old call reached it).
+  void ExpectCleanNextRead(std::vector<Guarded>* old) {
+    for (Guarded& g : *old) std::fill(g.buf.begin(), g.buf.end(), kPoison);
+    ResetFaults();
+    if constexpr (T::kNowait) GetFaults().nowait_budget = 0;
+    std::vector<Guarded> bufs;
+    std::vector<ReadRequest> reqs;
+    this->MakeRequests(12, {this->fd_}, &bufs, &reqs);
+    for (size_t i = 0; i < reqs.size(); ++i) reqs[i].offset = (reqs[i].offset + 4099) % (this->kFileSize - reqs[i].length);
+    this->Read(reqs);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      ASSERT_TRUE(reqs[i].status.ok()) << i << ": " << reqs[i].status.ToString();
+      ASSERT_EQ(bufs[i].contents(), this->Expected(reqs[i].offset, reqs[i].length)) << "request " << i;
+      ASSERT_TRUE(bufs[i].GuardsIntact()) << "request " << i;
+    }
+    for (size_t i = 0; i < old->size(); ++i) {
+      const Bytes& b = (*old)[i].buf;
+      ASSERT_EQ(b, Bytes(b.size(), kPoison)) << "the old call's request " << i << " was written after it ended";
+    }
+  }
+};
+
+TYPED_TEST_SUITE(UringHardErrorTest, RingBackends, BackendNames);
+
+TYPED_TEST(UringHardErrorTest, HardSubmitFailureFailsTheCallAndLeavesNothingQueued) {
+  // Queue depth 4, 12 requests: the submission call numbered fail_after + 1 fails with
+  // -EBADF (after publishing its SQEs, as liburing does). With fail_after > 0 reads of
+  // earlier submissions are in flight or done when it fails.
+  for (int64_t fail_after : {0, 1, 2}) {
+    SCOPED_TRACE("submission calls before the failure: " + std::to_string(fail_after));
+    ResetFaults();
+    if constexpr (TypeParam::kNowait) GetFaults().nowait_budget = 0;
+    GetFaults().uring_submit_fail_after = fail_after;
+    GetFaults().uring_submit_errno = EBADF;
+    std::vector<Guarded> bufs;
+    std::vector<ReadRequest> reqs;
+    this->MakeRequests(12, {this->fd_}, &bufs, &reqs);
+    this->Read(reqs);  // on_done exactly once per request
+    const uint64_t failed = GetFaults().uring_submit_failed.load();
+    ASSERT_EQ(failed, 1u) << "the submission failure was not injected";
+    size_t errors = 0;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      ASSERT_TRUE(bufs[i].GuardsIntact()) << "request " << i;
+      if (reqs[i].status.ok()) {
+        ASSERT_EQ(bufs[i].contents(), this->Expected(reqs[i].offset, reqs[i].length)) << "request " << i;
+        continue;
+      }
+      ++errors;
+      EXPECT_EQ(reqs[i].status.code(), StatusCode::kIoError) << reqs[i].status.ToString();
+      EXPECT_EQ(reqs[i].status.error_number(), EBADF) << reqs[i].status.ToString();
+    }
+    EXPECT_GT(errors, 0u);
+    this->ExpectCleanNextRead(&bufs);
+    if (this->HasFatalFailure()) return;
+  }
+}
+
+struct ThrownFromOnDone {};
+
+TYPED_TEST(UringHardErrorTest, OnDoneThrowingLeavesNoReadInFlight) {
+  // Queue depth 4, 12 requests; on_done throws on its kth call while other reads are
+  // submitted (and for k > 1, more are prepared): the exception reaches the caller, and
+  // nothing of the call is in flight or queued afterwards.
+  for (int k : {1, 2, 5}) {
+    SCOPED_TRACE("on_done throws on call " + std::to_string(k));
+    ResetFaults();
+    if constexpr (TypeParam::kNowait) GetFaults().nowait_budget = 0;
+    std::vector<Guarded> bufs;
+    std::vector<ReadRequest> reqs;
+    this->MakeRequests(12, {this->fd_}, &bufs, &reqs);
+    int calls = 0;
+    bool thrown = false;
+    try {
+      this->backend_->Read(reqs, [&](size_t) {
+        if (++calls == k) throw ThrownFromOnDone{};
+      });
+    } catch (const ThrownFromOnDone&) {
+      thrown = true;
+    }
+    ASSERT_TRUE(thrown);
+    EXPECT_EQ(calls, k) << "on_done ran after it threw";
+    this->ExpectCleanNextRead(&bufs);
+    if (this->HasFatalFailure()) return;
+  }
+}
+
+TYPED_TEST(UringHardErrorTest, OnDoneThrowingWithPreparedUnsubmittedReads) {
+  // Request 0 goes to the ring and is only prepared (not submitted yet) when request 1, of
+  // zero length, gets its on_done at once and that throws. The prepared SQE must never be
+  // submitted later into request 0's (by then freed) buffer.
+  std::vector<Guarded> bufs;
+  std::vector<ReadRequest> reqs;
+  this->MakeRequests(2, {this->fd_}, &bufs, &reqs);
+  reqs[1].length = 0;
+  bool thrown = false;
+  try {
+    this->backend_->Read(reqs, [&](size_t i) {
+      if (i == 1) throw ThrownFromOnDone{};
+    });
+  } catch (const ThrownFromOnDone&) {
+    thrown = true;
+  }
+  ASSERT_TRUE(thrown);
+  this->ExpectCleanNextRead(&bufs);
 }
 
 TEST(UringBackendTest, InlineHitsAndFaultedRingReadsInOneBatch) {

@@ -1,6 +1,7 @@
 // ThreadPool and RunOnWorkers: every work item is done exactly once, the caller always works,
 // a busy pool delays but never deadlocks a call, and helpers that start after the call has
-// returned do nothing (the body they would run may be gone).
+// returned do nothing (the body they would run may be gone), and exceptions from the body
+// (on the caller or on a helper) reach the caller only after every copy has finished.
 #include "util/thread_pool.h"
 
 #include <sched.h>
@@ -174,6 +175,88 @@ TEST(ThreadPoolTest, DestructorRunsQueuedTasksAndJoins) {
     for (int i = 0; i < 200; ++i) pool.Submit([&] { ran.fetch_add(1); });
   }
   EXPECT_EQ(ran.load(), 200);
+}
+
+struct BodyError {
+  int from;
+};
+
+TEST(ThreadPoolTest, BodyThrowingOnTheCallerWaitsForHelpersBeforeUnwinding) {
+  // The caller's copy throws at once while the helpers still work on state that lives in
+  // the caller's frame: RunOnWorkers must not unwind (freeing that state) before they end.
+  ThreadPool pool;
+  pool.EnsureThreads(2);
+  std::atomic<int> running{0};
+  bool caught = false;
+  const auto caller = std::this_thread::get_id();
+  try {
+    std::vector<int> on_stack(1000, 1);
+    std::atomic<int> helpers_started{0};
+    RunOnWorkers(&pool, 2, [&] {
+      if (std::this_thread::get_id() == caller) {
+        // Give the helpers time to start, then fail.
+        for (int i = 0; i < 200 && helpers_started.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        throw BodyError{0};
+      }
+      helpers_started.fetch_add(1);
+      running.fetch_add(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      long sum = 0;
+      for (int v : on_stack) sum += v;  // the caller's frame must still exist
+      EXPECT_EQ(sum, 1000);
+      running.fetch_sub(1);
+    });
+  } catch (const BodyError& e) {
+    caught = true;
+    EXPECT_EQ(e.from, 0);
+    EXPECT_EQ(running.load(), 0) << "RunOnWorkers unwound while a helper was still running";
+  }
+  EXPECT_TRUE(caught);
+}
+
+TEST(ThreadPoolTest, BodyThrowingOnAHelperIsRethrownOnTheCaller) {
+  // A helper's exception must not terminate the process: it is rethrown on the caller
+  // after every copy has finished, and the pool keeps working.
+  ThreadPool pool;
+  pool.EnsureThreads(2);
+  const auto caller = std::this_thread::get_id();
+  for (int rep = 0; rep < 20; ++rep) {
+    std::atomic<int> helper_ran{0};
+    bool caught = false;
+    try {
+      RunOnWorkers(&pool, 2, [&] {
+        if (std::this_thread::get_id() == caller) {
+          // Wait for a helper so that one surely throws.
+          for (int i = 0; i < 2000 && helper_ran.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          return;
+        }
+        helper_ran.fetch_add(1);
+        throw std::bad_alloc();
+      });
+    } catch (const std::bad_alloc&) {
+      caught = true;
+    }
+    EXPECT_TRUE(caught) << "rep " << rep;
+  }
+  std::atomic<int> calls{0};
+  RunOnWorkers(&pool, 2, [&] { calls.fetch_add(1); });
+  EXPECT_GE(calls.load(), 1);
+}
+
+TEST(ThreadPoolTest, ThrowingSubmittedTaskDoesNotKillThePoolThread) {
+  ThreadPool pool;
+  pool.EnsureThreads(1);
+  pool.Submit([] { throw BodyError{1}; });
+  std::promise<void> ran;
+  pool.Submit([&] { ran.set_value(); });
+  ASSERT_EQ(ran.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(pool.size(), 1);
+}
+
+TEST(ThreadPoolTest, EnsureThreadsReturnsHowManyThreadsExist) {
+  ThreadPool pool;
+  EXPECT_EQ(pool.EnsureThreads(2), 2);
+  EXPECT_EQ(pool.EnsureThreads(1), 2);
 }
 
 TEST(ThreadPoolTest, AvailableCpusMatchesAffinity) {
