@@ -271,16 +271,21 @@ ALLOC_CHILD = textwrap.dedent("""
 """)
 
 
+def _build_shim(tmp_path_factory, compilers, source, name, what):
+    """Compiles `source` into a shared object to LD_PRELOAD; skips without a compiler."""
+    cc = next((c for c in map(shutil.which, compilers) if c), None)
+    if cc is None:
+        pytest.skip(f"no compiler to build the {what}")
+    d = tmp_path_factory.mktemp(name.replace(".", "_"))
+    (d / name).write_text(source)
+    so = d / "shim.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(so), str(d / name)], check=True)
+    return so
+
+
 @pytest.fixture(scope="module")
 def alloc_shim(tmp_path_factory):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler to build the posix_memalign interposer")
-    d = tmp_path_factory.mktemp("alloc_shim")
-    (d / "shim.c").write_text(ALLOC_SHIM_C)
-    so = d / "shim.so"
-    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(so), str(d / "shim.c")], check=True)
-    return so
+    return _build_shim(tmp_path_factory, ("cc", "gcc"), ALLOC_SHIM_C, "shim.c", "posix_memalign interposer")
 
 
 @pytest.mark.parametrize("io_mode", ["pread", "uring"])
@@ -425,14 +430,7 @@ NEW_CHILD = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def new_shim(tmp_path_factory):
-    cxx = shutil.which("c++") or shutil.which("g++")
-    if cxx is None:
-        pytest.skip("no C++ compiler to build the operator new replacement")
-    d = tmp_path_factory.mktemp("new_shim")
-    (d / "shim.cc").write_text(NEW_SHIM_CC)
-    so = d / "shim.so"
-    subprocess.run([cxx, "-shared", "-fPIC", "-O1", "-o", str(so), str(d / "shim.cc")], check=True)
-    return so
+    return _build_shim(tmp_path_factory, ("c++", "g++"), NEW_SHIM_CC, "shim.cc", "operator new replacement")
 
 
 @pytest.mark.parametrize("threads", [1, 2])

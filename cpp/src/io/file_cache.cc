@@ -76,6 +76,8 @@ Result<FileRef> FileCache::Open(const std::string& path, bool direct) {
     EraseLocked(key, cached);
   }
 
+  // Allocated before the descriptor exists, so a bad_alloc cannot leak the descriptor.
+  auto file = std::make_shared<OpenFile>();
   int fd = -1;
   for (int attempt = 0; attempt < 3; ++attempt) {
     fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -93,7 +95,6 @@ Result<FileRef> FileCache::Open(const std::string& path, bool direct) {
   }
   if (fd < 0) return Status::IoError("cannot open file", errno).WithPath(path);
 
-  auto file = std::make_shared<OpenFile>();
   file->fd = fd;
   struct stat st;
   if (fstat(fd, &st) != 0) return Status::IoError("cannot stat file", errno).WithPath(path);
@@ -117,8 +118,14 @@ Result<FileRef> FileCache::Open(const std::string& path, bool direct) {
     lru_.erase(it->second);
     map_.erase(it);
   }
+  // List and map change together or not at all (either insertion may throw bad_alloc).
   lru_.emplace_front(key, file);
-  map_[key] = lru_.begin();
+  try {
+    map_[key] = lru_.begin();
+  } catch (...) {
+    lru_.pop_front();
+    throw;
+  }
   EvictLocked(cap);
   return FileRef(file);
 }

@@ -31,7 +31,12 @@ void IndexCache::Insert(uint64_t shard_id, ShardIndexPtr index, const FileIdenti
   auto it = map_.find(shard_id);
   if (it != map_.end()) EraseLocked(it);
   lru_.push_front(Entry{shard_id, std::move(index), file});
-  map_[shard_id] = lru_.begin();
+  try {  // list and map change together or not at all
+    map_[shard_id] = lru_.begin();
+  } catch (...) {
+    lru_.pop_front();
+    throw;
+  }
   bytes_ += cost;
   while (bytes_ > capacity_ && !lru_.empty()) EraseLocked(map_.find(lru_.back().shard_id));
 }
