@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Checks the engine's one-way layering rule (architecture.md §2) by reading #includes.
 
-Layers, bottom up: util < {io, codec} < zarr < read < facade (cpp/src/array.cc) < bindings.
+Layers, bottom up: util < {io, net, codec} < zarr < read < facade (cpp/src/array.cc) < bindings.
 A file may include only its own layer, lower layers and the public headers (cpp/include/lsio);
-io and codec must not include each other; zarr may not include io; only cpp/bindings/ may
-include pybind11 or Python.h. Exits 1 listing every violation.
+io, net and codec must not include each other (net is L1 beside io: HTTP transfers and
+request signing, over util only; the coming L2 store/ layer will include io and net); zarr
+may not include io or net; only cpp/bindings/ may include pybind11 or Python.h. Exits 1
+listing every violation.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 ALLOWED = {
     "util": {"util"},
     "io": {"util", "io"},
+    "net": {"util", "net"},
     "codec": {"util", "codec"},
     "zarr": {"util", "codec", "zarr"},
     "read": {"util", "io", "codec", "zarr", "read"},
