@@ -31,6 +31,9 @@ LSIO_WHEEL_BUILD_DIR="build/wheel"
 LSIO_APT_PACKAGES=(
   g++ cmake pkg-config
   liburing-dev libzstd-dev zlib1g-dev nlohmann-json3-dev libgtest-dev libgmock-dev
+  # Remote stores (cpp/src/net/): libcrypto for SigV4 signing now, libcurl for the HTTP
+  # client next (Debian 12: OpenSSL 3.0, curl 7.88).
+  libssl-dev libcurl4-openssl-dev
   # Google Benchmark (1.7 on Debian 12): benchmarks/cpp/lsio_microbench, smoke-run in ctest.
   libbenchmark-dev
   python3-dev python3-venv python3-pip git
