@@ -21,8 +21,9 @@
 //   2. Give the credentials and scope: SigV4Credentials{key_id, secret, session_token} and
 //      SigV4Scope{"us-east-1", "s3", SigV4Style::kS3}.
 //   3. LSIO_ASSIGN_OR_RETURN(SigV4Signature sig, SignV4(req, creds, scope, unix_seconds));
-//   4. Send the request to "https://" + host + sig.encoded_path (+ "?" + sig.encoded_query
-//      when not empty), with the caller's headers from step 1, the Host header equal to
+//   4. With kS3, send the request to "https://" + host + sig.encoded_path (+ "?" +
+//      sig.encoded_query when not empty); with kGeneric, send the path you passed and
+//      sig.encoded_query. Send the caller's headers from step 1, the Host header equal to
 //      req.host, and every header in sig.headers (Authorization, x-amz-date,
 //      x-amz-content-sha256, x-amz-security-token). Use sig.encoded_path/encoded_query
 //      verbatim: S3 recomputes the canonical request from the URL it receives, so any
