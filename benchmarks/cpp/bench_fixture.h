@@ -47,6 +47,7 @@
 #include "codec/codec.h"
 #include "lsio/box.h"
 #include "read/planner.h"
+#include "zarr/layout.h"
 #include "zarr/shard_index.h"
 
 namespace lsio_bench {
@@ -238,9 +239,10 @@ inline std::string WriteShardedStore(const BenchDir& dir, const std::string& nam
 
 // ------------------------------------------------------------------ layouts and views
 
-/// An ArrayLayout with the chain it points to (the planner never touches files).
+/// Hand-filled metadata (owning the chain) and the ArrayLayout built from it (the planner
+/// never touches files).
 struct BenchLayout {
-  std::unique_ptr<lsio::CodecChain> chain;
+  lsio::ArrayMetadata meta;
   lsio::ArrayLayout l;
 };
 
@@ -254,20 +256,20 @@ inline BenchLayout MakeShardedLayout(const std::vector<int64_t>& shape, const st
   auto c = lsio::CodecChain::Parse(nlohmann::json::parse(R"(["bytes", {"name": "zstd", "configuration": {"level": 3}}])"),
                                    spec);
   if (!c.ok()) Die(c.status().ToString());
-  t.chain = std::move(c).value();
-  t.l.root = "/nonexistent/";
-  t.l.shape = shape;
-  t.l.chunk = inner;
-  for (size_t d = 0; d < shape.size(); ++d) t.l.grid.push_back((shape[d] + inner[d] - 1) / inner[d]);
-  t.l.chain = t.chain.get();
-  t.l.itemsize = itemsize;
-  t.l.dtype = lsio::DataType::kFloat32;
-  t.l.fill.assign(itemsize, 0);
+  t.meta.chain = std::move(c).value();
+  t.meta.shape = shape;
+  t.meta.read_chunk_shape = inner;
+  t.meta.chunk_shape = shard;
+  t.meta.dtype.type = lsio::DataType::kFloat32;
+  t.meta.dtype.itemsize = itemsize;
+  t.meta.fill_value.assign(itemsize, 0);
   nlohmann::json cfg = {{"chunk_shape", inner}, {"index_codecs", {"bytes", "crc32c"}}};
   auto sl = lsio::ParseShardLayout(cfg, shard);
   if (!sl.ok()) Die(sl.status().ToString());
-  t.l.sharded = true;
-  t.l.shard = sl.value();
+  t.meta.sharding = sl.value();
+  auto l = lsio::BuildArrayLayout(t.meta, "/nonexistent/");
+  if (!l.ok()) Die(l.status().ToString());
+  t.l = std::move(l).value();
   return t;
 }
 

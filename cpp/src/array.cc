@@ -148,18 +148,8 @@ Result<std::unique_ptr<Array>> Array::Open(const std::string& path, const OpenOp
     impl->meta = std::move(parsed).value();
     const ArrayMetadata& m = impl->meta;
 
-    ArrayLayout& l = impl->layout;
-    l.root = root + "/";
-    l.shape = m.shape;
-    l.chunk = m.read_chunk_shape;
-    for (size_t d = 0; d < l.shape.size(); ++d) l.grid.push_back((l.shape[d] + l.chunk[d] - 1) / l.chunk[d]);
-    l.sharded = m.sharding.has_value();
-    if (l.sharded) l.shard = *m.sharding;
-    l.keys = m.key_encoding;
-    l.chain = m.chain.get();
-    l.fill = m.fill_value;
-    l.itemsize = m.dtype.itemsize;
-    l.dtype = m.dtype.type;
+    LSIO_ASSIGN_OR_RETURN(impl->layout, BuildArrayLayout(m, root));
+    const ArrayLayout& l = impl->layout;
 
     ArrayInfo& info = impl->info;
     info.path = root;

@@ -42,26 +42,10 @@
 #include "lsio/status.h"
 #include "zarr/chunk_key.h"
 #include "zarr/dtype.h"
+#include "zarr/layout.h"  // ArrayLayout and its builder
 #include "zarr/shard_index.h"
 
 namespace lsio {
-
-/// Everything about an array's storage layout the planner and executor need.
-struct ArrayLayout {
-  std::string root;                 ///< array directory, ending in '/'
-  std::vector<int64_t> shape;
-  std::vector<int64_t> chunk;       ///< read chunk shape (inner chunk if sharded)
-  std::vector<int64_t> grid;        ///< read chunks per dimension, ceil(shape / chunk)
-  bool sharded = false;
-  ShardLayout shard;                ///< valid when sharded
-  ChunkKeyEncoding keys;
-  const CodecChain* chain = nullptr;
-  std::vector<uint8_t> fill;        ///< one element, native order
-  size_t itemsize = 1;
-  DataType dtype = DataType::kUInt8;
-
-  int ndim() const { return static_cast<int>(shape.size()); }
-};
 
 struct PlanOptions {
   uint64_t max_gap = 16 << 10;

@@ -60,17 +60,10 @@ std::unique_ptr<Store> OpenStore(const std::string& root, const std::string& zar
   if (!m.ok()) return nullptr;
   auto s = std::make_unique<Store>();
   s->meta = std::move(m).value();
-  ArrayLayout& l = s->layout;
-  l.root = root + "/";
-  l.shape = s->meta.shape;
-  l.chunk = s->meta.read_chunk_shape;
-  for (size_t d = 0; d < l.shape.size(); ++d) l.grid.push_back((l.shape[d] + l.chunk[d] - 1) / l.chunk[d]);
-  l.sharded = s->meta.sharding.has_value();
-  if (l.sharded) l.shard = *s->meta.sharding;
-  l.keys = s->meta.key_encoding;
-  l.chain = s->meta.chain.get();
-  l.fill = s->meta.fill_value;
-  l.itemsize = s->meta.dtype.itemsize;
+  auto l = BuildArrayLayout(s->meta, root);
+  EXPECT_TRUE(l.ok()) << l.status().ToString();
+  if (!l.ok()) return nullptr;
+  s->layout = std::move(l).value();
   return s;
 }
 

@@ -11,6 +11,7 @@
 
 #include "codec/chain.h"
 #include "test_util.h"
+#include "zarr/layout.h"
 #include "zarr/shard_index.h"
 
 namespace lsio {
@@ -19,8 +20,9 @@ namespace {
 using lsio_test::View;
 using lsio_test::Box;
 
+// Hand-filled metadata (owning the chain) and the layout BuildArrayLayout derives from it.
 struct TestLayout {
-  std::unique_ptr<CodecChain> chain;
+  ArrayMetadata meta;
   ArrayLayout l;
 };
 
@@ -35,21 +37,21 @@ TestLayout MakeLayout(std::vector<int64_t> shape, std::vector<int64_t> chunk, si
   spec.swap_unit = itemsize;
   auto c = CodecChain::Parse(nlohmann::json::parse(codecs), spec);
   EXPECT_TRUE(c.ok()) << c.status().ToString();
-  t.chain = std::move(c).value();
-  t.l.root = "/nonexistent/";
-  t.l.shape = shape;
-  t.l.chunk = chunk;
-  for (size_t d = 0; d < shape.size(); ++d) t.l.grid.push_back(shape[d] == 0 ? 0 : (shape[d] - 1) / chunk[d] + 1);
-  t.l.chain = t.chain.get();
-  t.l.itemsize = itemsize;
-  t.l.fill.assign(itemsize, 0);
+  t.meta.chain = std::move(c).value();
+  t.meta.shape = shape;
+  t.meta.read_chunk_shape = chunk;
+  t.meta.chunk_shape = shard.empty() ? chunk : shard;
+  t.meta.dtype.itemsize = itemsize;
+  t.meta.fill_value.assign(itemsize, 0);
   if (!shard.empty()) {
     nlohmann::json cfg = {{"chunk_shape", chunk}, {"index_codecs", {"bytes", "crc32c"}}};
     auto sl = ParseShardLayout(cfg, shard);
     EXPECT_TRUE(sl.ok()) << sl.status().ToString();
-    t.l.sharded = true;
-    t.l.shard = sl.value();
+    t.meta.sharding = sl.value();
   }
+  auto l = BuildArrayLayout(t.meta, "/nonexistent/");
+  EXPECT_TRUE(l.ok()) << l.status().ToString();
+  if (l.ok()) t.l = std::move(l).value();
   return t;
 }
 
@@ -587,7 +589,7 @@ TEST_F(CoalesceTest, SubRangesAppendUnitsForTheirTasksOnly) {
 
 TEST(CoalesceRawTest, DirectUncompressedChunksAreSeparateReadsIntoTheOutput) {
   TestLayout raw = MakeLayout({100}, {10}, 1, R"(["bytes"])");
-  ASSERT_TRUE(raw.chain->stored_is_decoded());
+  ASSERT_TRUE(raw.meta.chain->stored_is_decoded());
   uint8_t target[10];
   Plan p = ResolvedPlan({{0, 0, 10}, {0, 10, 10}, {0, 20, 10}});
   p.tasks[1].direct = target;
