@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Checks the engine's one-way layering rule (architecture.md §2) by reading #includes.
 
-Layers, bottom up: util < {io, net, codec} < zarr < read < facade (cpp/src/array.cc) < bindings.
-A file may include only its own layer, lower layers and the public headers (cpp/include/lsio);
-io, net and codec must not include each other (net is L1 beside io: HTTP transfers and
-request signing, over util only; the coming L2 store/ layer will include io and net); zarr
-may not include io or net; only cpp/bindings/ may include pybind11 or Python.h. Exits 1
-listing every violation.
+Layers, bottom up: util < {io, net} < {store, codec} < zarr < read < facade (cpp/src/array.cc)
+< bindings. A file may include only its own layer, lower layers and the public headers
+(cpp/include/lsio); io and net must not include each other (net is L1 beside io: HTTP
+transfers and request signing, over util only); store (L2) includes io, net and util only, and
+codec util only, so store and codec never include each other; zarr may not include io, net or
+store (it is pure: the facade reads zarr.json through the store and hands zarr the bytes);
+only cpp/bindings/ may include pybind11 or Python.h. Exits 1 listing every violation.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ ALLOWED = {
     "util": {"util"},
     "io": {"util", "io"},
     "net": {"util", "net"},
+    "store": {"util", "io", "net", "store"},
     "codec": {"util", "codec"},
     "zarr": {"util", "codec", "zarr"},
-    "read": {"util", "io", "codec", "zarr", "read"},
-    "facade": {"util", "io", "codec", "zarr", "read"},
+    "read": {"util", "io", "store", "codec", "zarr", "read"},
+    "facade": {"util", "io", "store", "codec", "zarr", "read"},
     "bindings": set(),  # public headers only
 }
 # Named exceptions: file -> extra layers it may include, each with its reason.

@@ -2,9 +2,7 @@
 // (read) together. Everything per-process lives in ProcessLocal slots.
 #include "lsio/array.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,6 +11,7 @@
 
 #include "io/select_backend.h"
 #include "read/executor.h"
+#include "store/local_store.h"
 #include "util/process_local.h"
 #include "util/thread_pool.h"
 #include "zarr/metadata.h"
@@ -20,42 +19,9 @@
 namespace lsio {
 namespace {
 
-Result<std::string> ReadSmallFile(const std::string& path, bool* missing) {
-  *missing = false;
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
-    // Out of descriptors (the limit may have been lowered since the cache filled up):
-    // give the cached ones back rather than fail.
-    ProcessFileCache().Clear();
-    fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  }
-  if (fd < 0) {
-    if (errno == ENOENT) {
-      *missing = true;
-      return std::string();
-    }
-    return Status::IoError("cannot open file", errno).WithPath(path);
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    close(fd);
-    return Status::IoError("cannot stat file", err).WithPath(path);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return Status::IoError("not a regular file", S_ISDIR(st.st_mode) ? EISDIR : EINVAL).WithPath(path);
-  }
-  if (st.st_size > (64 << 20)) {
-    close(fd);
-    return Status::InvalidFormat("metadata file is larger than 64 MiB").WithPath(path);
-  }
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  Status s = PreadFully(fd, 0, text.size(), reinterpret_cast<uint8_t*>(text.data()));
-  close(fd);
-  if (!s.ok()) return s.WithPath(path);
-  return text;
-}
+// zarr.json above this is refused unread: real metadata is kilobytes, and a huge file there
+// is a mistake (or an attack) that would otherwise be read whole into memory.
+constexpr uint64_t kMaxMetadataBytes = uint64_t{64} << 20;
 
 struct BackendSlot {
   Status status;
@@ -132,15 +98,27 @@ Result<std::unique_ptr<Array>> Array::Open(const std::string& path, const OpenOp
     if (!S_ISDIR(st.st_mode)) {
       return Status::InvalidFormat("not a Zarr array directory (expected a directory holding zarr.json)").WithPath(root);
     }
-    const std::string meta_path = root + "/zarr.json";
-    bool missing = false;
-    LSIO_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(meta_path, &missing));
-    if (missing) {
-      bool no_zarray = false;
-      (void)ReadSmallFile(root + "/.zarray", &no_zarray);
-      if (!no_zarray) return Status::Unimplemented("Zarr format 2 arrays (.zarray) are not supported by lsio yet").WithPath(root);
+    // Metadata comes through the store (local today, remote later), never open/pread here.
+    LocalStore store(root);
+    const std::string meta_path = store.Location("zarr.json");
+    auto read = store.ReadAll("zarr.json", kMaxMetadataBytes);
+    if (!read.ok()) {
+      // The store's only kInvalidFormat is "larger than max_bytes" (store.h): say what it was.
+      if (read.status().code() == StatusCode::kInvalidFormat) {
+        return Status::InvalidFormat("metadata file is larger than 64 MiB").WithPath(meta_path);
+      }
+      return read.status();
+    }
+    if (!read.value().has_value()) {
+      // Only whether .zarray exists matters (for the message), so Stat, not ReadAll; an error
+      // probing it (unreadable, a directory) counts as present, as before.
+      auto v2 = store.Stat(".zarray");
+      if (!v2.ok() || v2.value().found) {
+        return Status::Unimplemented("Zarr format 2 arrays (.zarray) are not supported by lsio yet").WithPath(root);
+      }
       return Status::InvalidFormat("no zarr.json: not a Zarr v3 array").WithPath(meta_path);
     }
+    const std::string& text = *read.value();
     auto parsed = ParseArrayMetadata(text);
     if (!parsed.ok()) return Status(parsed.status()).WithPath(meta_path);
 

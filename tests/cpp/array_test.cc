@@ -394,6 +394,24 @@ TEST(ArrayTest, OpenErrors) {
     EXPECT_EQ(a.status().code(), StatusCode::kIoError);
     EXPECT_EQ(a.status().error_number(), EISDIR);
   }
+  {
+    // Read through the store, which refuses it unread: a sparse file one byte over the cap.
+    const std::string big = dir.Write("bigmeta/zarr.json", std::string());
+    ASSERT_EQ(truncate(big.c_str(), (off_t{64} << 20) + 1), 0);
+    auto a = Array::Open(dir.Join("bigmeta"), {});
+    ASSERT_FALSE(a.ok());
+    EXPECT_EQ(a.status().code(), StatusCode::kInvalidFormat);
+    EXPECT_EQ(a.status().message(), "metadata file is larger than 64 MiB");
+    EXPECT_EQ(a.status().path(), big);
+  }
+  {
+    // The .zarray probe counts anything there as a v2 array, even what it cannot read.
+    dir.MakeDir("v2dir/.zarray");
+    auto a = Array::Open(dir.Join("v2dir"), {});
+    ASSERT_FALSE(a.ok());
+    EXPECT_EQ(a.status().code(), StatusCode::kUnimplemented);
+    EXPECT_EQ(a.status().path(), dir.Join("v2dir"));
+  }
 }
 
 TEST(ArrayTest, BadOptionsAreInvalidArgument) {

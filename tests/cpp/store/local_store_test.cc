@@ -1,0 +1,224 @@
+// LocalStore: missing vs error, refusals of non-regular files (without blocking on a FIFO),
+// size and version, the max_bytes cap, key checks and recovery from descriptor exhaustion.
+#include "store/local_store.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "io/file_cache.h"
+#include "test_util.h"
+
+namespace lsio {
+namespace {
+
+using lsio_test::TempDir;
+
+TEST(LocalStoreTest, ReadsWholeObjectsAndLocatesKeys) {
+  TempDir dir;
+  dir.Write("zarr.json", std::string("{\"a\": 1}"));
+  dir.Write("c/0/1", std::string("xyz"));
+  LocalStore store(dir.Join(""));  // trailing '/' given
+  LocalStore bare(dir.Join("").substr(0, dir.Join("").size() - 1));  // and not
+  EXPECT_EQ(store.root(), bare.root());
+  EXPECT_EQ(bare.Location("zarr.json"), dir.Join("zarr.json"));
+
+  auto r = bare.ReadAll("zarr.json", 1 << 20);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r.value().has_value());
+  EXPECT_EQ(*r.value(), "{\"a\": 1}");
+  auto nested = store.ReadAll("c/0/1", 3);  // exactly max_bytes is fine
+  ASSERT_TRUE(nested.ok()) << nested.status().ToString();
+  EXPECT_EQ(nested.value().value(), "xyz");
+
+  dir.Write("empty", std::string());
+  auto e = store.ReadAll("empty", 0);
+  ASSERT_TRUE(e.ok());
+  ASSERT_TRUE(e.value().has_value());
+  EXPECT_TRUE(e.value()->empty());
+}
+
+TEST(LocalStoreTest, MissingIsNotAnError) {
+  TempDir dir;
+  LocalStore store(dir.Join(""));
+  auto r = store.ReadAll("zarr.json", 1 << 20);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r.value().has_value());
+  auto s = store.Stat("zarr.json");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_FALSE(s.value().found);
+  EXPECT_EQ(s.value().size, 0u);
+  EXPECT_TRUE(s.value().version.empty());
+  // A missing parent directory is missing too (ENOENT), not an error.
+  auto deep = store.ReadAll("no/such/key", 10);
+  ASSERT_TRUE(deep.ok());
+  EXPECT_FALSE(deep.value().has_value());
+}
+
+TEST(LocalStoreTest, ErrorsAreNotMissing) {
+  // A file used as a directory (ENOTDIR) is an error naming the path, never "missing".
+  TempDir dir;
+  dir.Write("file", std::string("x"));
+  LocalStore store(dir.Join(""));
+  auto r = store.ReadAll("file/zarr.json", 10);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kIoError);
+  EXPECT_EQ(r.status().error_number(), ENOTDIR);
+  EXPECT_EQ(r.status().message(), "cannot open file");
+  EXPECT_EQ(r.status().path(), dir.Join("file/zarr.json"));
+  auto s = store.Stat("file/zarr.json");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().error_number(), ENOTDIR);
+}
+
+TEST(LocalStoreTest, DirectoryIsRefused) {
+  TempDir dir;
+  dir.MakeDir("zarr.json");
+  LocalStore store(dir.Join(""));
+  auto r = store.ReadAll("zarr.json", 1 << 20);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kIoError);
+  EXPECT_EQ(r.status().error_number(), EISDIR);
+  EXPECT_EQ(r.status().message(), "not a regular file");
+  EXPECT_EQ(r.status().path(), dir.Join("zarr.json"));
+  auto s = store.Stat("zarr.json");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kIoError);
+  EXPECT_EQ(s.status().error_number(), EISDIR);
+}
+
+TEST(LocalStoreTest, FifoIsRefusedWithoutBlocking) {
+  TempDir dir;
+  const std::string fifo = dir.Join("zarr.json");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  // A blocking open of a FIFO without a writer would hang forever: run it in a child with a
+  // deadline, so a regression fails instead of hanging the suite.
+  const int rc = lsio_test::RunInChild([&] {
+    alarm(10);
+    LocalStore store(dir.Join(""));
+    auto r = store.ReadAll("zarr.json", 1 << 20);
+    if (r.ok()) return 1;
+    if (r.status().code() != StatusCode::kIoError) return 2;
+    if (r.status().error_number() != EINVAL) return 3;
+    if (r.status().message() != "not a regular file") return 4;
+    if (r.status().path() != fifo) return 5;
+    auto s = store.Stat("zarr.json");
+    if (s.ok() || s.status().error_number() != EINVAL) return 6;
+    return 0;
+  });
+  EXPECT_EQ(rc, 0) << (rc == 1000 + SIGALRM ? "ReadAll blocked on a FIFO" : "wrong status");
+}
+
+TEST(LocalStoreTest, StatGivesSizeAndAVersionThatChangesWithTheFile) {
+  TempDir dir;
+  const std::string path = dir.Write("obj", std::string("12345"));
+  LocalStore store(dir.Join(""));
+  auto a = store.Stat("obj");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_TRUE(a.value().found);
+  EXPECT_EQ(a.value().size, 5u);
+  EXPECT_FALSE(a.value().version.empty());
+  auto again = store.Stat("obj");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again.value().version, a.value().version);  // unchanged file, same version
+
+  // Rewritten in place with a different mtime: a new version, same inode.
+  dir.Write("obj", std::string("123456"));
+  struct timespec times[2] = {{0, UTIME_OMIT}, {12345, 678}};
+  ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+  auto b = store.Stat("obj");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b.value().size, 6u);
+  EXPECT_NE(b.value().version, a.value().version);
+
+  // Replaced by rename with the same mtime: a new inode, so still a new version.
+  const std::string tmp = dir.Write("tmp", std::string("abcdef"));
+  ASSERT_EQ(utimensat(AT_FDCWD, tmp.c_str(), times, 0), 0);
+  ASSERT_EQ(rename(tmp.c_str(), path.c_str()), 0);
+  auto c = store.Stat("obj");
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(c.value().version, b.value().version);
+}
+
+TEST(LocalStoreTest, ObjectsOverTheCapAreRefusedUnread) {
+  TempDir dir;
+  dir.Write("small", std::string("0123456789a"));
+  LocalStore store(dir.Join(""));
+  auto r = store.ReadAll("small", 10);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidFormat);
+  EXPECT_EQ(r.status().path(), dir.Join("small"));
+
+  // The facade's 64 MiB metadata cap, on a sparse file one byte over it (nothing is read).
+  const std::string big = dir.Write("big", std::string());
+  ASSERT_EQ(truncate(big.c_str(), (off_t{64} << 20) + 1), 0);
+  auto b = store.ReadAll("big", uint64_t{64} << 20);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), StatusCode::kInvalidFormat);
+  auto s = store.Stat("big");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s.value().size, (uint64_t{64} << 20) + 1);
+}
+
+TEST(LocalStoreTest, KeysMustStayUnderTheRoot) {
+  TempDir dir;
+  LocalStore store(dir.Join(""));
+  for (const char* key : {"", "/etc/passwd", "../x", "a/../b", "a//b", "./a", "a/", "a/."}) {
+    auto r = store.ReadAll(key, 10);
+    ASSERT_FALSE(r.ok()) << key;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << key;
+    auto s = store.Stat(key);
+    ASSERT_FALSE(s.ok()) << key;
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument) << key;
+  }
+  EXPECT_TRUE(ValidateKey("a/b.c/..d").ok());
+}
+
+TEST(LocalStoreTest, OutOfDescriptorsGivesTheFileCacheBackAndRetries) {
+  // In a child: it lowers RLIMIT_NOFILE and uses up every descriptor but the cache's.
+  TempDir dir;
+  dir.Write("zarr.json", std::string("{}"));
+  std::vector<std::string> shards;
+  for (int i = 0; i < 4; ++i) shards.push_back(dir.Write("s" + std::to_string(i), std::string("x")));
+  const int rc = lsio_test::RunInChild([&] {
+    alarm(10);
+    for (const auto& p : shards) {
+      auto r = ProcessFileCache().Open(p);  // the reference is dropped: the cache keeps the fd
+      if (!r.ok() || r.value() == nullptr) return 1;
+    }
+    if (ProcessFileCache().size() != shards.size()) return 2;
+    const int spare = open("/dev/null", O_RDONLY | O_CLOEXEC);  // what dup() copies below
+    if (spare < 0) return 8;
+    int used = 0;
+    for (int fd = 0; fd < 1024; ++fd) used += fcntl(fd, F_GETFD) != -1;
+    rlimit rl{static_cast<rlim_t>(used + 2), static_cast<rlim_t>(used + 2)};
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) return 77;
+    while (dup(spare) >= 0) {
+    }
+    if (errno != EMFILE) return 3;
+    LocalStore store(dir.Join(""));
+    auto r = store.ReadAll("zarr.json", 1 << 20);
+    if (!r.ok() || !r.value().has_value() || *r.value() != "{}") return 4;
+    if (ProcessFileCache().size() != 0) return 5;
+    // With nothing left to give back, exhaustion is an error with its errno, not "missing".
+    while (dup(spare) >= 0) {
+    }
+    auto f = store.ReadAll("zarr.json", 1 << 20);
+    if (f.ok()) return 6;
+    if (f.status().code() != StatusCode::kIoError || f.status().error_number() != EMFILE) return 7;
+    return 0;
+  });
+  if (rc == 77) GTEST_SKIP() << "setrlimit refused";
+  EXPECT_EQ(rc, 0);
+}
+
+}  // namespace
+}  // namespace lsio
