@@ -182,6 +182,14 @@ TEST(LocalStoreTest, KeysMustStayUnderTheRoot) {
   EXPECT_TRUE(ValidateKey("a/b.c/..d").ok());
 }
 
+// UBSan's vptr check probes memory through a pipe(), which cannot be created while the
+// test holds every descriptor; it then reports a bogus "invalid vptr". The calls made in that
+// state are exempt from that one check.
+__attribute__((no_sanitize("vptr"))) Result<std::optional<std::string>> ReadAllWithNoDescriptorsLeft(
+    LocalStore& store, const std::string& key) {
+  return store.ReadAll(key, 1 << 20);
+}
+
 TEST(LocalStoreTest, OutOfDescriptorsGivesTheFileCacheBackAndRetries) {
   // In a child: it lowers RLIMIT_NOFILE and uses up every descriptor but the cache's.
   TempDir dir;
@@ -205,13 +213,13 @@ TEST(LocalStoreTest, OutOfDescriptorsGivesTheFileCacheBackAndRetries) {
     }
     if (errno != EMFILE) return 3;
     LocalStore store(dir.Join(""));
-    auto r = store.ReadAll("zarr.json", 1 << 20);
+    auto r = ReadAllWithNoDescriptorsLeft(store, "zarr.json");
     if (!r.ok() || !r.value().has_value() || *r.value() != "{}") return 4;
     if (ProcessFileCache().size() != 0) return 5;
     // With nothing left to give back, exhaustion is an error with its errno, not "missing".
     while (dup(spare) >= 0) {
     }
-    auto f = store.ReadAll("zarr.json", 1 << 20);
+    auto f = ReadAllWithNoDescriptorsLeft(store, "zarr.json");
     if (f.ok()) return 6;
     if (f.status().code() != StatusCode::kIoError || f.status().error_number() != EMFILE) return 7;
     return 0;
