@@ -1,0 +1,119 @@
+// HttpClient: many HTTP(S) GET/HEAD requests in flight at once over libcurl's multi interface,
+// with connection reuse, retries and byte-range checks. The transport under the remote stores
+// (store/http_store.*); it knows nothing of Zarr, S3 or keys.
+//
+// Usage:
+//   1. HttpClientOptions opt;  opt.max_in_flight = 32;  ...
+//      HttpClient& client = ProcessHttpClient();        // one per process, rebuilt after fork
+//   2. Fill HttpRequests: url, method, range, if_match, headers, dst (room for the range) or
+//      dst == nullptr to receive the body in `body`; an optional `sign` callback adds the
+//      per-attempt signature headers (SigV4 dates change between retries).
+//   3. client.Run(requests, opt, on_done, cancelled): returns once every request is finished;
+//      on_done(i) runs on the calling thread as soon as request i is finished (ok or not, after
+//      its retries), so the caller can decode it while other requests are still in flight.
+//   4. Read each request's outcome: status (Ok, or the final error), http_status, etag,
+//      object_size, transferred, request_id, attempts, missing (404/410).
+//
+// Semantics:
+//   - Range kinds: kNone (whole object), kRange (bytes=offset-(offset+length-1)), kSuffix
+//     (bytes=-length). A 206 must carry a Content-Range that matches what was asked (suffix:
+//     the last min(length, size) bytes); anything else fails with kDataLoss naming both.
+//     object_size comes from Content-Range's total (206) or Content-Length (200).
+//   - A 200 answer to a range request: when the whole object is <= ignored_range_limit bytes,
+//     the wanted bytes are taken from it; else kUnavailable "server ignores Range requests".
+//   - 404 and 410: missing = true, status Ok (callers decide what absent means).
+//   - 412 (If-Match failed): kIoError with errno ESTALE and precondition_failed = true; the
+//     store words it ("changed since its index was read"). Never retried.
+//   - 401/403: kIoError with errno EACCES and permission_denied = true. Never retried.
+//   - Any other non-2xx answer not retried below: kIoError (errno EIO) with the status.
+//   - Retried with exponential backoff and full jitter (base retry_base_delay_ms, cap
+//     retry_max_delay_ms), each time on a fresh connection: connection errors, timeouts, a
+//     stall (no byte for stall_timeout_ms), 408, 429, 5xx, and S3's SlowDown error code in a
+//     200 body. A body cut short (fewer bytes than Content-Length/Content-Range promised) is
+//     resumed with a Range request for the rest, pinned with If-Match to the ETag of the
+//     first answer. Bounded by max_attempts and total_timeout_ms per request, then the last
+//     error with "after N attempts".
+//   - Bytes are written only inside [dst, dst + length) (kRange/kSuffix) or into `body`.
+//   - Errors name the URL with RedactSecrets applied (no query signatures, no tokens), the
+//     range, the HTTP status and the server's request id (x-amz-request-id,
+//     x-guploader-uploadid, x-request-id) when given.
+//   - cancelled() is polled about every 20 ms on the calling thread; when it returns true,
+//     unfinished requests end with kCancelled and Run returns promptly.
+//
+// Fork and threads: curl_global_init runs once per process; connection cache, DNS cache and
+// TLS sessions are shared between the calling threads through a CURLSH guarded by mutexes;
+// every thread drives its own CURLM. All of it lives in a ProcessLocal, so a forked child
+// builds fresh handles and never touches a connection its parent opened. Run may be called
+// from many threads at once; a single request is never touched by two threads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lsio/status.h"
+
+namespace lsio {
+
+struct HttpClientOptions {
+  unsigned max_in_flight = 32;          ///< requests in flight per Run call
+  uint64_t timeout_ms = 30000;          ///< one attempt, connect to last byte
+  uint64_t connect_timeout_ms = 5000;
+  uint64_t stall_timeout_ms = 15000;    ///< no byte received for this long: retry
+  unsigned max_attempts = 10;           ///< per request, the first included
+  uint64_t total_timeout_ms = 180000;   ///< per request, all attempts and backoff
+  uint64_t retry_base_delay_ms = 100;
+  uint64_t retry_max_delay_ms = 15000;
+  bool verify_ssl = true;
+  std::string ca_file;                  ///< empty: the system CA store
+  uint64_t ignored_range_limit = 16u << 20;
+};
+
+enum class RangeKind { kNone, kRange, kSuffix };
+
+struct HttpRequest {
+  // --- in ---
+  std::string url;
+  std::string method = "GET";           ///< GET or HEAD
+  RangeKind range = RangeKind::kNone;
+  uint64_t offset = 0;                  ///< kRange
+  uint64_t length = 0;                  ///< kRange, kSuffix: bytes wanted
+  std::string if_match;                 ///< sent as If-Match when not empty (an ETag, quoted)
+  std::vector<std::pair<std::string, std::string>> headers;  ///< extra headers, every attempt
+  /// Called before every attempt with the headers that attempt sends (Range, If-Match and
+  /// `headers` already in); appends its own (Authorization, x-amz-date, ...). An error ends
+  /// the request with that status, unretried.
+  std::function<Status(const HttpRequest&, std::vector<std::pair<std::string, std::string>>*)> sign;
+  uint8_t* dst = nullptr;               ///< kRange/kSuffix: room for `length` bytes; else null
+  // --- out ---
+  Status status;
+  bool missing = false;                 ///< 404/410
+  bool precondition_failed = false;     ///< 412
+  bool permission_denied = false;       ///< 401/403
+  long http_status = 0;                 ///< of the last attempt (0: no answer)
+  std::string etag;                     ///< as sent by the server, quotes kept
+  uint64_t object_size = 0;             ///< whole object's size, when the answer told it
+  bool object_size_known = false;
+  uint64_t transferred = 0;             ///< bytes written to dst (or body)
+  std::string body;                     ///< the body when dst == nullptr (kNone, HEAD: empty)
+  std::string request_id;
+  unsigned attempts = 0;
+};
+
+class HttpClient {
+ public:
+  virtual ~HttpClient() = default;
+  /// Runs every request (see the header comment); returns when all are finished.
+  virtual void Run(std::span<HttpRequest> requests, const HttpClientOptions& options,
+                   const std::function<void(size_t)>& on_done,
+                   const std::function<bool()>& cancelled = {}) = 0;
+};
+
+/// The process's client (created on first use, again in a forked child). Fails with
+/// kUnavailable when libcurl cannot be initialised.
+Result<HttpClient*> ProcessHttpClient();
+
+}  // namespace lsio
