@@ -23,55 +23,37 @@ namespace {
 // is a mistake (or an attack) that would otherwise be read whole into memory.
 constexpr uint64_t kMaxMetadataBytes = uint64_t{64} << 20;
 
-struct BackendSlot {
-  Status status;
-  std::unique_ptr<IoBackend> backend;
-};
-
 }  // namespace
 
 struct Array::Impl {
   ArrayInfo info;
   OpenOptions options;
-  IoMode mode = IoMode::kAuto;
   ArrayMetadata meta;
   ArrayLayout layout;
-  ProcessLocal<BackendSlot> backend;
+  std::shared_ptr<Store> store;
+  bool remote = false;  // the store's traits().remote, read once at open
   ProcessLocal<IndexCache> index_cache;
 
-  Impl(const OpenOptions& o, IoMode m)
-      : options(o),
-        mode(m),
-        backend([this] {
-          // Owned until returned: MakeBackend may throw std::bad_alloc.
-          auto slot = std::make_unique<BackendSlot>();
-          auto b = MakeBackend(mode, options.queue_depth, options.direct);
-          if (b.ok()) slot->backend = std::move(b).value();
-          else slot->status = b.status();
-          return slot.release();
-        }),
-        index_cache([this] { return new IndexCache(options.index_cache_bytes); }) {}
-
-  Result<IoBackend*> Backend() {
-    BackendSlot& s = backend.Get();
-    if (!s.status.ok()) return s.status;
-    return s.backend.get();
-  }
+  Impl(const OpenOptions& o, std::shared_ptr<Store> s)
+      : options(o), store(std::move(s)), remote(store->traits().remote), index_cache([this] { return new IndexCache(options.index_cache_bytes); }) {}
 
   Result<ReadContext> PrepareRead(const std::function<bool()>& interrupted, const ElementTransform* transform);
 
   // Everything one call needs, from this process's slots.
   Result<ReadContext> Context() {
-    LSIO_ASSIGN_OR_RETURN(IoBackend * b, Backend());
+    // A backend that cannot work (io="uring" where the kernel refuses it) fails the call
+    // before planning, with the backend's own reason.
+    LSIO_RETURN_IF_ERROR(store->TransportName().status());
     ReadContext ctx;
     ctx.layout = &layout;
-    ctx.backend = b;
+    ctx.store = store.get();
     ctx.index_cache = &index_cache.Get();
-    ctx.files = &ProcessFileCache();
-    ctx.direct = options.direct;
     ctx.plan.max_gap = options.max_gap;
     ctx.plan.max_request = options.max_request;
     ctx.threads = options.threads > 0 ? options.threads : AvailableCpus();
+    // Remote workers keep many coalesced requests (up to max_request each) in flight; the
+    // local default would cap a batch at a few of them. memory_limit still bounds it.
+    if (remote) ctx.batch_bytes = std::max<uint64_t>(ctx.batch_bytes, 64ull << 20);
     ctx.queue_depth = options.queue_depth;
     ctx.memory_limit = options.memory_limit;
     return ctx;
@@ -81,16 +63,35 @@ struct Array::Impl {
 Array::Array(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Array::~Array() = default;
 
-Result<std::unique_ptr<Array>> Array::Open(const std::string& path, const OpenOptions& options) {
-  // Parsing builds std containers: bad_alloc becomes kResourceExhausted here too.
-  auto open = [&]() -> Result<std::unique_ptr<Array>> {
-    if (options.threads < 0) return Status::InvalidArgument("threads must be >= 0");
-    if (options.queue_depth == 0 || options.queue_depth > 4096) {
-      return Status::InvalidArgument("queue_depth must be in 1..4096");
-    }
-    if (options.max_request == 0) return Status::InvalidArgument("max_request must be > 0");
-    LSIO_ASSIGN_OR_RETURN(IoMode mode, ParseIoMode(options.io));
+namespace {
 
+Status CheckOptions(const OpenOptions& options) {
+  if (options.threads < 0) return Status::InvalidArgument("threads must be >= 0");
+  if (options.queue_depth == 0 || options.queue_depth > 4096) {
+    return Status::InvalidArgument("queue_depth must be in 1..4096");
+  }
+  if (options.max_request == 0) return Status::InvalidArgument("max_request must be > 0");
+  return Status::Ok();
+}
+
+// Parsing builds std containers: bad_alloc becomes kResourceExhausted here too.
+template <typename F>
+Result<std::unique_ptr<Array>> CatchOpen(const std::string& location, F&& open) {
+  try {
+    return open();
+  } catch (const std::bad_alloc&) {
+    return Status::ResourceExhausted("cannot allocate memory to open the array (std::bad_alloc)").WithPath(location);
+  } catch (const std::length_error& e) {
+    return Status::ResourceExhausted(std::string("cannot allocate memory to open the array: ") + e.what()).WithPath(location);
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Array>> Array::Open(const std::string& path, const OpenOptions& options) {
+  return CatchOpen(path, [&]() -> Result<std::unique_ptr<Array>> {
+    LSIO_RETURN_IF_ERROR(CheckOptions(options));
+    LSIO_ASSIGN_OR_RETURN(IoMode mode, ParseIoMode(options.io));
     std::string root = path;
     while (root.size() > 1 && root.back() == '/') root.pop_back();
     struct stat st;
@@ -98,10 +99,23 @@ Result<std::unique_ptr<Array>> Array::Open(const std::string& path, const OpenOp
     if (!S_ISDIR(st.st_mode)) {
       return Status::InvalidFormat("not a Zarr array directory (expected a directory holding zarr.json)").WithPath(root);
     }
-    // Metadata comes through the store (local today, remote later), never open/pread here.
-    LocalStore store(root);
-    const std::string meta_path = store.Location("zarr.json");
-    auto read = store.ReadAll("zarr.json", kMaxMetadataBytes);
+    LocalStoreOptions so;
+    so.mode = mode;
+    so.queue_depth = options.queue_depth;
+    so.direct = options.direct;
+    return Open(std::make_shared<LocalStore>(root, so), root, options);
+  });
+}
+
+Result<std::unique_ptr<Array>> Array::Open(std::shared_ptr<Store> store, const std::string& location,
+                                           const OpenOptions& options) {
+  return CatchOpen(location, [&]() -> Result<std::unique_ptr<Array>> {
+    LSIO_RETURN_IF_ERROR(CheckOptions(options));
+    std::string root = location;
+    while (root.size() > 1 && root.back() == '/') root.pop_back();
+    // Metadata comes through the store, never open/pread here.
+    const std::string meta_path = store->Location("zarr.json");
+    auto read = store->ReadAll("zarr.json", kMaxMetadataBytes);
     if (!read.ok()) {
       // The store's only kInvalidFormat is "larger than max_bytes" (store.h): say what it was.
       if (read.status().code() == StatusCode::kInvalidFormat) {
@@ -112,7 +126,7 @@ Result<std::unique_ptr<Array>> Array::Open(const std::string& path, const OpenOp
     if (!read.value().has_value()) {
       // Only whether .zarray exists matters (for the message), so Stat, not ReadAll; an error
       // probing it (unreadable, a directory) counts as present, as before.
-      auto v2 = store.Stat(".zarray");
+      auto v2 = store->Stat(".zarray");
       if (!v2.ok() || v2.value().found) {
         return Status::Unimplemented("Zarr format 2 arrays (.zarray) are not supported by lsio yet").WithPath(root);
       }
@@ -122,7 +136,7 @@ Result<std::unique_ptr<Array>> Array::Open(const std::string& path, const OpenOp
     auto parsed = ParseArrayMetadata(text);
     if (!parsed.ok()) return Status(parsed.status()).WithPath(meta_path);
 
-    auto impl = std::make_unique<Impl>(options, mode);
+    auto impl = std::make_unique<Impl>(options, std::move(store));
     impl->meta = std::move(parsed).value();
     const ArrayMetadata& m = impl->meta;
 
@@ -142,23 +156,13 @@ Result<std::unique_ptr<Array>> Array::Open(const std::string& path, const OpenOp
     info.dimension_names = m.dimension_names;
     info.codecs = m.codecs_description;
     return std::unique_ptr<Array>(new Array(std::move(impl)));
-  };
-  try {
-    return open();
-  } catch (const std::bad_alloc&) {
-    return Status::ResourceExhausted("cannot allocate memory to open the array (std::bad_alloc)").WithPath(path);
-  } catch (const std::length_error& e) {
-    return Status::ResourceExhausted(std::string("cannot allocate memory to open the array: ") + e.what()).WithPath(path);
-  }
+  });
 }
 
 const ArrayInfo& Array::info() const { return impl_->info; }
 const OpenOptions& Array::options() const { return impl_->options; }
 
-Result<std::string> Array::BackendName() {
-  LSIO_ASSIGN_OR_RETURN(IoBackend * b, impl_->Backend());
-  return std::string(b->name());
-}
+Result<std::string> Array::BackendName() { return impl_->store->TransportName(); }
 
 // The facade is the boundary of "no exceptions below bindings": planning and resolving run on
 // the calling thread and build std containers, so std::bad_alloc (or length_error for an
@@ -299,7 +303,7 @@ Status Array::ReadOuter(const OuterSelection& sel, const std::function<bool()>& 
 void Array::Close() {
   // Only this process's state: a forked child's slots are rebuilt on first use anyway.
   if (IndexCache* c = impl_->index_cache.Peek()) c->Clear();
-  ProcessFileCache().DropPrefix(impl_->layout.root);
+  impl_->store->Close();
 }
 
 Result<std::vector<int64_t>> Array::StoredChunkBytes() {

@@ -37,6 +37,8 @@
 
 namespace lsio {
 
+class Store;  // cpp/src/store/store.h: where an array's objects are read from
+
 /// Per-call element transform: the output holds `in * scale + offset` as `out_type`
 /// ("float32" or "float64"), computed while each chunk is still in cache.
 struct ElementTransform {
@@ -70,6 +72,11 @@ class Array {
   /// Fails with kInvalidFormat / kUnimplemented (metadata), kIoError (cannot read it),
   /// kInvalidArgument (bad options).
   static Result<std::unique_ptr<Array>> Open(const std::string& path, const OpenOptions& options);
+  /// Opens the array at the root of `store` (a remote store: store/http_store.h).
+  /// `location` names the array in info().path and messages (a URL without secrets).
+  /// options.io, queue_depth and direct concern local files and are ignored here.
+  static Result<std::unique_ptr<Array>> Open(std::shared_ptr<Store> store, const std::string& location,
+                                             const OpenOptions& options);
 
   const ArrayInfo& info() const;
   const OpenOptions& options() const;
@@ -117,8 +124,9 @@ class Array {
   /// its shard index cache. The Array stays usable; a later read opens files afresh.
   void Close();
 
-  /// Name of the I/O backend reads use ("pread", "uring", "uring+nowait"); decides it on
-  /// first call. Fails with kUnavailable when io="uring" cannot work here.
+  /// Name of the I/O backend reads use ("pread", "uring", "uring+nowait"; "http" for remote
+  /// stores); decides it on first call. Fails with kUnavailable when io="uring" cannot work
+  /// here.
   Result<std::string> BackendName();
 
  private:

@@ -4,6 +4,7 @@
 #include <cxxabi.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -12,6 +13,7 @@
 #include <mutex>
 
 #include "codec/codec.h"
+#include "io/file_cache.h"  // kDirectAlignment
 #include "util/aligned_buffer.h"
 #include "util/process_local.h"
 #include "util/strided_copy.h"
@@ -29,14 +31,12 @@ AlignedBuffer& ThreadIoArena() {
   return arena;
 }
 
-std::string ShardPath(const ArrayLayout& l, const int64_t* coords) {
-  return l.root + ChunkKey(l.keys, coords, l.ndim());
-}
+std::string ObjectKey(const ArrayLayout& l, const int64_t* coords) { return ChunkKey(l.keys, coords, l.ndim()); }
 
 // O_DIRECT wants block-aligned offsets, lengths and buffers: widen the read to
 // kDirectAlignment boundaries. The bytes wanted then start at dst + (offset - r.offset), and
 // end-of-file after them is fine (the widened end may lie past the end of the file).
-void WidenForDirect(ReadRequest* r) {
+void WidenForDirect(RangeRead* r) {
   const uint64_t end = r->offset + r->length;
   const uint64_t a = r->offset & ~(kDirectAlignment - 1);
   const uint64_t e = (end + kDirectAlignment - 1) & ~(kDirectAlignment - 1);
@@ -68,64 +68,115 @@ Status CheckStoredSize(const ArrayLayout& l, const Plan& plan, const ChunkTask& 
 Status Resolve(const ReadContext& ctx, uint32_t first, uint32_t last, Plan* plan,
                std::vector<ShardIndexPtr>* shard_index_io, std::vector<int32_t>* shard_file_io) {
   const ArrayLayout& l = *ctx.layout;
-  FileCache& files = *ctx.files;
+  Store& store = *ctx.store;
   const int nd = l.ndim();
 
-  auto add_file = [plan](std::string path, FileRef ref) {
-    plan->files.push_back(std::move(path));
+  auto add_file = [plan](std::string location, ObjectRef ref) {
+    plan->files.push_back(std::move(location));
     plan->file_refs.push_back(std::move(ref));
     return static_cast<int32_t>(plan->files.size() - 1);
   };
 
   if (!l.sharded) {
+    std::vector<uint32_t> unsized;  // tasks whose object size the store learns by reading it
     for (uint32_t i = first; i < last; ++i) {
       ChunkTask& t = plan->tasks[i];
-      std::string path = ShardPath(l, plan->coords.data() + t.coords);
-      auto ref = files.Open(path, ctx.direct);
+      const std::string key = ObjectKey(l, plan->coords.data() + t.coords);
+      auto ref = store.Open(key);
       if (!ref.ok()) return Status(ref.status()).WithChunk(TaskCoords(*plan, t));
       if (ref.value() == nullptr) {
         t.missing = true;
         continue;
       }
+      const bool sized = ref.value()->size_known;
       t.offset = 0;
       t.nbytes = ref.value()->size;
-      t.file = add_file(std::move(path), ref.value());
-      LSIO_RETURN_IF_ERROR(CheckStoredSize(l, *plan, t));
+      t.file = add_file(store.Location(key), std::move(ref).value());
+      if (sized) LSIO_RETURN_IF_ERROR(CheckStoredSize(l, *plan, t));
+      else unsized.push_back(i);
     }
-    return Status::Ok();
+    if (unsized.empty()) return Status::Ok();
+    // Whole-object reads, all in flight at once; the bytes stay with the object (resident)
+    // and the workers decode from there.
+    std::vector<RangeRead> reads(unsized.size());
+    for (size_t k = 0; k < unsized.size(); ++k) {
+      reads[k].object = plan->file_refs[static_cast<size_t>(plan->tasks[unsized[k]].file)].get();
+      reads[k].kind = ReadKind::kWhole;
+    }
+    Status first_error;
+    store.Read(reads, [&](size_t k) {
+      ChunkTask& t = plan->tasks[unsized[k]];
+      RangeRead& r = reads[k];
+      if (!first_error.ok()) return;
+      if (!r.status.ok()) {
+        first_error = Status(r.status).WithPath(plan->files[static_cast<size_t>(t.file)]).WithChunk(TaskCoords(*plan, t));
+        return;
+      }
+      if (r.missing) {
+        t.missing = true;
+        return;
+      }
+      StoreObject& obj = *r.object;
+      obj.resident = std::make_shared<const std::string>(std::move(r.body));
+      obj.size = obj.resident->size();
+      obj.size_known = true;
+      t.nbytes = obj.size;
+      first_error = CheckStoredSize(l, *plan, t);
+    }, ctx.interrupted);
+    return first_error;
   }
 
   // Sharded: one index per shard touched in this wave; misses are read in one batch.
   std::vector<ShardIndexPtr>& index = *shard_index_io;
   std::vector<int32_t>& shard_file = *shard_file_io;
-  std::vector<ReadRequest> reqs;
+  std::vector<RangeRead> reqs;
   std::vector<size_t> req_shard;
   for (uint32_t i = first; i < last; ++i) {
     const size_t s = static_cast<size_t>(plan->tasks[i].shard);
     if (shard_file[s] != -2 && (shard_file[s] == -1 || plan->file_refs[static_cast<size_t>(shard_file[s])])) continue;
     const int64_t* sc = plan->shard_coords.data() + s * static_cast<size_t>(nd);
-    std::string path = ShardPath(l, sc);
-    auto ref = files.Open(path, ctx.direct);
+    const std::string key = ObjectKey(l, sc);
+    auto ref = store.Open(key);
     if (!ref.ok()) return ref.status();
     if (ref.value() == nullptr) {  // absent shard: all fill
       shard_file[s] = -1;
       continue;
     }
-    const FileRef& f = ref.value();
-    shard_file[s] = add_file(std::move(path), f);
-    // Always through the cache, which checks that the index was decoded from this very
-    // file (a shard reopened in a later wave may have been rewritten meanwhile).
-    index[s] = ctx.index_cache->Find(plan->shard_ids[s], f->id);
-    if (index[s]) continue;
-    if (f->size < l.shard.index_size) {
-      return Status::DataLoss("shard is " + std::to_string(f->size) + " bytes, shorter than its " +
-                              std::to_string(l.shard.index_size) + "-byte index")
-          .WithPath(plan->files[static_cast<size_t>(shard_file[s])]);
-    }
-    ReadRequest r;
-    r.fd = f->fd;
-    r.offset = l.shard.IndexOffset(f->size);
+    StoreObject& f = *ref.value();
+    shard_file[s] = add_file(store.Location(key), std::move(ref).value());
+    RangeRead r;
+    r.object = &f;
     r.length = l.shard.index_size;
+    if (f.size_known) {
+      // Always through the cache, which checks that the index was decoded from this very
+      // version (a shard reopened in a later wave may have been rewritten meanwhile).
+      index[s] = ctx.index_cache->Find(plan->shard_ids[s], f.version);
+      if (index[s]) continue;
+      if (f.size < l.shard.index_size) {
+        return Status::DataLoss("shard is " + std::to_string(f.size) + " bytes, shorter than its " +
+                                std::to_string(l.shard.index_size) + "-byte index")
+            .WithPath(plan->files[static_cast<size_t>(shard_file[s])]);
+      }
+      r.kind = ReadKind::kRange;
+      r.offset = l.shard.IndexOffset(f.size);
+    } else {
+      // The store learns size and version only by reading: take a cached index with the
+      // version it came from (chunk reads are pinned to it), else read the index with a
+      // suffix (or prefix) range, which tells both.
+      if (auto hit = ctx.index_cache->FindAny(plan->shard_ids[s])) {
+        f.version = hit->version;
+        f.size = hit->object_size;
+        f.size_known = true;
+        index[s] = hit->index;
+        continue;
+      }
+      if (l.shard.index_at_end) {
+        r.kind = ReadKind::kSuffix;
+      } else {
+        r.kind = ReadKind::kRange;
+        r.offset = 0;
+      }
+    }
     reqs.push_back(r);
     req_shard.push_back(s);
   }
@@ -133,7 +184,7 @@ Status Resolve(const ReadContext& ctx, uint32_t first, uint32_t last, Plan* plan
     std::vector<AlignedBuffer> req_bufs(reqs.size());
     std::vector<uint64_t> req_skip(reqs.size(), 0);  // index bytes start here in the buffer
     for (size_t i = 0; i < reqs.size(); ++i) {
-      if (plan->file_refs[static_cast<size_t>(shard_file[req_shard[i]])]->direct) {
+      if (reqs[i].object->direct) {
         const uint64_t want = reqs[i].offset;
         WidenForDirect(&reqs[i]);
         req_skip[i] = want - reqs[i].offset;
@@ -142,23 +193,36 @@ Status Resolve(const ReadContext& ctx, uint32_t first, uint32_t last, Plan* plan
       reqs[i].dst = req_bufs[i].data();
     }
     Status first_error;
-    ctx.backend->Read(reqs, [&](size_t i) {
+    store.Read(reqs, [&](size_t i) {
       if (!first_error.ok()) return;
       const size_t s = req_shard[i];
       const size_t fi = static_cast<size_t>(shard_file[s]);
-      if (!reqs[i].status.ok()) {
-        first_error = Status(reqs[i].status).WithPath(plan->files[fi]);
+      const RangeRead& r = reqs[i];
+      if (!r.status.ok()) {
+        first_error = Status(r.status).WithPath(plan->files[fi]);
         return;
       }
+      if (r.missing) {  // absent shard (a remote store learns it here)
+        shard_file[s] = -1;
+        return;
+      }
+      const StoreObject& obj = *r.object;
+      if (!obj.size_known || obj.size < l.shard.index_size || r.transferred < req_skip[i] + l.shard.index_size) {
+        first_error = Status::DataLoss("shard is " + std::to_string(obj.size) + " bytes, shorter than its " +
+                                       std::to_string(l.shard.index_size) + "-byte index")
+                          .WithPath(plan->files[fi]);
+        return;
+      }
+      const uint64_t index_offset = l.shard.IndexOffset(obj.size);
       const std::span<const uint8_t> bytes(req_bufs[i].data() + req_skip[i], l.shard.index_size);
-      auto decoded = DecodeShardIndex(bytes, l.shard, plan->file_refs[fi]->size);
+      auto decoded = DecodeShardIndex(bytes, l.shard, obj.size);
       if (!decoded.ok()) {
-        first_error = Status(decoded.status()).WithPath(plan->files[fi]).WithRange(reqs[i].offset + req_skip[i], l.shard.index_size);
+        first_error = Status(decoded.status()).WithPath(plan->files[fi]).WithRange(index_offset, l.shard.index_size);
         return;
       }
       index[s] = std::make_shared<const std::vector<ShardIndexEntry>>(std::move(decoded).value());
-      ctx.index_cache->Insert(plan->shard_ids[s], index[s], plan->file_refs[fi]->id);
-    });
+      ctx.index_cache->Insert(plan->shard_ids[s], index[s], obj.version, obj.size);
+    }, ctx.interrupted);
     if (!first_error.ok()) return first_error;
   }
   for (uint32_t i = first; i < last; ++i) {
@@ -185,6 +249,7 @@ Status Resolve(const ReadContext& ctx, uint32_t first, uint32_t last, Plan* plan
 struct CallState {
   const ReadContext* ctx;
   const Plan* plan;
+  StoreTraits traits;  // the store's, read once per call
   uint64_t batch_bytes = 0;  // read buffer per worker batch (may be below ctx->batch_bytes)
   const std::vector<uint8_t>* fill = nullptr;  // fill element in the output's type
   int workers = 1;                             // threads working on this wave
@@ -371,20 +436,35 @@ void WorkerLoopBody(CallState& cs) {
   const ReadContext& ctx = *cs.ctx;
   const Plan& plan = *cs.plan;
   const size_t n = plan.units.size();
-  std::vector<ReadRequest> reqs;
+  std::vector<RangeRead> reqs;
   std::vector<size_t> req_unit;
+  const StoreTraits& traits = cs.traits;
+  const size_t workers = static_cast<size_t>(std::max(1, cs.workers));
   // pread reads one unit at a time. io_uring wants several reads in flight, but a batch must
   // not swallow the whole call: a worker that grabs every unit leaves the others idle (seen
   // as threads=2 running no faster than 1), so batches are capped at a quarter of each
-  // worker's share.
-  const size_t share = std::max<size_t>(1, n / (4 * static_cast<size_t>(std::max(1, cs.workers))));
-  const size_t max_batch = std::string(ctx.backend->name()) == "pread" ? 1 : std::min<size_t>(std::max(1u, ctx.queue_depth), share);
-  // A batch whose reads were all served inline from the page cache (ReadRequest::inline_hit)
-  // gains nothing from claiming several units at once and leaves the other workers idle at
-  // the end of the call (W1 hot: 10% behind pread). So a worker claims one unit at a time
-  // while its reads hit the page cache, and full batches once one does not (backends
-  // without inline hits switch after their first unit).
-  size_t batch_limit = 1;
+  // worker's share. A remote store is the opposite: each request waits a first-byte latency
+  // (~20 ms on S3), so a worker puts its whole share in flight at once.
+  const size_t share = traits.remote ? (n + workers - 1) / workers : std::max<size_t>(1, n / (4 * workers));
+  const size_t max_batch = traits.one_at_a_time ? 1 : std::min<size_t>(std::max(1u, traits.max_in_flight), std::max<size_t>(1, share));
+  // A batch whose reads were all served inline from the page cache (inline_hit) gains
+  // nothing from claiming several units at once and leaves the other workers idle at the end
+  // of the call (W1 hot: 10% behind pread). So a worker claims one unit at a time while its
+  // reads hit the page cache, and full batches once one does not (stores without inline
+  // hits switch after their first unit; remote stores start wide).
+  size_t batch_limit = traits.remote ? max_batch : 1;
+
+  auto decode_unit = [&](const IoUnit& unit, const uint8_t* base, uint64_t base_offset) {
+    for (uint32_t k = 0; k < unit.num_tasks; ++k) {
+      const ChunkTask& t = plan.tasks[plan.unit_tasks[unit.first_task + k]];
+      std::span<const uint8_t> bytes(base + (t.offset - base_offset), t.nbytes);
+      Status st = DecodeTask(cs, t, bytes);
+      if (!st.ok()) {
+        cs.Fail(WithContext(std::move(st), plan, t));
+        return;
+      }
+    }
+  };
 
   // Built once per call: a std::function per batch would allocate (its captures exceed the
   // small-buffer size), and batches are single units while reads hit the page cache.
@@ -393,24 +473,16 @@ void WorkerLoopBody(CallState& cs) {
     // through lsio on this thread, and this thread's arena, scratch and ring are live here.
     if (cs.failed.load(std::memory_order_relaxed)) return;
     const IoUnit& unit = plan.units[req_unit[i]];
-    const ReadRequest& r = reqs[i];
-    if (!r.status.ok()) {
+    const RangeRead& r = reqs[i];
+    if (!r.status.ok() || r.missing) {
       const ChunkTask& t0 = plan.tasks[plan.unit_tasks[unit.first_task]];
-      Status st = r.status;
+      Status st = r.status.ok() ? Status::IoError("object disappeared since its index was read", ESTALE) : r.status;
       st.WithPath(plan.files[static_cast<size_t>(unit.file)]);
       if (unit.num_tasks == 1) st.WithChunk(TaskCoords(plan, t0));
       cs.Fail(std::move(st));
       return;
     }
-    for (uint32_t k = 0; k < unit.num_tasks; ++k) {
-      const ChunkTask& t = plan.tasks[plan.unit_tasks[unit.first_task + k]];
-      std::span<const uint8_t> bytes(r.dst + (t.offset - r.offset), t.nbytes);
-      Status st = DecodeTask(cs, t, bytes);
-      if (!st.ok()) {
-        cs.Fail(WithContext(std::move(st), plan, t));
-        return;
-      }
-    }
+    decode_unit(unit, r.dst, r.offset);
   };
 
   // Between batches this thread holds no arena, scratch or ring state: the one place
@@ -427,12 +499,26 @@ void WorkerLoopBody(CallState& cs) {
         for (uint32_t k = 0; k < unit.num_tasks; ++k) Fill(cs, plan.tasks[plan.unit_tasks[unit.first_task + k]]);
         continue;
       }
-      const OpenFile& file = *plan.file_refs[static_cast<size_t>(unit.file)];
-      ReadRequest r;
-      r.fd = file.fd;
+      StoreObject& file = *plan.file_refs[static_cast<size_t>(unit.file)];
+      if (file.resident) {  // fetched whole while resolving
+        if (unit.offset + unit.length > file.resident->size()) {
+          cs.Fail(Status::Internal("unit outside its resident object").WithPath(plan.files[static_cast<size_t>(unit.file)]));
+          break;
+        }
+        const uint8_t* bytes = reinterpret_cast<const uint8_t*>(file.resident->data()) + unit.offset;
+        if (unit.dst != nullptr) {  // uncompressed, straight into the output as a read would
+          std::memcpy(unit.dst, bytes, unit.length);
+          bytes = unit.dst;
+        }
+        decode_unit(unit, bytes, unit.offset);
+        continue;
+      }
+      RangeRead r;
+      r.object = &file;
       r.offset = unit.offset;
       r.length = unit.length;
       r.dst = unit.dst;  // null: placed in the arena below
+      r.pin_version = true;
       if (file.direct) {
         // Aligned reads land in the arena; uncompressed chunks are copied out from there.
         WidenForDirect(&r);
@@ -452,16 +538,18 @@ void WorkerLoopBody(CallState& cs) {
       return;
     }
     uint64_t at = 0;
-    for (ReadRequest& r : reqs) {
+    for (RangeRead& r : reqs) {
       if (r.dst == nullptr) {
         if (r.min_length != 0) at = (at + kDirectAlignment - 1) & ~(kDirectAlignment - 1);
         r.dst = arena.data() + at;
         at += r.length;
       }
     }
-    ctx.backend->Read(reqs, on_done);
+    // Remote reads wait on the network: let a failure elsewhere (or Ctrl-C on the calling
+    // thread) end them early.
+    ctx.store->Read(reqs, on_done, [&cs] { return cs.failed.load(std::memory_order_relaxed); });
     bool all_hits = true;
-    for (const ReadRequest& r : reqs) all_hits &= r.inline_hit || r.length == 0;
+    for (const RangeRead& r : reqs) all_hits &= r.inline_hit || r.length == 0;
     batch_limit = all_hits ? 1 : max_batch;
   }
 }
@@ -535,18 +623,18 @@ Status FitMemory(const ReadContext& ctx, const Plan& plan, int* workers, uint64_
 // shard is rarely opened twice.
 class WaveResolver {
  public:
-  WaveResolver(const ReadContext& ctx, Plan* plan)
+  WaveResolver(const ReadContext& ctx, Plan* plan, const StoreTraits& traits)
       : ctx_(ctx),
         plan_(plan),
-        budget_(std::max<size_t>(4, ctx.files->capacity() / 2)),
+        budget_(std::max<size_t>(4, traits.open_budget)),
         shard_index_(plan->shard_ids.size()),
         shard_file_(plan->shard_ids.size(), -2),
         shard_wave_(plan->shard_ids.size(), UINT32_MAX) {}
 
   /// Resolves the next wave into [*first, *last); false when every task is done.
   Result<bool> Next(uint32_t* first, uint32_t* last) {
-    // Release the previous wave's descriptors (the FileCache may keep some of them).
-    for (FileRef& f : plan_->file_refs) f.reset();
+    // Release the previous wave's objects (a local store's cache may keep descriptors).
+    for (ObjectRef& f : plan_->file_refs) f.reset();
     if (next_ >= plan_->tasks.size()) return false;
     const bool sharded = ctx_.layout->sharded;
     uint32_t end = next_;
@@ -623,7 +711,8 @@ namespace {
 
 Status RunPlan(const ReadContext& ctx, Plan& plan) {
   const ArrayLayout& l = *ctx.layout;
-  WaveResolver waves(ctx, &plan);
+  const StoreTraits traits = ctx.store->traits();
+  WaveResolver waves(ctx, &plan, traits);
   const int max_workers = std::max(1, ctx.threads);
   // The fill element as the output stores it.
   std::vector<uint8_t> fill = l.fill;
@@ -656,6 +745,7 @@ Status RunPlan(const ReadContext& ctx, Plan& plan) {
     CallState cs;
     cs.ctx = &ctx;
     cs.plan = &plan;
+    cs.traits = traits;
     cs.fill = &fill;
     int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(max_workers), plan.units.size()));
     LSIO_RETURN_IF_ERROR(FitMemory(ctx, plan, &workers, &cs.batch_bytes));
@@ -693,7 +783,7 @@ Status SurveyChunks(const ReadContext& ctx, std::vector<int64_t>* nbytes) {
   Plan plan;
   LSIO_RETURN_IF_ERROR(BuildTasks(l, std::vector<Selection>{all}, std::vector<DstView>{none}, &plan));
   nbytes->assign(plan.tasks.size(), -1);
-  WaveResolver waves(ctx, &plan);
+  WaveResolver waves(ctx, &plan, ctx.store->traits());
   uint32_t first = 0;
   uint32_t last = 0;
   for (;;) {

@@ -1,26 +1,31 @@
 // The executor: runs one read call from selections to filled output.
 //
 // Usage (from the facade, GIL released):
-//   ReadContext ctx{layout, backend, index_cache, options};
+//   ReadContext ctx{layout, store, index_cache, options};
 //   Status st = ExecuteRead(ctx, box_batch);       // or an OuterSelection
 //
 // Steps:
 //   0. With ctx.memory_limit set, the planner's upper bound of the plan's bytes (computed
 //      without allocating) must fit, else kResourceExhausted before anything is allocated.
 //   1. BuildTasks (planner): selections -> deduplicated chunk tasks.
-//   2. Resolve: shard indexes from the IndexCache; all misses are read in ONE batched
-//      backend call on the calling thread, decoded and validated, then cached. Chunk files
-//      of unsharded arrays are opened through the FileCache. Absent shards and chunks and
-//      missing index entries become fills.
+//   2. Resolve: shard objects are opened through the store (store/store.h); indexes come
+//      from the IndexCache, and all misses are read in ONE batched store call on the
+//      calling thread (a suffix read where the size is not known yet: remote stores learn
+//      size and version from it, no HEAD), decoded and validated, then cached. Chunk
+//      objects of unsharded arrays are opened too; a store that cannot tell their size
+//      without a request (remote) reads them whole in one batch here. Absent shards and
+//      chunks and missing index entries become fills.
 //   3. Coalesce (planner): tasks -> I/O units.
 //   4. Run: the calling thread and up to threads-1 pool threads pull batches of units from
 //      one atomic counter. Each worker reads its batch with the backend (several reads in
 //      flight with io_uring) and decodes each chunk as soon as its read completes, on the
 //      same core, straight into the output when the layout allows, else through a
 //      per-thread scratch buffer and a strided copy. Fills write the fill pattern in place.
-// Steps 2-4 run in waves when a call touches more files than half the FileCache's
-// current capacity, so one call never holds more descriptors than that (tasks of one shard are
-// mostly adjacent, so a shard is rarely opened twice). Before each wave the executor fits
+//      Remote stores (StoreTraits::remote) get wide batches (many requests in flight per
+//      worker) and chunk reads pinned to the version their index was read from.
+// Steps 2-4 run in waves when a call touches more objects than the store's open budget
+// (local: half the descriptor cache's capacity), so one call never holds more descriptors
+// than that (tasks of one shard are mostly adjacent, so a shard is rarely opened twice). Before each wave the executor fits
 // its workers and read batches into ctx.memory_limit, or fails before reading.
 // With a transform (ctx.convert), every chunk goes through scratch and is converted while
 // scattered; fills are converted once.
@@ -37,21 +42,18 @@
 #include <functional>
 #include <vector>
 
-#include "io/file_cache.h"
-#include "io/io_backend.h"
 #include "lsio/box.h"
 #include "read/convert.h"
 #include "read/index_cache.h"
 #include "read/planner.h"
+#include "store/store.h"
 
 namespace lsio {
 
 struct ReadContext {
   const ArrayLayout* layout = nullptr;
-  IoBackend* backend = nullptr;
+  Store* store = nullptr;       ///< where the array's objects are read from
   IndexCache* index_cache = nullptr;
-  FileCache* files = nullptr;   ///< usually ProcessFileCache()
-  bool direct = false;          ///< open files O_DIRECT where the file system allows it
   PlanOptions plan;
   int threads = 1;             ///< total workers including the calling thread
   unsigned queue_depth = 64;   ///< reads in flight per worker

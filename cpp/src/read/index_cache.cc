@@ -1,6 +1,8 @@
 // IndexCache implementation.
 #include "read/index_cache.h"
 
+#include <utility>
+
 namespace lsio {
 namespace {
 uint64_t Cost(const ShardIndexPtr& p) { return 64 + p->size() * sizeof(ShardIndexEntry); }
@@ -12,11 +14,20 @@ void IndexCache::EraseLocked(std::unordered_map<uint64_t, Lru::iterator>::iterat
   map_.erase(it);
 }
 
-ShardIndexPtr IndexCache::Find(uint64_t shard_id, const FileIdentity& file) {
+std::optional<IndexCache::Hit> IndexCache::FindAny(uint64_t shard_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = map_.find(shard_id);
+  if (it == map_.end()) return std::nullopt;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  const Entry& e = *it->second;
+  return Hit{e.index, e.version, e.object_size};
+}
+
+ShardIndexPtr IndexCache::Find(uint64_t shard_id, const std::string& version) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = map_.find(shard_id);
   if (it == map_.end()) return nullptr;
-  if (!(it->second->file == file)) {  // decoded from another version of the shard file
+  if (it->second->version != version) {  // decoded from another version of the shard
     EraseLocked(it);
     return nullptr;
   }
@@ -24,13 +35,13 @@ ShardIndexPtr IndexCache::Find(uint64_t shard_id, const FileIdentity& file) {
   return it->second->index;
 }
 
-void IndexCache::Insert(uint64_t shard_id, ShardIndexPtr index, const FileIdentity& file) {
+void IndexCache::Insert(uint64_t shard_id, ShardIndexPtr index, const std::string& version, uint64_t object_size) {
   const uint64_t cost = Cost(index);
   if (cost > capacity_) return;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = map_.find(shard_id);
   if (it != map_.end()) EraseLocked(it);
-  lru_.push_front(Entry{shard_id, std::move(index), file});
+  lru_.push_front(Entry{shard_id, std::move(index), version, object_size});
   try {  // list and map change together or not at all
     map_[shard_id] = lru_.begin();
   } catch (...) {

@@ -1,13 +1,16 @@
 // IndexCache: decoded shard indexes of one Array, LRU-bounded by bytes.
 //
 // Usage:
-//   auto idx = cache.Find(shard_id, file->id);          // nullptr on a miss
-//   cache.Insert(shard_id, decoded_entries, file->id);  // evicts LRU beyond capacity
-// Every index is tied to the identity of the file it was decoded from (device, inode,
-// size, mtime, ctime: io/file_cache.h). Find() with another identity is a miss and drops
-// the stale entry, so an index is never applied to a shard file that was rewritten,
-// replaced or re-created since (the cause of silent wrong data when a descriptor was
-// evicted and the path reopened onto a new file).
+//   auto idx = cache.Find(shard_id, obj->version);             // nullptr on a miss
+//   cache.Insert(shard_id, decoded_entries, obj->version, obj->size);  // evicts LRU
+//   auto hit = cache.FindAny(shard_id);   // remote stores: adopt hit->version and size
+// Every index is tied to the version of the object it was decoded from (local files:
+// device, inode, size, mtime, ctime; remote objects: the ETag). Find() with another version
+// is a miss and drops the stale entry, so an index is never applied to a shard file that
+// was rewritten, replaced or re-created since (the cause of silent wrong data when a
+// descriptor was evicted and the path reopened onto a new file). Remote stores cannot
+// learn a version without a request, so they take any cached entry (FindAny) and pin
+// their chunk reads to its version (If-Match): a changed object then fails, never mixes.
 // Missing shards are not cached (a shard may be written later).
 //
 // Thread-safety: all methods take an internal lock; values are immutable shared_ptrs, so a
@@ -22,7 +25,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "io/file_cache.h"
+#include <optional>
+#include <string>
+
 #include "zarr/shard_index.h"
 
 namespace lsio {
@@ -33,9 +38,16 @@ class IndexCache {
  public:
   explicit IndexCache(uint64_t capacity_bytes) : capacity_(capacity_bytes) {}
 
-  /// The index of `shard_id` if it was decoded from the file `file` identifies, else nullptr.
-  ShardIndexPtr Find(uint64_t shard_id, const FileIdentity& file);
-  void Insert(uint64_t shard_id, ShardIndexPtr index, const FileIdentity& file);
+  struct Hit {
+    ShardIndexPtr index;
+    std::string version;
+    uint64_t object_size = 0;
+  };
+  /// The index of `shard_id` if it was decoded from version `version`, else nullptr.
+  ShardIndexPtr Find(uint64_t shard_id, const std::string& version);
+  /// The cached index of `shard_id` whatever its version, with that version.
+  std::optional<Hit> FindAny(uint64_t shard_id);
+  void Insert(uint64_t shard_id, ShardIndexPtr index, const std::string& version, uint64_t object_size);
   /// Drops every entry (Array::Close).
   void Clear();
   uint64_t bytes();
@@ -45,7 +57,8 @@ class IndexCache {
   struct Entry {
     uint64_t shard_id;
     ShardIndexPtr index;
-    FileIdentity file;
+    std::string version;
+    uint64_t object_size;
   };
   using Lru = std::list<Entry>;
   void EraseLocked(std::unordered_map<uint64_t, Lru::iterator>::iterator it);

@@ -37,9 +37,9 @@
 #include <vector>
 
 #include "codec/chain.h"
-#include "io/file_cache.h"
 #include "lsio/box.h"
 #include "lsio/status.h"
+#include "store/store.h"
 #include "zarr/chunk_key.h"
 #include "zarr/dtype.h"
 #include "zarr/layout.h"  // ArrayLayout and its builder
@@ -126,8 +126,8 @@ struct Plan {
   std::vector<int64_t> coords;
   std::vector<int64_t> shard_coords;     ///< ndim entries per shard touched
   std::vector<uint64_t> shard_ids;       ///< linear shard index per shard touched
-  std::vector<std::string> files;        ///< paths, indexed by ChunkTask::file
-  std::vector<FileRef> file_refs;        ///< parallel to files (nullptr: absent)
+  std::vector<std::string> files;        ///< locations (paths, URLs), indexed by ChunkTask::file
+  std::vector<ObjectRef> file_refs;      ///< parallel to files (nullptr: released)
   std::vector<IoUnit> units;
   std::vector<uint32_t> unit_tasks;
 };

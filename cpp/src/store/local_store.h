@@ -2,8 +2,13 @@
 //
 // Usage:
 //   1. LocalStore store(array_dir);                       // a trailing '/' is optional
+//      LocalStore store(array_dir, {.mode = IoMode::kPread, .direct = true});
 //   2. LSIO_ASSIGN_OR_RETURN(auto text, store.ReadAll("zarr.json", 64 << 20));
 //   3. store.Location("zarr.json") == array_dir + "/zarr.json" (the path errors carry).
+//   4. Range reads (store.h): Open(key) takes a descriptor from the process-wide FileCache
+//      (one descriptor budget for every Array; the file is revalidated by stat on each
+//      Open), and Read hands the ranges to the I/O backend (pread or io_uring, chosen once
+//      per process and store on first read: io/select_backend.h).
 //
 // Invariants: a key maps to root + key; only regular files are objects: a directory under a
 // key fails with kIoError (EISDIR), any other non-regular file (FIFO, socket, device) with
@@ -14,8 +19,11 @@
 // read once: caching them would only take descriptors from the chunk files); when the
 // process is out of descriptors it gives the process file cache's back and retries once.
 //
-// Thread-safety: immutable after construction; every method may run on any thread. Holds no
-// descriptors between calls, so fork() needs nothing from it.
+// Versions: "<dev>:<ino>:<size>:<mtime ns>:<ctime ns>" (FileVersion below), the same for
+// Stat and Open, so anything derived from a file's bytes can be keyed by it.
+//
+// Thread-safety: every method may run on any thread. Descriptors live in the process's
+// FileCache and the backend in a ProcessLocal slot, so a forked child builds its own.
 #pragma once
 
 #include <cstdint>
@@ -23,23 +31,54 @@
 #include <string>
 #include <string_view>
 
+#include "io/file_cache.h"
+#include "io/io_backend.h"
+#include "io/select_backend.h"
 #include "store/store.h"
+#include "util/process_local.h"
 
 namespace lsio {
 
+struct LocalStoreOptions {
+  IoMode mode = IoMode::kAuto;
+  unsigned queue_depth = 64;
+  bool direct = false;            ///< open descriptors O_DIRECT where the file system allows
+  FileCache* files = nullptr;     ///< nullptr: ProcessFileCache()
+  IoBackend* backend = nullptr;   ///< nullptr: one built from mode/queue_depth per process
+};
+
+/// The version string of a file identity (see the header comment).
+std::string FileVersion(const FileIdentity& id);
+
 class LocalStore final : public Store {
  public:
-  explicit LocalStore(std::string root);
+  explicit LocalStore(std::string root, LocalStoreOptions options = {});
+  ~LocalStore() override;
 
   Result<ObjectInfo> Stat(std::string_view key) override;
   Result<std::optional<std::string>> ReadAll(std::string_view key, uint64_t max_bytes) override;
   std::string Location(std::string_view key) const override;
+  Result<ObjectRef> Open(std::string_view key) override;
+  void Read(std::span<RangeRead> reads, const std::function<void(size_t)>& on_done,
+            const std::function<bool()>& cancelled = {}) override;
+  StoreTraits traits() override;
+  void Close() override;
+  Result<std::string> TransportName() override;
 
   /// The root directory, ending in '/'.
   const std::string& root() const { return root_; }
 
  private:
+  struct BackendSlot {
+    Status status;
+    std::unique_ptr<IoBackend> backend;
+  };
+  Result<IoBackend*> Backend();
+  FileCache& files() const { return options_.files != nullptr ? *options_.files : ProcessFileCache(); }
+
   std::string root_;
+  LocalStoreOptions options_;
+  ProcessLocal<BackendSlot> backend_;
 };
 
 }  // namespace lsio

@@ -1,17 +1,29 @@
 // Store: maps a key (a '/'-separated path relative to the store's root) to an object with a
 // size and a version, so the layers above read local files and remote objects alike.
 //
-// This is the first step of the L2 store layer: whole-object reads of small objects
-// (metadata). Batched range reads (incl. suffix ranges) and the descriptor budget move here
-// next; until then the read layer still reads chunk data through io/ directly.
+// Two kinds of access:
+//   - whole small objects (metadata): Stat, ReadAll;
+//   - batched byte-range reads for the executor: Open a key (an ObjectRef for the duration
+//     of a read call), then Read a span of RangeReads over opened objects, decoding each as
+//     it completes. The executor never learns which store it reads from.
 //
-// Usage:
-//   1. LocalStore store("/data/array");                 // or a remote store, later
+// Usage (metadata):
+//   1. LocalStore store("/data/array");                 // or HttpStore(config)
 //   2. LSIO_ASSIGN_OR_RETURN(ObjectInfo info, store.Stat("zarr.json"));
 //      if (!info.found) ...                              // missing is a value, not an error
 //   3. LSIO_ASSIGN_OR_RETURN(std::optional<std::string> text, store.ReadAll("zarr.json", 64 << 20));
 //      if (!text) ...                                    // missing
 //   4. Errors carry the object's full location (Status::path()), e.g. the file's path.
+//
+// Usage (range reads, see read/executor.cc):
+//   1. LSIO_ASSIGN_OR_RETURN(ObjectRef obj, store.Open("c/0/0"));
+//      obj == nullptr: known missing (local stores know at open). A remote store opens without
+//      I/O: size_known is false until the first read tells the size and version.
+//   2. RangeRead r; r.object = obj.get(); r.kind = ReadKind::kSuffix; r.length = n; r.dst = buf;
+//      store.Read(std::span(&r, 1), on_done, cancelled);
+//      on_done(i) runs on the calling thread as soon as read i finished (status, missing).
+//   3. After a read, obj->size / obj->version hold what the store learned; later reads with
+//      pin_version fail (kIoError, ESTALE) if the object is no longer that version.
 //
 // Invariants: "missing" (no object under the key) is never an error, and an error is never
 // reported as missing; a store never blocks on a non-regular object (a FIFO without a
@@ -23,7 +35,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -40,6 +55,59 @@ struct ObjectInfo {
   std::string version;
 };
 
+/// An object opened for range reads within one read call (a local file's descriptor, a
+/// remote object's URL). What the store learned about it (size, version) is filled in by
+/// Open (local) or by the first read (remote), on the thread that issued it; concurrent
+/// readers only read these fields afterwards.
+class StoreObject {
+ public:
+  virtual ~StoreObject() = default;
+  bool size_known = false;
+  uint64_t size = 0;
+  std::string version;  ///< empty until known; compared for equality only
+  bool direct = false;  ///< reads must be kDirectAlignment-aligned (local O_DIRECT)
+  /// The object's bytes when they were fetched whole (remote unsharded chunks): readers take
+  /// ranges from here instead of reading.
+  std::shared_ptr<const std::string> resident;
+};
+using ObjectRef = std::shared_ptr<StoreObject>;
+
+enum class ReadKind {
+  kRange,   ///< [offset, offset + length)
+  kSuffix,  ///< the last `length` bytes (all of them if the object is shorter)
+  kWhole,   ///< the whole object, into `body` (dst unused)
+};
+
+struct RangeRead {
+  // --- in ---
+  StoreObject* object = nullptr;
+  ReadKind kind = ReadKind::kRange;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  /// kRange: 0 = all `length` bytes must exist; else end-of-object after at least this many
+  /// bytes is success (aligned O_DIRECT reads may run past the end of a file).
+  uint64_t min_length = 0;
+  uint8_t* dst = nullptr;  ///< room for `length` bytes (kRange, kSuffix)
+  /// Fail with kIoError (ESTALE) "changed since its index was read" when the object is no
+  /// longer object->version (remote: If-Match). Local stores ignore it (they revalidate at
+  /// Open).
+  bool pin_version = false;
+  // --- out ---
+  Status status;
+  bool missing = false;      ///< no object under the key (status Ok)
+  uint64_t transferred = 0;  ///< bytes written to dst (kSuffix: min(length, size))
+  bool inline_hit = false;   ///< local: served from the page cache without queueing
+  std::string body;          ///< kWhole
+};
+
+/// What the executor tunes by (never which store it is).
+struct StoreTraits {
+  bool remote = false;          ///< high latency per request: batch wide, coalesce wide
+  bool one_at_a_time = false;   ///< a batch gains nothing over single reads (plain pread)
+  size_t open_budget = 64;      ///< objects one call may hold open at once
+  unsigned max_in_flight = 64;  ///< reads worth having in flight per worker
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -51,8 +119,27 @@ class Store {
   /// `max_bytes` fails with kInvalidFormat without being read.
   virtual Result<std::optional<std::string>> ReadAll(std::string_view key, uint64_t max_bytes) = 0;
 
-  /// Where `key` lives, as error messages name it (a file path, a URL).
+  /// Where `key` lives, as error messages name it (a file path, a URL; never secrets).
   virtual std::string Location(std::string_view key) const = 0;
+
+  /// Opens `key` for range reads (see above). Local: nullptr when missing.
+  virtual Result<ObjectRef> Open(std::string_view key) = 0;
+
+  /// Performs every read; returns when all are finished. Statuses name no location: the
+  /// caller adds Location(key) (and the chunk) as it knows them (also when on_done throws: the
+  /// exception propagates once nothing is in flight). `cancelled` is polled on the calling
+  /// thread by stores whose reads can wait long (remote); unfinished reads then end kCancelled.
+  virtual void Read(std::span<RangeRead> reads, const std::function<void(size_t)>& on_done,
+                    const std::function<bool()>& cancelled = {}) = 0;
+
+  virtual StoreTraits traits() = 0;
+
+  /// Drops what the store keeps for its objects in this process (cached descriptors,
+  /// connections are shared and stay).
+  virtual void Close() {}
+
+  /// The transport reads use, for reports ("pread", "uring", "http").
+  virtual Result<std::string> TransportName() = 0;
 };
 
 /// Checks that `key` is a relative key: non-empty, no leading '/', no empty, "." or ".."

@@ -20,6 +20,7 @@
 #include "io/file_cache.h"
 #include "io/io_backend.h"
 #include "read/index_cache.h"
+#include "store/local_store.h"
 #include "test_util.h"
 #include "zarr/metadata.h"
 
@@ -43,11 +44,14 @@ struct Store {
   std::function<bool()> interrupted;
 
   Status Read(const std::vector<Selection>& sels, const std::vector<DstView>& dsts) {
+    LocalStoreOptions so;
+    so.files = files.get();
+    so.backend = backend.get();
+    LocalStore store(layout.root, so);
     ReadContext ctx;
     ctx.layout = &layout;
-    ctx.backend = backend.get();
+    ctx.store = &store;
     ctx.index_cache = index.get();
-    ctx.files = files.get();
     ctx.threads = threads;
     ctx.interrupted = interrupted;
     return ExecuteRead(ctx, sels, dsts);
@@ -114,9 +118,9 @@ TEST(ExecutorTest, ShardIndexIsReadOnceThenServedFromTheCache) {
   // index (every inner chunk missing) under the file's identity, and the read returns fill.
   FileRef f = s->files->Open(path).value();
   ASSERT_NE(f, nullptr);
-  auto all_missing = std::make_shared<std::vector<ShardIndexEntry>>((*s->index->Find(0, f->id)).size());
+  auto all_missing = std::make_shared<std::vector<ShardIndexEntry>>((*s->index->Find(0, FileVersion(f->id))).size());
   for (ShardIndexEntry& e : *all_missing) e = ShardIndexEntry{UINT64_MAX, UINT64_MAX};
-  s->index->Insert(0, all_missing, f->id);
+  s->index->Insert(0, all_missing, FileVersion(f->id), f->size);
   std::fill(out.begin(), out.end(), 0xFFFF);
   Status again = s->Read({Box({0, 0}, {4, 4})}, {View(out.data(), {4, 4}, 2)});
   ASSERT_TRUE(again.ok()) << again.ToString();
