@@ -123,9 +123,12 @@ py::dict Info(const lsio::Array& a) {
 
 }  // namespace
 
+py::dict ArrayStats(const lsio::Array& a);  // remote.cc
+
 void BindArray(py::module_& m) {
   py::class_<lsio::Array>(m, "Array")
       .def("info", &Info)
+      .def("stats", &ArrayStats, "Counters of the array's store (requests, retries, bytes fetched and used).")
       .def("close", [](lsio::Array& a) { a.Close(); },
            "Drops this array's cached descriptors and shard indexes (the Array stays usable).")
       .def("backend_name",

@@ -10,6 +10,7 @@ namespace py = pybind11;
 namespace lsio_py {
 void BindArray(py::module_& m);
 void BindLimits(py::module_& m);  // limits.cc: private micro-benchmarks for benchmarks/python
+void BindRemote(py::module_& m);  // remote.cc: remote stores (S3, GCS, HTTP)
 }  // namespace lsio_py
 
 PYBIND11_MODULE(_core, m) {
@@ -19,6 +20,7 @@ PYBIND11_MODULE(_core, m) {
   // read on a daemon thread as the interpreter exits, re-taking the GIL in that destructor
   // would end the thread inside it: std::terminate. So look it up now, at import.
   (void)py::isinstance<py::array>(py::none());
+  lsio_py::BindRemote(m);  // first: open_remote returns an Array, RemoteStore is its argument
   lsio_py::BindArray(m);
   lsio_py::BindLimits(m);
   m.def("io_backend_info", [] {

@@ -162,6 +162,17 @@ Result<std::unique_ptr<Array>> Array::Open(std::shared_ptr<Store> store, const s
 const ArrayInfo& Array::info() const { return impl_->info; }
 const OpenOptions& Array::options() const { return impl_->options; }
 
+StoreCounters Array::Stats() const {
+  const StoreStats& s = impl_->store->stats();
+  StoreCounters c;
+  c.requests = s.requests.load(std::memory_order_relaxed);
+  c.retries = s.retries.load(std::memory_order_relaxed);
+  c.bytes_fetched = s.bytes_fetched.load(std::memory_order_relaxed);
+  c.bytes_used = s.bytes_used.load(std::memory_order_relaxed);
+  c.errors = s.errors.load(std::memory_order_relaxed);
+  return c;
+}
+
 Result<std::string> Array::BackendName() { return impl_->store->TransportName(); }
 
 // The facade is the boundary of "no exceptions below bindings": planning and resolving run on

@@ -33,6 +33,7 @@
 
 #include "lsio/box.h"
 #include "lsio/options.h"
+#include "lsio/remote.h"  // StoreCounters
 #include "lsio/status.h"
 
 namespace lsio {
@@ -124,6 +125,9 @@ class Array {
   /// its shard index cache. The Array stays usable; a later read opens files afresh.
   void Close();
 
+  /// Counters of the array's store (remote stores count requests, retries and bytes; local
+  /// ones report zeros).
+  StoreCounters Stats() const;
   /// Name of the I/O backend reads use ("pread", "uring", "uring+nowait"; "http" for remote
   /// stores); decides it on first call. Fails with kUnavailable when io="uring" cannot work
   /// here.

@@ -65,7 +65,7 @@ Status CheckStoredSize(const ArrayLayout& l, const Plan& plan, const ChunkTask& 
 
 // Step 2: fill in file/offset/nbytes/missing for tasks [first, last). `shard_index` and
 // `shard_file` are per plan shard and persist across waves (-2: not looked at yet).
-Status Resolve(const ReadContext& ctx, uint32_t first, uint32_t last, Plan* plan,
+Status Resolve(const ReadContext& ctx, bool remote, uint32_t first, uint32_t last, Plan* plan,
                std::vector<ShardIndexPtr>* shard_index_io, std::vector<int32_t>* shard_file_io) {
   const ArrayLayout& l = *ctx.layout;
   Store& store = *ctx.store;
@@ -221,6 +221,7 @@ Status Resolve(const ReadContext& ctx, uint32_t first, uint32_t last, Plan* plan
         return;
       }
       index[s] = std::make_shared<const std::vector<ShardIndexEntry>>(std::move(decoded).value());
+      if (remote) store.stats().bytes_used.fetch_add(l.shard.index_size, std::memory_order_relaxed);
       ctx.index_cache->Insert(plan->shard_ids[s], index[s], obj.version, obj.size);
     }, ctx.interrupted);
     if (!first_error.ok()) return first_error;
@@ -457,6 +458,7 @@ void WorkerLoopBody(CallState& cs) {
   auto decode_unit = [&](const IoUnit& unit, const uint8_t* base, uint64_t base_offset) {
     for (uint32_t k = 0; k < unit.num_tasks; ++k) {
       const ChunkTask& t = plan.tasks[plan.unit_tasks[unit.first_task + k]];
+      if (traits.remote) ctx.store->stats().bytes_used.fetch_add(t.nbytes, std::memory_order_relaxed);
       std::span<const uint8_t> bytes(base + (t.offset - base_offset), t.nbytes);
       Status st = DecodeTask(cs, t, bytes);
       if (!st.ok()) {
@@ -626,6 +628,7 @@ class WaveResolver {
   WaveResolver(const ReadContext& ctx, Plan* plan, const StoreTraits& traits)
       : ctx_(ctx),
         plan_(plan),
+        remote_(traits.remote),
         budget_(std::max<size_t>(4, traits.open_budget)),
         shard_index_(plan->shard_ids.size()),
         shard_file_(plan->shard_ids.size(), -2),
@@ -650,7 +653,7 @@ class WaveResolver {
       }
       ++opened;
     }
-    LSIO_RETURN_IF_ERROR(Resolve(ctx_, next_, end, plan_, &shard_index_, &shard_file_));
+    LSIO_RETURN_IF_ERROR(Resolve(ctx_, remote_, next_, end, plan_, &shard_index_, &shard_file_));
     *first = next_;
     *last = end;
     next_ = end;
@@ -661,6 +664,7 @@ class WaveResolver {
  private:
   const ReadContext& ctx_;
   Plan* plan_;
+  const bool remote_;
   const size_t budget_;
   std::vector<ShardIndexPtr> shard_index_;
   std::vector<int32_t> shard_file_;

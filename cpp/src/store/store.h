@@ -34,6 +34,7 @@
 // Thread-safety: implementations are safe to call from any number of threads at once.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -108,6 +109,16 @@ struct StoreTraits {
   unsigned max_in_flight = 64;  ///< reads worth having in flight per worker
 };
 
+/// Counters of one store (one Array), relaxed atomics. Remote stores count; local stores
+/// leave them at 0 (an atomic per read would cost the tiny-chunk workload).
+struct StoreStats {
+  std::atomic<uint64_t> requests{0};       ///< requests sent (each attempt counts)
+  std::atomic<uint64_t> retries{0};        ///< attempts after the first
+  std::atomic<uint64_t> bytes_fetched{0};  ///< body bytes received
+  std::atomic<uint64_t> bytes_used{0};     ///< bytes of chunks and indexes reads needed
+  std::atomic<uint64_t> errors{0};         ///< reads that failed
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -140,6 +151,11 @@ class Store {
 
   /// The transport reads use, for reports ("pread", "uring", "http").
   virtual Result<std::string> TransportName() = 0;
+
+  StoreStats& stats() { return stats_; }
+
+ private:
+  StoreStats stats_;
 };
 
 /// Checks that `key` is a relative key: non-empty, no leading '/', no empty, "." or ".."

@@ -1,0 +1,100 @@
+// lsio/remote.h: the public C++ API for remote stores (HTTP(S), S3 and S3-compatible, GCS).
+//
+// Usage:
+//   1. lsio::RemoteOptions o;              // python/lsio/_storage.py builds these from a URL,
+//      o.scheme = "https";                 // storage_options and the environment
+//      o.host = "bucket.s3.us-west-2.amazonaws.com";
+//      o.root = "/era5.zarr";              // unencoded; each segment is percent-encoded once
+//      o.signing = "sigv4"; o.region = "us-west-2"; o.access_key_id = ...; ...
+//      o.display_root = "s3://bucket/era5.zarr";
+//   2. auto store = lsio::RemoteStore::Create(o);             // no I/O
+//   3. (*store)->Get("zarr.json", 64 << 20)                   // metadata (groups), nullopt if absent
+//      auto sub = (*store)->Sub("t2m");                          // an array below the root
+//      lsio::Array::Open((*sub)->store(), (*sub)->Location(""), options)
+//   4. (*store)->SetCredentials(...) after a credentials callable refreshed them.
+//
+// Every request of a store shares the process's HTTP client (net/http_client.h): keep-alive
+// connections, DNS and TLS sessions are reused across Arrays; a forked child starts afresh.
+// Thread-safety: all methods may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lsio/status.h"
+
+namespace lsio {
+
+class Store;
+
+struct RemoteOptions {
+  std::string scheme = "https";   ///< "http" or "https"
+  std::string host;               ///< "host" or "host:port"
+  std::string root;               ///< unencoded path prefix: "" or "/a/b" (no trailing '/')
+  std::string display_root;       ///< what messages call the root (the user's URL, no secrets)
+  std::string signing = "none";   ///< "none", "sigv4" (S3, GCS HMAC) or "bearer" (GCS token)
+  std::string region = "us-east-1";
+  std::string service = "s3";
+  std::string access_key_id;
+  std::string secret_access_key;
+  std::string session_token;
+  std::string token;              ///< bearer token
+  std::vector<std::pair<std::string, std::string>> headers;  ///< extra headers, every request
+  bool verify_ssl = true;
+  std::string ca_file;            ///< "" = the system CA store
+  unsigned request_concurrency = 32;  ///< requests in flight per worker thread
+  double timeout_s = 30;          ///< one attempt
+  double connect_timeout_s = 5;
+  unsigned retries = 9;           ///< attempts after the first
+  double total_timeout_s = 180;   ///< one request, every attempt and backoff included
+};
+
+/// Counters of one store, since it was created.
+struct StoreCounters {
+  uint64_t requests = 0;       ///< HTTP requests sent (every attempt)
+  uint64_t retries = 0;        ///< attempts after the first
+  uint64_t bytes_fetched = 0;  ///< body bytes received
+  uint64_t bytes_used = 0;     ///< bytes of metadata, shard indexes and chunks actually needed
+  uint64_t errors = 0;         ///< requests that failed after their retries
+};
+
+class RemoteStore {
+ public:
+  /// Fails with kInvalidArgument for an unusable configuration (bad scheme, empty host,
+  /// CR/LF in a header, sigv4 without keys, ...), naming what is wrong and no secret.
+  static Result<std::shared_ptr<RemoteStore>> Create(const RemoteOptions& options);
+
+  /// A store rooted at `path` below this one ("t2m", "forecast/t2m"), with the same options
+  /// and current credentials, and counters of its own (one per Array).
+  Result<std::shared_ptr<RemoteStore>> Sub(const std::string& path) const;
+
+  /// The whole object `key` (relative to the root), nullopt when absent (404). Objects over
+  /// max_bytes fail with kInvalidFormat.
+  Result<std::optional<std::string>> Get(const std::string& key, uint64_t max_bytes);
+  /// Whether `key` exists (a HEAD request).
+  Result<bool> Exists(const std::string& key);
+
+  /// New credentials for requests started from now on (keys for sigv4, token for bearer).
+  void SetCredentials(const std::string& access_key_id, const std::string& secret_access_key,
+                      const std::string& session_token, const std::string& token);
+
+  StoreCounters Counters() const;
+  const RemoteOptions& options() const;  ///< as created, credentials blanked
+  std::string Location(const std::string& key) const;
+  std::shared_ptr<Store> store() const;  ///< for Array::Open
+
+  ~RemoteStore();
+  RemoteStore(const RemoteStore&) = delete;
+  RemoteStore& operator=(const RemoteStore&) = delete;
+
+ private:
+  struct Impl;
+  explicit RemoteStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace lsio

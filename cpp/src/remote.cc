@@ -1,0 +1,127 @@
+// The facade of remote stores (lsio/remote.h) over store/http_store.
+#include "lsio/remote.h"
+
+#include <cmath>
+
+#include "store/http_store.h"
+
+namespace lsio {
+
+struct RemoteStore::Impl {
+  RemoteOptions options;  // credentials blanked; the live ones are in the HttpStore
+  std::shared_ptr<HttpStore> http;
+};
+
+namespace {
+
+uint64_t Millis(double seconds) {
+  if (!(seconds > 0)) return 0;
+  return static_cast<uint64_t>(std::llround(std::min(seconds, 1e9) * 1000.0));
+}
+
+Result<HttpStoreConfig> ToConfig(const RemoteOptions& o) {
+  HttpStoreConfig c;
+  c.scheme = o.scheme;
+  c.host = o.host;
+  c.root = o.root;
+  c.display_root = o.display_root.empty() ? o.scheme + "://" + o.host + o.root : o.display_root;
+  if (o.signing == "none") c.signing = HttpSigning::kNone;
+  else if (o.signing == "sigv4") c.signing = HttpSigning::kSigV4;
+  else if (o.signing == "bearer") c.signing = HttpSigning::kBearer;
+  else return Status::InvalidArgument("signing must be 'none', 'sigv4' or 'bearer', got '" + o.signing + "'");
+  c.region = o.region;
+  c.service = o.service;
+  c.credentials = HttpCredentials{o.access_key_id, o.secret_access_key, o.session_token, o.token};
+  c.headers = o.headers;
+  if (o.request_concurrency < 1 || o.request_concurrency > 4096) {
+    return Status::InvalidArgument("request_concurrency must be in 1..4096");
+  }
+  if (!(o.timeout_s > 0) || !(o.connect_timeout_s > 0) || !(o.total_timeout_s > 0)) {
+    return Status::InvalidArgument("timeouts must be > 0 seconds");
+  }
+  if (o.retries > 100) return Status::InvalidArgument("retries must be in 0..100");
+  c.client.max_in_flight = o.request_concurrency;
+  c.client.timeout_ms = Millis(o.timeout_s);
+  c.client.connect_timeout_ms = Millis(o.connect_timeout_s);
+  c.client.stall_timeout_ms = std::min(c.client.timeout_ms, c.client.stall_timeout_ms);
+  c.client.max_attempts = o.retries + 1;
+  c.client.total_timeout_ms = Millis(o.total_timeout_s);
+  c.client.verify_ssl = o.verify_ssl;
+  c.client.ca_file = o.ca_file;
+  return c;
+}
+
+}  // namespace
+
+RemoteStore::RemoteStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RemoteStore::~RemoteStore() = default;
+
+Result<std::shared_ptr<RemoteStore>> RemoteStore::Create(const RemoteOptions& options) {
+  LSIO_ASSIGN_OR_RETURN(HttpStoreConfig config, ToConfig(options));
+  auto http = std::make_shared<HttpStore>(std::move(config));
+  LSIO_RETURN_IF_ERROR(http->Check());
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->options.access_key_id.clear();
+  impl->options.secret_access_key.clear();
+  impl->options.session_token.clear();
+  impl->options.token.clear();
+  impl->http = std::move(http);
+  return std::shared_ptr<RemoteStore>(new RemoteStore(std::move(impl)));
+}
+
+Result<std::shared_ptr<RemoteStore>> RemoteStore::Sub(const std::string& path) const {
+  std::string clean;
+  size_t begin = 0;
+  while (begin <= path.size()) {
+    size_t end = path.find('/', begin);
+    if (end == std::string::npos) end = path.size();
+    const std::string seg = path.substr(begin, end - begin);
+    if (seg == "..") return Status::InvalidArgument("path must not contain '..': '" + path + "'");
+    if (!seg.empty() && seg != ".") clean += "/" + seg;
+    begin = end + 1;
+  }
+  RemoteOptions o = impl_->options;
+  o.root += clean;
+  o.display_root = impl_->http->config().display_root + clean;
+  LSIO_ASSIGN_OR_RETURN(HttpStoreConfig config, ToConfig(o));
+  auto http = std::make_shared<HttpStore>(std::move(config));
+  http->SetCredentials(impl_->http->CurrentCredentials());
+  auto impl = std::make_unique<Impl>();
+  impl->options = o;
+  impl->http = std::move(http);
+  return std::shared_ptr<RemoteStore>(new RemoteStore(std::move(impl)));
+}
+
+Result<std::optional<std::string>> RemoteStore::Get(const std::string& key, uint64_t max_bytes) {
+  return impl_->http->ReadAll(key, max_bytes);
+}
+
+Result<bool> RemoteStore::Exists(const std::string& key) {
+  LSIO_ASSIGN_OR_RETURN(ObjectInfo info, impl_->http->Stat(key));
+  return info.found;
+}
+
+void RemoteStore::SetCredentials(const std::string& access_key_id, const std::string& secret_access_key,
+                                 const std::string& session_token, const std::string& token) {
+  impl_->http->SetCredentials(HttpCredentials{access_key_id, secret_access_key, session_token, token});
+}
+
+StoreCounters RemoteStore::Counters() const {
+  const StoreStats& s = impl_->http->stats();
+  StoreCounters c;
+  c.requests = s.requests.load(std::memory_order_relaxed);
+  c.retries = s.retries.load(std::memory_order_relaxed);
+  c.bytes_fetched = s.bytes_fetched.load(std::memory_order_relaxed);
+  c.bytes_used = s.bytes_used.load(std::memory_order_relaxed);
+  c.errors = s.errors.load(std::memory_order_relaxed);
+  return c;
+}
+
+const RemoteOptions& RemoteStore::options() const { return impl_->options; }
+std::string RemoteStore::Location(const std::string& key) const {
+  return key.empty() ? impl_->http->config().display_root : impl_->http->Location(key);
+}
+std::shared_ptr<Store> RemoteStore::store() const { return impl_->http; }
+
+}  // namespace lsio

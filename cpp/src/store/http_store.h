@@ -1,0 +1,103 @@
+// HttpStore: the Store over HTTP(S) objects: plain servers with Range support, S3 and
+// S3-compatible stores (SigV4), GCS through its XML API (HMAC keys, a bearer token, or
+// anonymous). One class, because the three differ only in URL layout and signing.
+//
+// Usage:
+//   1. HttpStoreConfig c;                      // normally built from python/lsio/_storage.py
+//      c.scheme = "https"; c.host = "bucket.s3.us-west-2.amazonaws.com"; c.root = "/era5.zarr/t2m";
+//      c.signing = HttpSigning::kSigV4; c.region = "us-west-2"; c.credentials = {...};
+//      c.display_root = "s3://bucket/era5.zarr/t2m";
+//   2. auto store = std::make_shared<HttpStore>(c);
+//      Array::Open(store, c.display_root, options);   // metadata and chunks through it
+//   3. store->SetCredentials(...) when a credentials callable refreshed them (any thread).
+//   4. store->stats() counts requests, bytes fetched and retries (Array::stats in Python).
+//
+// Objects: key "c/0/1" is the URL scheme://host + encode(root + "/" + key), each path
+// segment percent-encoded once (RFC 3986 unreserved kept), which is also the path SigV4
+// signs (kS3 style). Open() does no I/O: a remote object's size and version (its ETag) come
+// with the first read (a suffix range for a shard index). Chunk reads after that carry
+// If-Match with that ETag: an object replaced in between fails with kIoError (ESTALE)
+// "changed since its index was read" instead of mixing versions. A 404/410 is "missing"
+// (fill values, or "no zarr.json" at open); 401/403 fail with EACCES naming the URL.
+// Stat is a HEAD; ReadAll a GET of the whole object, refused after the fact above max_bytes
+// (metadata objects are small; no server is asked for more than it has).
+//
+// Errors name Location(key): display_root + "/" + key (e.g. "s3://bucket/x.zarr/c/0"), never
+// a signature, token or secret; the HTTP client's messages add the status and request id.
+//
+// Thread-safety: every method may run on any thread at once. Fork: the store holds no
+// connection; the HTTP client (net/http_client.h) is per process.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "net/http_client.h"
+#include "store/store.h"
+
+namespace lsio {
+
+enum class HttpSigning { kNone, kSigV4, kBearer };
+
+struct HttpCredentials {
+  std::string access_key_id;      ///< SigV4
+  std::string secret_access_key;  ///< SigV4
+  std::string session_token;      ///< SigV4, optional
+  std::string token;              ///< bearer
+};
+
+struct HttpStoreConfig {
+  std::string scheme = "https";   ///< "http" or "https"
+  std::string host;               ///< "host" or "host:port" (IPv6 in brackets)
+  std::string root;               ///< unencoded path prefix, "" or starting with '/', no trailing '/'
+  HttpSigning signing = HttpSigning::kNone;
+  std::string region = "us-east-1";
+  std::string service = "s3";
+  HttpCredentials credentials;
+  std::vector<std::pair<std::string, std::string>> headers;  ///< sent with every request
+  std::string display_root;       ///< the user's URL for messages, without secrets
+  HttpClientOptions client;
+};
+
+class HttpStore final : public Store {
+ public:
+  /// Fails (in Check()) for an unusable config: empty host, bad scheme, CR/LF in headers.
+  explicit HttpStore(HttpStoreConfig config);
+
+  /// kInvalidArgument describing what is wrong with the config, else Ok.
+  Status Check() const;
+
+  Result<ObjectInfo> Stat(std::string_view key) override;
+  Result<std::optional<std::string>> ReadAll(std::string_view key, uint64_t max_bytes) override;
+  std::string Location(std::string_view key) const override;
+  Result<ObjectRef> Open(std::string_view key) override;
+  void Read(std::span<RangeRead> reads, const std::function<void(size_t)>& on_done,
+            const std::function<bool()>& cancelled = {}) override;
+  StoreTraits traits() override;
+  Result<std::string> TransportName() override { return std::string("http"); }
+
+  /// Replaces the credentials for requests started from now on.
+  void SetCredentials(HttpCredentials credentials);
+  HttpCredentials CurrentCredentials() const { return *Credentials(); }
+
+  const HttpStoreConfig& config() const { return config_; }
+
+  /// The URL of `key` (percent-encoded path; no credentials in it).
+  std::string Url(std::string_view key) const;
+
+ private:
+  // Prepares `r` for the key's object: URL, headers, signing callback.
+  void Prepare(std::string_view key, HttpRequest* r, const std::shared_ptr<const HttpCredentials>& creds) const;
+  std::shared_ptr<const HttpCredentials> Credentials() const;
+  void Count(const HttpRequest& r);
+
+  HttpStoreConfig config_;
+  mutable std::mutex mu_;
+  std::shared_ptr<const HttpCredentials> credentials_;
+};
+
+}  // namespace lsio
