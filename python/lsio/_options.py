@@ -271,5 +271,36 @@ def resolve(path: str, given: Dict[str, Any]) -> Dict[str, Any]:
     return config
 
 
+def resolve_remote(url: str, given: Dict[str, Any]) -> Dict[str, Any]:
+    """The engine configuration for ``lsio.open(url, **given)`` on a remote store.
+
+    Coalescing defaults are the object-store ones (1 MiB gap, 16 MiB requests: what
+    object_store/obstore and zarr-python use; S3 guidance is 8-16 MiB ranges). ``io``,
+    ``queue_depth`` and ``direct`` concern local files: given explicitly they raise
+    ValueError; from the environment they are ignored.
+    """
+    options = dict(given)
+    for local_only in ("io", "queue_depth", "direct"):
+        if options.pop(local_only, None) is not None:
+            raise ValueError(f"{local_only}= applies to local files only, not to {url!r}")
+    explicit = [k for k in ("max_gap", "max_request")
+                if options.get(k) is not None or _env(k) is not None]
+    gap_default, request_default = COALESCING["network"]
+    config = {
+        "path": url,
+        "threads": threads_option(options.pop("threads", None)),
+        "max_gap": size_option(options.pop("max_gap", None), "max_gap", gap_default),
+        "max_request": size_option(options.pop("max_request", None), "max_request", request_default, lo=1),
+        "index_cache_bytes": _count(_default(options.pop("index_cache_bytes", None), 64 << 20),
+                                    "index_cache_bytes", 0),
+        "memory_limit": memory_limit_option(options.pop("memory_limit", None)),
+    }
+    if options:
+        raise TypeError(f"unexpected options: {', '.join(sorted(options))}")
+    config["storage"] = {"kind": "remote", "fstype": url.split(":", 1)[0].lower()}
+    config["explicit"] = explicit
+    return config
+
+
 # Keys of a resolved configuration that are not engine options.
-NOT_ENGINE = ("storage", "explicit", "tuning")
+NOT_ENGINE = ("storage", "explicit", "tuning", "storage_options")

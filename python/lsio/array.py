@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 import numpy as np
 
-from . import _core, _options, _tune
+from . import _core, _options, _storage, _tune
 from .errors import BoundsError, FormatError
 
 __all__ = ["Array", "open"]
@@ -43,8 +43,10 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
     memory_limit: Optional[int] = None,
     direct: Optional[bool] = None,
     tune: bool = False,
+    storage_options: Optional[dict] = None,
 ) -> "Array":
-    """Open the Zarr v3 array stored in directory ``path`` (the one holding ``zarr.json``).
+    """Open the Zarr v3 array stored in directory ``path`` (the one holding ``zarr.json``),
+    or at a URL: ``s3://bucket/x.zarr``, ``gs://bucket/x.zarr``, ``https://host/x.zarr``.
 
     Parameters
     ----------
@@ -86,7 +88,14 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
     tune:
         Measure the storage at open (a few ms; reads up to ~9 MiB of the store) and set
         ``max_gap`` to its bandwidth / IOPS and ``max_request`` to 64x that, unless they
-        were given explicitly. ``Array.options["tuning"]`` shows the measurement.
+        were given explicitly. ``Array.options["tuning"]`` shows the measurement. Local
+        stores only.
+    storage_options:
+        For URLs: endpoint, region, credentials, headers, TLS, concurrency, timeouts and
+        retries (see the README's "Remote stores" and :mod:`lsio._storage`); fsspec/s3fs
+        spellings (``anon``, ``key``, ``secret``, ``client_kwargs``) are accepted. For
+        remote arrays ``io``, ``queue_depth`` and ``direct`` do not apply, and the
+        coalescing defaults are 1 MiB / 16 MiB.
 
     Environment variables are read when the array is opened; ``Array.options`` shows the
     values in effect.
@@ -95,13 +104,31 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
     ------
     lsio.FormatError, lsio.UnsupportedError, lsio.StorageError, ValueError
     """
+    remote = isinstance(path, str) and _storage.is_remote(path)
     if name is not None:
         if not isinstance(name, str):
             raise TypeError(f"name must be a str, got {type(name).__name__}")
         parts = [p for p in name.split("/") if p not in ("", ".")]
         if not parts or ".." in parts:
             raise ValueError(f"invalid array name {name!r}")
-        path = os.path.join(os.fspath(path), *parts)
+        path = "/".join([path.rstrip("/"), *parts]) if remote else os.path.join(os.fspath(path), *parts)
+    if storage_options is not None and not remote:
+        raise ValueError("storage_options apply to URLs (s3://, gs://, http(s)://), not to local paths")
+    if remote:
+        if tune:
+            raise ValueError("tune=True measures local storage; remote stores use object-store defaults")
+        return Array(
+            path,
+            threads=threads,
+            io=io,
+            queue_depth=queue_depth,
+            max_gap=max_gap,
+            max_request=max_request,
+            index_cache_bytes=index_cache_bytes,
+            memory_limit=memory_limit,
+            direct=direct,
+            storage_options=storage_options,
+        )
     return Array(
         path,
         threads=threads,
@@ -126,7 +153,19 @@ class Array:
 
     def __init__(self, path: "str | os.PathLike[str]", **options: Any) -> None:
         tune = bool(options.pop("tune", False))
-        self._config = _options.resolve(os.path.abspath(os.fspath(path)), options)
+        storage_options = options.pop("storage_options", None)
+        if isinstance(path, str) and _storage.is_remote(path):
+            self._config = _options.resolve_remote(path, options)
+            # Kept as given (not resolved): a worker process re-resolves it, so credentials
+            # come from its own environment and a credentials callable is called there.
+            self._config["storage_options"] = dict(storage_options or {})
+            self._remote: Optional[Any] = _storage.resolve(path, storage_options)
+            self._config["path"] = self._remote.to_core()["display_url"]
+        else:
+            self._config = _options.resolve(os.path.abspath(os.fspath(path)), options)
+            self._remote = None
+        self._url = path if self._remote is not None else None
+        self._store: Any = None
         self._native_obj = None
         self._pid = -1
         self._info: Optional[dict] = None
@@ -151,11 +190,30 @@ class Array:
         pid = os.getpid()
         if self._native_obj is None or self._pid != pid:
             engine = {k: v for k, v in self._config.items() if k not in _options.NOT_ENGINE}
-            self._native_obj = _core.open(**engine)
+            if self._url is not None:
+                if self._pid != -1 and self._pid != pid:
+                    # A forked child: resolve again (its environment, its credentials call).
+                    self._remote = _storage.resolve(self._url, self._config["storage_options"])
+                self._store = _core.RemoteStore(self._remote.to_core())
+                engine.pop("path")
+                self._native_obj = _core.open_remote(self._store, **engine)
+            else:
+                self._native_obj = _core.open(**engine)
             self._pid = pid
             if self._info is None:
                 self._set_info(self._native_obj.info())
+        elif self._remote is not None:
+            self._refresh_credentials()
         return self._native_obj
+
+    def _refresh_credentials(self) -> None:
+        """Calls a ``credentials`` callable again once its expiry is near (on this thread)."""
+        fresh = _storage.refresh_if_needed(self._remote)
+        if fresh is not None:
+            self._remote = fresh
+            core = fresh.to_core()
+            self._store.set_credentials(core["access_key_id"], core["secret_access_key"],
+                                        core["session_token"], core["token"])
 
     def _set_info(self, info: dict) -> None:
         self._info = info
@@ -190,10 +248,15 @@ class Array:
         self.close()
 
     def __getstate__(self) -> dict:
-        return {"config": dict(self._config)}
+        return {"config": dict(self._config), "url": self._url}
 
     def __setstate__(self, state: dict) -> None:
         self._config = dict(state["config"])
+        self._url = state.get("url")
+        self._remote = None
+        if self._url is not None:
+            self._remote = _storage.resolve(self._url, self._config["storage_options"])
+        self._store = None
         self._native_obj = None
         self._pid = -1
         self._info = None
@@ -270,8 +333,16 @@ class Array:
 
     @property
     def io_backend(self) -> str:
-        """The backend this array's reads use in this process (``pread``, ``uring``, ...)."""
+        """The backend this array's reads use in this process (``pread``, ``uring``, ...;
+        ``http`` for remote stores)."""
         return self._native().backend_name()
+
+    def stats(self) -> dict:
+        """Counters of this array's store in this process since it was opened: ``requests``
+        (HTTP requests, retries included), ``retries``, ``bytes_fetched`` (received),
+        ``bytes_used`` (metadata, shard indexes and chunks the reads needed) and ``errors``.
+        Local arrays report zeros."""
+        return dict(self._native().stats())
 
     def __len__(self) -> int:
         if not self.shape:

@@ -31,7 +31,8 @@ import numpy as np
 from . import __version__
 from .array import Array
 from .errors import CorruptDataError, Error, StorageError
-from .group import _node_type, _read_json, open_group
+from . import _storage
+from .group import _LocalNodes, _node_type, _RemoteNodes, open_group
 
 __all__ = ["main"]
 
@@ -43,12 +44,24 @@ _LIST_LIMIT = 1000
 
 
 def _open_targets(store: str, name: Optional[str], opts: Dict[str, Any]) -> Tuple[str, List[Tuple[str, Array]]]:
-    """(kind, [(name, Array)]) for an array path, a group path, or group + array name."""
-    path = os.path.join(store, name) if name else store
-    meta = _read_json(path)
-    kind = _node_type(meta, os.path.join(path, "zarr.json"))
+    """(kind, [(name, Array)]) for an array path or URL, a group, or group + array name."""
+    if _storage.is_remote(store):
+        path = "/".join([store.rstrip("/"), *(p for p in (name or "").split("/") if p)])
+        nodes: Any = _RemoteNodes(path, opts.get("storage_options"))
+        meta = nodes.read_json(nodes.display)
+        kind = _node_type(meta, nodes.join(nodes.display, "zarr.json"))
+        base = nodes.basename(nodes.display)
+    else:
+        if opts.get("storage_options"):
+            raise _Usage("--storage-option applies to URLs (s3://, gs://, http(s)://)")
+        opts = {k: v for k, v in opts.items() if k != "storage_options"}
+        path = os.path.join(store, name) if name else store
+        nodes = _LocalNodes()
+        meta = nodes.read_json(path)
+        kind = _node_type(meta, os.path.join(path, "zarr.json"))
+        base = os.path.basename(os.path.abspath(path))
     if kind == "array":
-        return "array", [(name or os.path.basename(os.path.abspath(path)), Array(path, **opts))]
+        return "array", [(name or base, Array(path, **opts))]
     g = open_group(path, **opts)
     return "group", [(rel, g[rel]) for rel, _ in g.walk_arrays()]
 
@@ -72,7 +85,31 @@ def _fmt_shape(t: Optional[Sequence[int]]) -> str:
 
 
 def _opts(args: argparse.Namespace) -> Dict[str, Any]:
-    return {"threads": args.threads, "io": args.io}
+    opts: Dict[str, Any] = {"threads": args.threads, "io": args.io}
+    so = _storage_options(args)
+    if so is not None:
+        opts["storage_options"] = so
+    return opts
+
+
+def _storage_options(args: argparse.Namespace) -> Optional[Dict[str, Any]]:
+    """--storage-option KEY=VALUE (VALUE parsed as JSON when it parses: numbers, true,
+    {"a": 1}; else kept as a string) and --anon, or None when neither was given."""
+    pairs = getattr(args, "storage_option", None) or []
+    if not pairs and not getattr(args, "anon", False):
+        return None
+    so: Dict[str, Any] = {}
+    for item in pairs:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise _Usage(f"--storage-option expects KEY=VALUE, got {item!r}")
+        try:
+            so[key] = json.loads(value)
+        except ValueError:
+            so[key] = value
+    if getattr(args, "anon", False):
+        so["anonymous"] = True
+    return so
 
 
 def _jsonable(x: Any) -> Any:
@@ -121,6 +158,10 @@ def _array_info(name: str, arr: Array) -> Dict[str, Any]:
     except Error as e:
         d["stats_error"] = f"{type(e).__name__}: {e}"
     files, size = 0, 0
+    if _storage.is_remote(arr.path):
+        d["files"] = None  # object stores are not walked (HTTP cannot list)
+        d["bytes_on_disk"] = None
+        return d
     for root, _dirs, names in os.walk(arr.path):
         for n in names:
             try:
@@ -165,7 +206,8 @@ def _print_info(d: Dict[str, Any]) -> None:
                 )
         ratio = d["compression_ratio"]
         p(f"  chunk data     {format_bytes(d['stored_bytes'])}   compression ratio {'-' if ratio is None else f'{ratio:.2f}x'}")
-    p(f"  bytes on disk  {format_bytes(d['bytes_on_disk'])} in {d['files']:,} files (metadata and indexes included)")
+    if d["files"] is not None:
+        p(f"  bytes on disk  {format_bytes(d['bytes_on_disk'])} in {d['files']:,} files (metadata and indexes included)")
     if d.get("attributes"):
         text = json.dumps(_jsonable(d["attributes"]))
         p(f"  attributes     {text if len(text) < 200 else text[:197] + '...'}")
@@ -174,9 +216,14 @@ def _print_info(d: Dict[str, Any]) -> None:
 def cmd_info(args: argparse.Namespace) -> int:
     kind, arrays = _open_targets(args.store, args.array, _opts(args))
     infos = [_array_info(n, a) for n, a in arrays]
-    doc: Dict[str, Any] = {"store": os.path.abspath(args.store), "kind": kind, "arrays": infos}
+    remote = _storage.is_remote(args.store)
+    doc: Dict[str, Any] = {"store": args.store if remote else os.path.abspath(args.store), "kind": kind, "arrays": infos}
     if kind == "group":
-        g = open_group(os.path.join(args.store, args.array) if args.array else args.store)
+        if remote:
+            url = "/".join([args.store.rstrip("/"), *(p for p in (args.array or "").split("/") if p)])
+            g = open_group(url, storage_options=_storage_options(args))
+        else:
+            g = open_group(os.path.join(args.store, args.array) if args.array else args.store)
         doc["attributes"] = g.attrs
         doc["consolidated"] = g.consolidated
     if args.json:
@@ -247,6 +294,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         "batch_ms_p90": float(np.percentile(times, 90) * 1e3),
         "batch_ms_max": float(max(times) * 1e3),
     }
+    if _storage.is_remote(arr.path):
+        doc["store_stats"] = arr.stats()
     if args.json:
         _emit_json(doc)
     else:
@@ -256,6 +305,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
             f"  {doc['crops_per_s']:,.1f} crops/s   {doc['mb_per_s']:,.1f} MB/s   "
             f"batch p50 {doc['batch_ms_p50']:.2f} ms  p90 {doc['batch_ms_p90']:.2f} ms  max {doc['batch_ms_max']:.2f} ms"
         )
+        st = doc.get("store_stats")
+        if st:
+            from ._repr import format_bytes
+
+            used = st["bytes_used"] or 1
+            print(
+                f"  {st['requests']:,} requests ({st['requests'] / (len(times) + 1):.1f} per batch, warm-up "
+                f"included), {st['retries']:,} retries, fetched {format_bytes(st['bytes_fetched'])} for "
+                f"{format_bytes(st['bytes_used'])} used ({st['bytes_fetched'] / used:.2f}x)"
+            )
     return EXIT_OK
 
 
@@ -400,11 +459,16 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="{info,bench,verify}")
 
     def common(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("store", help="an array or group directory (the one holding zarr.json)")
+        sp.add_argument("store", help="an array or group directory (the one holding zarr.json), or a URL: "
+                        "s3://bucket/x.zarr, gs://bucket/x.zarr, https://host/x.zarr")
         sp.add_argument("array", nargs="?", default=None, help="array path inside a group STORE")
         sp.add_argument("--json", action="store_true", help="print one JSON document on stdout")
         sp.add_argument("--threads", type=int, default=None, help="engine threads (default: LSIO_THREADS or all CPUs)")
         sp.add_argument("--io", choices=("auto", "uring", "pread"), default=None, help="I/O backend (default: LSIO_IO or auto)")
+        sp.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
+                        help="a storage option for URLs, e.g. endpoint_url=http://127.0.0.1:9000 (repeatable; "
+                        "VALUE is JSON when it parses)")
+        sp.add_argument("--anon", action="store_true", help="anonymous (unsigned) requests for URLs")
         g = sp.add_mutually_exclusive_group()
         g.add_argument("--progress", dest="progress", action="store_const", const=True, default=None, help="draw a progress bar (tqdm)")
         g.add_argument("--no-progress", dest="progress", action="store_const", const=False)

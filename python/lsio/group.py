@@ -7,6 +7,11 @@ full relative paths), members are listed from it without touching the children; 
 the directory is listed and each child's ``zarr.json`` read. Nothing else is opened until
 an array is requested with ``group[name]`` (which returns an :class:`lsio.Array`).
 
+Remote groups (``s3://``, ``gs://``, ``http(s)://``) read ``zarr.json`` objects through the
+engine's HTTP client. HTTP has no listing, so their members come from consolidated
+metadata (what ``xarray.Dataset.to_zarr`` and ``zarr.consolidate_metadata`` write); without
+it ``group[name]`` still opens a member by its path, and listing raises UnsupportedError.
+
 >>> g = lsio.open_group("weather.zarr")
 >>> g.array_names, g.group_names
 (('t2m', 'u10'), ('forecast',))
@@ -16,10 +21,12 @@ an array is requested with ``group[name]`` (which returns an :class:`lsio.Array`
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from typing import Any, Dict, Iterator, Optional, Tuple
 
+from . import _storage
 from .errors import FormatError, StorageError, UnsupportedError
 
 __all__ = ["Group", "open_group"]
@@ -41,6 +48,10 @@ def _read_json(path: str) -> dict:
         err = StorageError(e.errno, f"cannot read {file!r}: {e.strerror}", file)
         err.path = file  # type: ignore[attr-defined]
         raise err from None
+    return _parse_json(raw, file)
+
+
+def _parse_json(raw: bytes, file: str) -> dict:
     try:
         meta = json.loads(raw)
     except ValueError as e:
@@ -50,6 +61,104 @@ def _read_json(path: str) -> dict:
     if not isinstance(meta, dict):
         raise FormatError(f"{file!r} does not hold a JSON object")
     return meta
+
+
+class _LocalNodes:
+    """Node access for a group in a local directory."""
+
+    remote = False
+
+    def join(self, base: str, name: str) -> str:
+        return os.path.join(base, name)
+
+    def basename(self, path: str) -> str:
+        return os.path.basename(path.rstrip(os.sep)) or path
+
+    def read_json(self, path: str) -> dict:
+        return _read_json(path)
+
+    def list_children(self, path: str) -> Dict[str, dict]:
+        try:
+            entries = sorted(os.scandir(path), key=lambda e: e.name)
+        except OSError as e:
+            raise StorageError(e.errno, f"cannot list group {path!r}: {e.strerror}", path) from None
+        children: Dict[str, dict] = {}
+        for entry in entries:
+            if entry.is_dir() and os.path.isfile(os.path.join(entry.path, "zarr.json")):
+                try:
+                    meta = _read_json(entry.path)
+                except FormatError:
+                    continue  # not a v3 node (or unreadable): not a member
+                if meta.get("node_type") in ("array", "group"):
+                    children[entry.name] = meta
+        return children
+
+    def array_options(self) -> Dict[str, Any]:
+        return {}
+
+
+class _RemoteNodes:
+    """Node access for a group behind a URL: zarr.json objects through one RemoteStore
+    (created again in a forked or unpickled process)."""
+
+    remote = True
+
+    def __init__(self, url: str, storage_options: Optional[dict]) -> None:
+        self.url = url.rstrip("/")
+        self.storage_options = dict(storage_options or {})
+        self._config = _storage.resolve(self.url, self.storage_options)
+        self.display = self._config.to_core()["display_url"].rstrip("/")
+        self._store: Any = None
+        self._pid = -1
+
+    def __getstate__(self) -> dict:
+        return {"url": self.url, "storage_options": self.storage_options}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["url"], state["storage_options"])  # type: ignore[misc]
+
+    def store(self) -> Any:
+        from . import _core
+
+        if self._store is None or self._pid != os.getpid():
+            if self._pid not in (-1, os.getpid()):
+                self._config = _storage.resolve(self.url, self.storage_options)
+            self._store = _core.RemoteStore(self._config.to_core())
+            self._pid = os.getpid()
+        return self._store
+
+    def join(self, base: str, name: str) -> str:
+        return base.rstrip("/") + "/" + name
+
+    def basename(self, path: str) -> str:
+        return path.rstrip("/").rsplit("/", 1)[-1]
+
+    def _key(self, path: str, name: str) -> str:
+        rel = path[len(self.display):].strip("/") if path.startswith(self.display) else ""
+        return f"{rel}/{name}" if rel else name
+
+    def read_json(self, path: str) -> dict:
+        store = self.store()
+        key = self._key(path, "zarr.json")
+        raw = store.get(key)
+        where = store.location(key)
+        if raw is None:
+            if store.exists(self._key(path, ".zgroup")) or store.exists(self._key(path, ".zarray")):
+                err: Exception = UnsupportedError(f"{path!r} is a Zarr v2 node; lsio reads Zarr v3 only")
+            else:
+                err = StorageError(errno.ENOENT, f"no zarr.json at {path!r}: not a Zarr v3 group or array", where)
+            err.path = where  # type: ignore[attr-defined]
+            raise err
+        return _parse_json(raw, where)
+
+    def list_children(self, path: str) -> Dict[str, dict]:
+        raise UnsupportedError(
+            f"cannot list the members of remote group {path!r}: it has no consolidated metadata "
+            "(write it with zarr.consolidate_metadata, or open members by name: group['t2m'])"
+        )
+
+    def array_options(self) -> Dict[str, Any]:
+        return {"storage_options": self.storage_options}
 
 
 def _node_type(meta: dict, where: str) -> str:
@@ -65,6 +174,7 @@ def open_group(
     path: "str | os.PathLike[str]",
     *,
     consolidated: Optional[bool] = None,
+    storage_options: Optional[dict] = None,
     **options: Any,
 ) -> "Group":
     """Open the Zarr v3 group stored in directory ``path`` (the one holding its ``zarr.json``).
@@ -74,12 +184,23 @@ def open_group(
     ``False`` always lists the directory. Other keyword arguments (``threads``, ``io``, ...)
     are passed to :func:`lsio.open` for the arrays opened through the group.
 
+    ``path`` may be a URL (``s3://``, ``gs://``, ``http(s)://``) with ``storage_options`` as
+    for :func:`lsio.open`; see the module docstring for listing remote groups.
+
     Raises ``lsio.FormatError`` if ``path`` is an array (use :func:`lsio.open`) or not a
     group, ``lsio.StorageError`` if it has no ``zarr.json``.
     """
-    root = os.path.abspath(os.fspath(path))
-    meta = _read_json(root)
-    if _node_type(meta, os.path.join(root, "zarr.json")) != "group":
+    nodes: Any
+    if isinstance(path, str) and _storage.is_remote(path):
+        nodes = _RemoteNodes(path, storage_options)
+        root = nodes.display
+    else:
+        if storage_options is not None:
+            raise ValueError("storage_options apply to URLs (s3://, gs://, http(s)://), not to local paths")
+        nodes = _LocalNodes()
+        root = os.path.abspath(os.fspath(path))
+    meta = nodes.read_json(root)
+    if _node_type(meta, nodes.join(root, "zarr.json")) != "group":
         raise FormatError(f"{root!r} is an array, not a group; open it with lsio.open()")
     members: Optional[Dict[str, dict]] = None
     cm = meta.get("consolidated_metadata")
@@ -87,7 +208,7 @@ def open_group(
         members = {str(k).strip("/"): v for k, v in cm["metadata"].items() if isinstance(v, dict)}
     if consolidated and members is None:
         raise FormatError(f"group {root!r} has no consolidated metadata")
-    return Group(root, meta, members, options)
+    return Group(root, meta, members, options, nodes)
 
 
 class Group:
@@ -105,7 +226,9 @@ class Group:
         meta: dict,
         consolidated: Optional[Dict[str, dict]],
         options: Dict[str, Any],
+        nodes: Any = None,
     ) -> None:
+        self._nodes = nodes if nodes is not None else _LocalNodes()
         self._path = path
         self._meta = meta
         self._consolidated = consolidated
@@ -120,7 +243,7 @@ class Group:
 
     @property
     def name(self) -> str:
-        return os.path.basename(self._path.rstrip(os.sep)) or self._path
+        return self._nodes.basename(self._path)
 
     @property
     def attrs(self) -> dict:
@@ -141,18 +264,7 @@ class Group:
                     if key and "/" not in key:
                         children[key] = meta
             else:
-                try:
-                    entries = sorted(os.scandir(self._path), key=lambda e: e.name)
-                except OSError as e:
-                    raise StorageError(e.errno, f"cannot list group {self._path!r}: {e.strerror}", self._path) from None
-                for entry in entries:
-                    if entry.is_dir() and os.path.isfile(os.path.join(entry.path, "zarr.json")):
-                        try:
-                            meta = _read_json(entry.path)
-                        except FormatError:
-                            continue  # not a v3 node (or unreadable): not a member
-                        if meta.get("node_type") in ("array", "group"):
-                            children[entry.name] = meta
+                children = self._nodes.list_children(self._path)
             self._children = dict(sorted(children.items()))
         return self._children
 
@@ -195,36 +307,50 @@ class Group:
             raise KeyError(name)
         group: Group = self
         for part in parts[:-1]:
-            meta = group._member_meta().get(part)
+            meta = group._member(part)
             if meta is None or meta.get("node_type") != "group":
                 raise KeyError(name)
             group = group._child_group(part, meta)
-        meta = group._member_meta().get(parts[-1])
+        meta = group._member(parts[-1])
         if meta is None:
             raise KeyError(name)
         return group, parts[-1], meta
+
+    def _member(self, part: str) -> Optional[dict]:
+        """A direct member's metadata; a remote group without consolidated metadata reads
+        the member's zarr.json instead of listing (HTTP cannot list)."""
+        if self._consolidated is None and self._nodes.remote and self._children is None:
+            try:
+                meta = self._nodes.read_json(self._nodes.join(self._path, part))
+            except StorageError as e:
+                if e.errno == errno.ENOENT:
+                    return None
+                raise
+            return meta if meta.get("node_type") in ("array", "group") else None
+        return self._member_meta().get(part)
 
     def _child_group(self, name: str, meta: dict) -> "Group":
         sub: Optional[Dict[str, dict]] = None
         if self._consolidated is not None:
             prefix = name + "/"
             sub = {k[len(prefix) :]: v for k, v in self._consolidated.items() if k.startswith(prefix)}
-        return Group(os.path.join(self._path, name), meta, sub, self._options)
+        return Group(self._nodes.join(self._path, name), meta, sub, self._options, self._nodes)
 
     def __getitem__(self, name: str) -> Any:
         """The member ``name`` (a ``/``-separated path): an :class:`lsio.Array` or a :class:`Group`."""
         try:
             parent, part, meta = self._lookup(name)
         except KeyError:
-            raise KeyError(
-                f"{name!r} is not a member of group {self._path!r} "
-                f"(arrays: {list(self.array_names)}, groups: {list(self.group_names)})"
-            ) from None
+            try:
+                known = f"(arrays: {list(self.array_names)}, groups: {list(self.group_names)})"
+            except UnsupportedError:
+                known = "(the group cannot be listed)"
+            raise KeyError(f"{name!r} is not a member of group {self._path!r} {known}") from None
         if meta.get("node_type") == "group":
             return parent._child_group(part, meta)
         from .array import Array
 
-        return Array(os.path.join(parent._path, part), **self._options)
+        return Array(self._nodes.join(parent._path, part), **self._options, **self._nodes.array_options())
 
     def get(self, name: str, default: Any = None) -> Any:
         try:

@@ -12,7 +12,8 @@ arrays as lazy variables whose reads go through lsio:
   grid), so ``chunks={}`` gives dask arrays with one task per shard.
 
 Keyword arguments: ``group`` (a subgroup path), ``consolidated`` (see
-:func:`lsio.open_group`), ``threads`` and ``io`` (see :func:`lsio.open`), plus xarray's usual
+:func:`lsio.open_group`), ``threads``, ``io`` and ``storage_options`` (see :func:`lsio.open`;
+the path may be an ``s3://``, ``gs://`` or ``http(s)://`` URL), plus xarray's usual
 decoders and ``drop_variables``. The path may also name a single array, which becomes a
 one-variable dataset. Arrays lsio cannot read raise unless listed in ``drop_variables``.
 
@@ -34,7 +35,8 @@ from xarray.core.utils import FrozenDict
 from xarray.core.variable import Variable
 
 from .array import Array
-from .group import Group, _node_type, _read_json, open_group
+from . import _storage
+from .group import Group, _LocalNodes, _node_type, _RemoteNodes, open_group
 
 __all__ = ["LsioBackendEntrypoint", "LsioBackendArray", "LsioStore"]
 
@@ -94,18 +96,30 @@ class LsioStore(AbstractDataStore):
         group: Optional[str] = None,
         consolidated: Optional[bool] = None,
         drop_variables: Optional[Iterable[str]] = None,
+        storage_options: Optional[dict] = None,
         **options: Any,
     ) -> "LsioStore":
-        root = os.path.abspath(os.fspath(path))
-        if group:
-            root = os.path.join(root, *[p for p in group.split("/") if p])
+        parts = [p for p in (group or "").split("/") if p]
+        nodes: Any
+        if isinstance(path, str) and _storage.is_remote(path):
+            root = "/".join([path.rstrip("/"), *parts])
+            nodes = _RemoteNodes(root, storage_options)
+            root = nodes.display
+            options["storage_options"] = storage_options
+        else:
+            if storage_options is not None:
+                raise ValueError("storage_options apply to URLs (s3://, gs://, http(s)://), not to local paths")
+            root = os.path.join(os.path.abspath(os.fspath(path)), *parts)
+            nodes = _LocalNodes()
         drop = set([drop_variables] if isinstance(drop_variables, str) else (drop_variables or ()))
-        meta = _read_json(root)
-        if _node_type(meta, os.path.join(root, "zarr.json")) == "array":
-            name = os.path.basename(root.rstrip(os.sep))
-            arrays = {} if name in drop else {name: Array(root, **options)}
+        meta = nodes.read_json(root)
+        if _node_type(meta, nodes.join(root, "zarr.json")) == "array":
+            name = nodes.basename(root)
+            url = nodes.url if nodes.remote else root
+            arrays = {} if name in drop else {name: Array(url, **options)}
             return cls(arrays, {})
-        g: Group = open_group(root, consolidated=consolidated, **options)
+        url = nodes.url if nodes.remote else root
+        g: Group = open_group(url, consolidated=consolidated, **options)
         arrays = {n: g[n] for n in g.array_names if n not in drop}
         return cls(arrays, g.attrs)
 
@@ -161,6 +175,7 @@ class LsioBackendEntrypoint(BackendEntrypoint):
         "consolidated",
         "threads",
         "io",
+        "storage_options",
     )
 
     def open_dataset(  # type: ignore[override]
@@ -178,16 +193,18 @@ class LsioBackendEntrypoint(BackendEntrypoint):
         consolidated: Optional[bool] = None,
         threads: Optional[int] = None,
         io: Optional[str] = None,
+        storage_options: Optional[dict] = None,
     ) -> Any:
         if not isinstance(filename_or_obj, (str, os.PathLike)):
             raise TypeError(
-                f"engine='lsio' opens a local directory path, got {type(filename_or_obj).__name__}"
+                f"engine='lsio' opens a local directory path or a URL, got {type(filename_or_obj).__name__}"
             )
         store = LsioStore.open(
             filename_or_obj,
             group=group,
             consolidated=consolidated,
             drop_variables=drop_variables,
+            storage_options=storage_options,
             threads=threads,
             io=io,
         )
