@@ -166,13 +166,29 @@ class MotoS3:
 
     # -- objects -----------------------------------------------------------
 
-    def create_bucket(self, name: str) -> str:
+    def create_bucket(self, name: str, public: bool = False) -> str:
         """Create bucket ``name`` (3-63 chars, S3 naming rules); return it.
-        Creating an existing bucket of ours is not an error."""
+        Creating an existing bucket of ours is not an error.
+
+        moto answers unsigned requests like S3 does: 403 unless the bucket
+        policy (or object ACL) lets everyone read.  ``public=True`` sets a
+        policy granting ``s3:GetObject`` and ``s3:ListBucket`` to ``*``,
+        for anonymous-access tests.
+        """
         try:
             self.client.create_bucket(Bucket=name)
         except self.client.exceptions.BucketAlreadyOwnedByYou:
             pass
+        if public:
+            self.client.put_bucket_policy(Bucket=name, Policy=json.dumps({
+                "Version": "2012-10-17",
+                "Statement": [
+                    {"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject",
+                     "Resource": f"arn:aws:s3:::{name}/*"},
+                    {"Effect": "Allow", "Principal": "*", "Action": "s3:ListBucket",
+                     "Resource": f"arn:aws:s3:::{name}"},
+                ],
+            }))
         return name
 
     def put(self, bucket: str, key: str, data: bytes) -> None:
@@ -546,14 +562,14 @@ def parse_range(header: Optional[str], size: int):
                 return "unsatisfiable"
             return (max(0, size - n), size - 1)
         start = int(first)
-        end = int(last) if last else size - 1
+        end = int(last) if last else None
     except ValueError:
         return None
-    if start < 0 or end < start:
+    if start < 0 or (end is not None and end < start):
         return None
     if start >= size:
         return "unsatisfiable"
-    return (start, min(end, size - 1))
+    return (start, size - 1 if end is None else min(end, size - 1))
 
 
 class _Stopped(Exception):
