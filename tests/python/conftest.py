@@ -17,7 +17,10 @@ Local servers for the remote-store tests (``remote_servers.py`` has the
 classes; a missing server program skips locally but FAILS under ``CI=true``,
 where ``scripts/setup.sh`` and the ``test`` extra install them):
 
-* ``moto_s3`` (session): :class:`remote_servers.MotoS3`, moto's S3 server.
+* ``moto_s3`` (session): :class:`remote_servers.MotoS3`, moto's S3 server
+  in a thread of the test process (HTTP).
+* ``moto_s3_tls`` (session): the same in a child process over HTTPS with
+  the ``tls_cert`` CA (``moto_s3_tls.tls.ca_file``).
 * ``moto_s3_signed``: the same server while it verifies every request's
   SigV4 signature.
 * ``tls_cert`` (session): :class:`remote_servers.TlsCert`, a test CA and a
@@ -126,8 +129,7 @@ def require_server_program(ok: bool, what: str, hint: str) -> None:
     pytest.skip(message)
 
 
-@pytest.fixture(scope="session")
-def moto_s3():
+def require_moto() -> None:
     try:
         import boto3  # noqa: F401
         import moto.server  # noqa: F401
@@ -135,7 +137,20 @@ def moto_s3():
     except ImportError as e:
         ok, hint = False, f"{e}; pip install 'moto[server]' or '.[test]'"
     require_server_program(ok, "moto[server]", hint)
+
+
+@pytest.fixture(scope="session")
+def moto_s3():
+    require_moto()
     server = remote_servers.MotoS3()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def moto_s3_tls(tls_cert):
+    require_moto()
+    server = remote_servers.MotoS3(mode="process", tls=tls_cert)
     yield server
     server.stop()
 

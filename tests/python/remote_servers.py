@@ -67,7 +67,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
-NGINX = "/usr/sbin/nginx"
+# Debian's nginx; LSIO_NGINX points elsewhere (another system, a self-built one).
+NGINX = os.environ.get("LSIO_NGINX", "/usr/sbin/nginx")
 OPENSSL = "openssl"
 LOCALHOST = "127.0.0.1"
 
@@ -106,9 +107,19 @@ def wait_for_port(port: int, timeout: float, alive: Callable[[], bool] = lambda:
 
 
 class MotoS3:
-    """moto's S3 server (``ThreadedMotoServer``) on 127.0.0.1, a free port.
+    """moto's S3 server on 127.0.0.1, a free port.
 
-    Attributes: ``endpoint_url`` ("http://127.0.0.1:PORT"), ``host``,
+    ``mode="thread"`` (fixture ``moto_s3``): ``ThreadedMotoServer`` in a
+    thread of the test process; starts in ~0.3 s.  It needs the GIL to
+    answer, so code under test must release the GIL while it waits for the
+    network (a read that holds it stalls until its own timeout).  The same
+    holds for :class:`FaultServer`.
+
+    ``mode="process"`` (fixture ``moto_s3_tls``): the ``moto_server`` CLI in
+    a child process (~1-2 s), over HTTPS when ``tls`` is given (moto's
+    ``-c/-k``; clients trust ``tls.ca_file``).  Independent of the GIL.
+
+    Attributes: ``endpoint_url`` ("http(s)://127.0.0.1:PORT"), ``host``,
     ``port``, ``region`` ("us-east-1"), ``access_key_id`` and
     ``secret_access_key`` (an IAM user's key allowed everything: dummy, but
     known to moto, so that signatures verify when checking is on), ``client``
@@ -118,25 +129,32 @@ class MotoS3:
     moto also accepts virtual-host style only through DNS names lsio's tests
     cannot resolve.
 
-    The server lives in the test process (moto's backends are process
-    globals), so one instance per process: a session fixture.
+    In thread mode moto's backends are globals of the test process: one
+    such server per process (a session fixture).
     """
 
     region = "us-east-1"
 
-    def __init__(self) -> None:
-        import logging
-
+    def __init__(self, mode: str = "thread", tls: Optional["TlsCert"] = None,
+                 start_timeout: float = 60.0) -> None:
         import boto3
         from botocore.config import Config
-        from moto.server import ThreadedMotoServer
 
-        # werkzeug logs every request on stderr; failures are in the responses.
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        self._server = ThreadedMotoServer(ip_address=LOCALHOST, port=0, verbose=False)
-        self._server.start()
-        self.host, self.port = self._server.get_host_and_port()
-        self.endpoint_url = f"http://{self.host}:{self.port}"
+        if mode not in ("thread", "process"):
+            raise ValueError(f"mode must be 'thread' or 'process', not {mode!r}")
+        if tls is not None and mode != "process":
+            raise ValueError("TLS needs mode='process' (moto_server -c/-k)")
+        self.mode = mode
+        self.tls = tls
+        self._server = None
+        self._proc: Optional[subprocess.Popen] = None
+        if mode == "thread":
+            self._start_thread()
+        else:
+            self._start_process(start_timeout)
+        self.endpoint_url = f"{'https' if tls else 'http'}://{self.host}:{self.port}"
+        self._ssl = tls.client_context() if tls else None
+        verify = str(tls.ca_file) if tls else None
         # Checking starts off; leave it off while the IAM user is made with
         # moto's default (unknown to IAM) credentials.
         self._set_no_auth_count(float("inf"))
@@ -144,6 +162,7 @@ class MotoS3:
         iam = boto3.client(
             "iam", endpoint_url=self.endpoint_url, region_name=self.region,
             aws_access_key_id="testing", aws_secret_access_key="testing", config=config,
+            verify=verify,
         )
         user = f"lsio-test-{os.getpid()}"
         iam.create_user(UserName=user)
@@ -160,9 +179,39 @@ class MotoS3:
         self.client = boto3.client(
             "s3", endpoint_url=self.endpoint_url, region_name=self.region,
             aws_access_key_id=self.access_key_id,
-            aws_secret_access_key=self.secret_access_key, config=config,
+            aws_secret_access_key=self.secret_access_key, config=config, verify=verify,
         )
         self._auth_lock = threading.Lock()
+
+    def _start_thread(self) -> None:
+        import logging
+
+        from moto.server import ThreadedMotoServer
+
+        # werkzeug logs every request on stderr; failures are in the responses.
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        self._server = ThreadedMotoServer(ip_address=LOCALHOST, port=0, verbose=False)
+        self._server.start()
+        self.host, self.port = self._server.get_host_and_port()
+
+    def _start_process(self, timeout: float) -> None:
+        import sys
+
+        self.host = LOCALHOST
+        tls_args = ["-c", str(self.tls.cert_file), "-k", str(self.tls.key_file)] if self.tls else []
+        for _ in range(5):  # the free port may be taken before moto binds it
+            self.port = free_port()
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "moto.server", "-H", LOCALHOST, "-p", str(self.port),
+                 *tls_args],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+            try:
+                wait_for_port(self.port, timeout, alive=lambda: self._proc.poll() is None)
+                return
+            except RuntimeError:
+                continue  # exited: most likely the port was taken
+        raise RuntimeError("moto_server did not start (see python -m moto.server --help)")
 
     # -- objects -----------------------------------------------------------
 
@@ -250,7 +299,7 @@ class MotoS3:
             # as a form and moto reads an empty string.
             headers={"Content-Type": "text/plain"},
         )
-        with urllib.request.urlopen(req, timeout=10) as resp:
+        with urllib.request.urlopen(req, timeout=10, context=self._ssl) as resp:
             return float(json.loads(resp.read())["PREVIOUS_INITIAL_NO_AUTH_ACTION_COUNT"])
 
     @contextlib.contextmanager
@@ -267,7 +316,16 @@ class MotoS3:
                 self._set_no_auth_count(previous)
 
     def stop(self) -> None:
-        self._server.stop()
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait(timeout=10)
 
 
 # ==========================================================================
