@@ -29,15 +29,20 @@ def request(url: str, method: str = "GET", headers=None, *, conn=None, timeout=T
             context: ssl.SSLContext | None = None):
     """One request; returns (response, body).  ``conn`` reuses a connection."""
     u = urllib.parse.urlsplit(url)
-    if conn is None:
+    own = conn is None
+    if own:
         if u.scheme == "https":
             conn = http.client.HTTPSConnection(u.hostname, u.port, timeout=timeout, context=context)
         else:
             conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
-    target = u.path + (f"?{u.query}" if u.query else "")
-    conn.request(method, target, headers=headers or {})
-    resp = conn.getresponse()
-    return resp, resp.read()
+    try:
+        target = u.path + (f"?{u.query}" if u.query else "")
+        conn.request(method, target, headers=headers or {})
+        resp = conn.getresponse()
+        return resp, resp.read()
+    finally:
+        if own:
+            conn.close()
 
 
 # ==========================================================================
