@@ -90,7 +90,7 @@ or set LSIO_SKIP_APT=1 if you provide them another way."
   fi
   local apt_opts=(-o DPkg::Lock::Timeout=600 -o Dpkg::Use-Pty=0)
   local new_nginx=0
-  if printf '%s\n' "${missing[@]}" | grep -qx nginx; then new_nginx=1; fi
+  for pkg in "${missing[@]}"; do [ "$pkg" != nginx ] || new_nginx=1; done
   if [ "$new_nginx" = 1 ]; then lsio_quiet_nginx_service before "${sudo[@]}"; fi
   lsio_run "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" update -q
   lsio_run "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" install -y -q \
