@@ -29,7 +29,8 @@ where ``scripts/setup.sh`` and the ``test`` extra install them):
   one nginx per directory for the whole session (HTTP and HTTPS).
 * ``fault_server``: a :class:`remote_servers.FaultServer` serving an empty
   directory under ``tmp_path`` (``fault_server.root``), stopped after the
-  test; ``make_fault_server(root_dir, latency_ms=0.0)`` starts more.
+  test; ``make_fault_server(root_dir, latency_ms=0.0, tls=None)`` starts
+  more (``tls=tls_cert``: HTTPS).
 """
 
 from __future__ import annotations
@@ -201,8 +202,8 @@ def fault_server(tmp_path):
 def make_fault_server():
     servers = []
 
-    def make(root_dir, latency_ms: float = 0.0) -> remote_servers.FaultServer:
-        server = remote_servers.FaultServer(root_dir, latency_ms=latency_ms).start()
+    def make(root_dir, latency_ms: float = 0.0, tls=None) -> remote_servers.FaultServer:
+        server = remote_servers.FaultServer(root_dir, latency_ms=latency_ms, tls=tls).start()
         servers.append(server)
         return server
 

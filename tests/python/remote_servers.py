@@ -647,8 +647,17 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def setup(self):
+        self.conn_id = self.server.owner._connection_opened(self.request)
+        if isinstance(self.request, ssl.SSLSocket):
+            # The TLS handshake runs here, in the connection's thread, not in
+            # accept() (a client that never finishes it would block them all).
+            self.request.settimeout(self.timeout)
+            try:
+                self.request.do_handshake()
+            except (OSError, ssl.SSLError):
+                self.server.owner._connection_closed(self.request)
+                raise
         super().setup()
-        self.conn_id = self.server.owner._connection_opened(self.connection)
 
     def finish(self):
         try:
@@ -823,6 +832,11 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 128
     owner: "FaultServer"
 
+    def handle_error(self, request, client_address):
+        # Failed TLS handshakes and clients vanishing mid-request are part of
+        # the tests; the request log tells what happened.
+        pass
+
 
 class FaultServer:
     """A threaded HTTP/1.1 file server with programmable faults.
@@ -840,11 +854,17 @@ class FaultServer:
     a glob (``fnmatch``, ``*`` also spans ``/``).  Every request is recorded
     (:attr:`requests`) before any fault or latency acts.
 
+    With ``tls`` it speaks HTTPS instead (a reset is then a TCP RST
+    without TLS close_notify; a truncation a FIN without close_notify).
+
     Use as a context manager, or ``start()`` / ``stop()``.
     """
 
-    def __init__(self, root: os.PathLike | str, latency_ms: float = 0.0) -> None:
+    def __init__(self, root: os.PathLike | str, latency_ms: float = 0.0,
+                 tls: Optional[TlsCert] = None) -> None:
         self.root = Path(root)
+        #: With a :class:`TlsCert`, HTTPS (clients trust ``tls.ca_file``).
+        self.tls = tls
         self.root.mkdir(parents=True, exist_ok=True)
         #: First-byte latency added to every request, in milliseconds.
         self.latency_ms = latency_ms
@@ -864,7 +884,14 @@ class FaultServer:
         self._httpd = _Server((LOCALHOST, 0), _Handler)
         self._httpd.owner = self
         self.port = self._httpd.server_address[1]
-        self.base_url = f"http://{LOCALHOST}:{self.port}"
+        scheme = "http"
+        if self.tls is not None:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(self.tls.cert_file, self.tls.key_file)
+            self._httpd.socket = ctx.wrap_socket(
+                self._httpd.socket, server_side=True, do_handshake_on_connect=False)
+            scheme = "https"
+        self.base_url = f"{scheme}://{LOCALHOST}:{self.port}"
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
             name=f"FaultServer:{self.port}", daemon=True,

@@ -507,6 +507,26 @@ def test_latency(fs, make_fault_server):
     assert [f.fired for f in fs.faults] == [1]  # the other path had none
 
 
+def test_fault_server_https(fs, make_fault_server, tls_cert):
+    srv = make_fault_server(fs.root, tls=tls_cert)
+    assert srv.base_url.startswith("https://127.0.0.1:")
+    ctx = tls_cert.client_context()
+    conn = http.client.HTTPSConnection("127.0.0.1", srv.port, timeout=TIMEOUT, context=ctx)
+    for rng in ("bytes=0-9", "bytes=-3"):
+        resp, body = request(srv.url("c/0"), headers={"Range": rng}, conn=conn)
+        assert resp.status == 206 and body == (DATA[:10] if rng == "bytes=0-9" else DATA[-3:])
+    conn.close()
+    srv.add_fault("reset_mid_body", after_bytes=100)
+    with pytest.raises((ConnectionResetError, http.client.IncompleteRead, ssl.SSLError)):
+        request(srv.url("c/0"), context=ctx)
+    with pytest.raises(ssl.SSLCertVerificationError):
+        request(srv.url("c/0"), context=ssl.create_default_context())
+    assert request(srv.url("c/0"), context=ctx)[1] == DATA  # survives a failed handshake
+    recs = srv.requests
+    assert recs[0].conn_id == recs[1].conn_id != recs[2].conn_id
+    assert len(recs) == 4  # the failed handshake sent no request
+
+
 def test_stop_with_a_stalled_request_is_prompt(tmp_path):
     server = remote_servers.FaultServer(tmp_path).start()
     (tmp_path / "f").write_bytes(b"abc")
