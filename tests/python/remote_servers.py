@@ -8,7 +8,9 @@ in them is told apart from a failure in lsio's remote code.  The fixtures in
 * :class:`MotoS3` (fixture ``moto_s3``): moto's S3 server in a thread of the
   test process, with a bucket-creating / uploading boto3 client and real IAM
   credentials, so that SigV4 signatures can be *verified* on demand
-  (:meth:`MotoS3.require_signatures`; fixture ``moto_s3_signed``).
+  (:meth:`MotoS3.require_signatures`; fixture ``moto_s3_signed``).  Fixture
+  ``moto_s3_tls``: the same in a child process, over HTTPS.  Unsigned
+  requests get 403 unless the bucket was made with ``public=True``.
 * :class:`NginxServer` (fixture factory ``nginx_server(root_dir)``): Debian's
   ``/usr/sbin/nginx`` serving a directory over HTTP and HTTPS on free
   127.0.0.1 ports, with a test CA (:func:`make_tls_cert`) whose certificate
@@ -17,7 +19,11 @@ in them is told apart from a failure in lsio's remote code.  The fixtures in
   ``make_fault_server(root_dir)``): a threaded HTTP/1.1 keep-alive file
   server with exact Range / ETag / If-Match semantics, programmable faults
   (5xx, 429, S3 SlowDown, resets, truncation, ignored or wrong ranges, stalls,
-  objects replaced between requests, latency) and a log of every request.
+  objects replaced between requests, latency) and a log of every request;
+  over HTTPS too (``tls=``).
+
+Servers in the test process (``moto_s3``, FaultServer) answer only while
+the code under test releases the GIL during network waits.
 
 Example::
 
@@ -35,7 +41,8 @@ the IAM user made at start) and whose signature botocore's ``S3SigV4Auth``
 recomputes identically over the method, the path exactly as sent (no
 normalisation, single encoding), the query, the *signed* headers and the
 ``x-amz-content-sha256`` header's value.  A wrong secret, a tampered signed
-header or a wrong canonical path is refused with 403 SignatureDoesNotMatch;
+header or a path signed in another spelling ("~" vs "%7E") is refused with
+403 SignatureDoesNotMatch;
 an unsigned request gets a bare 403.  moto does NOT check: the clock skew of
 ``x-amz-date``, the credential scope's region against the server's, or the
 payload hash against the body.  Those need unit tests (lsio's
@@ -131,6 +138,14 @@ class MotoS3:
 
     In thread mode moto's backends are globals of the test process: one
     such server per process (a session fixture).
+
+    What moto 5.2 answers (checked by hand): single and suffix ranges 206
+    with Content-Range, clamped to the size; a range starting at or past
+    the end, and ``bytes=-0``, 416 InvalidRange (XML, no Content-Range); a
+    multi-range header 200 and the whole object; If-Match mismatch 412
+    PreconditionFailed; If-None-Match match 304; the ETag is the quoted
+    MD5 of a single-part object; a HEAD on a missing key is a bare 404.
+    Connections are kept alive (werkzeug's threaded server, HTTP/1.1).
     """
 
     region = "us-east-1"
