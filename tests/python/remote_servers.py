@@ -59,7 +59,6 @@ import hashlib
 import itertools
 import json
 import os
-import shutil
 import signal
 import socket
 import stat
@@ -963,7 +962,8 @@ class FaultServer:
           Content-Range shifted by ``shift`` (default 1), or exactly
           ``content_range=``; a request without a Range gets it too.
         * ``"stall"``: headers, then ``seconds`` (default 5) of silence, then
-          the body (if the client is still there).
+          the body (if the client is still there).  For silence before the
+          status line, use ``"latency"``.
         * ``"drop"``: read the request, then RST without any response.
         * ``"latency"`` (side fault): ``ms`` more first-byte latency.
         * ``"replace_object"`` (side fault): before serving, rewrite the file
@@ -1088,9 +1088,3 @@ class FaultServer:
         tmp = f.with_name(f".{f.name}.replace-{os.getpid()}-{threading.get_ident()}")
         tmp.write_bytes(data)
         os.replace(tmp, f)
-
-
-def copy_tree(src: os.PathLike | str, dst: os.PathLike | str) -> Path:
-    """Copy a store directory for a server to serve (and faults to modify)."""
-    shutil.copytree(src, dst, dirs_exist_ok=True)
-    return Path(dst)
