@@ -36,6 +36,12 @@ LSIO_APT_PACKAGES=(
   libssl-dev libcurl4-openssl-dev
   # Google Benchmark (1.7 on Debian 12): benchmarks/cpp/lsio_microbench, smoke-run in ctest.
   libbenchmark-dev
+  # Remote-store tests (tests/python/remote_servers.py): nginx serves test stores over HTTP and
+  # HTTPS, started by the tests on their own ports with their own config; the openssl CLI makes
+  # their TLS certificates. `nginx`, not `nginx-light`: in Debian 12 the latter is only a
+  # transitional package pulling in nginx. The package's own service is kept stopped and
+  # disabled (lsio_quiet_nginx_service).
+  nginx openssl
   python3-dev python3-venv python3-pip git
   # scripts/fuzz.sh: libFuzzer. clang >= 15 (the engine uses _Float16); g++ brings the
   # ASan/UBSan/TSan runtimes for scripts/sanitize.sh.
@@ -83,9 +89,30 @@ or set LSIO_SKIP_APT=1 if you provide them another way."
     if [ -t 0 ] && [ "${CI:-}" != "true" ]; then sudo=(sudo); else sudo=(sudo -n); fi
   fi
   local apt_opts=(-o DPkg::Lock::Timeout=600 -o Dpkg::Use-Pty=0)
+  local new_nginx=0
+  for pkg in "${missing[@]}"; do [ "$pkg" != nginx ] || new_nginx=1; done
+  if [ "$new_nginx" = 1 ]; then lsio_quiet_nginx_service before "${sudo[@]}"; fi
   lsio_run "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" update -q
   lsio_run "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" install -y -q \
     --no-install-recommends "${missing[@]}" </dev/null
+  if [ "$new_nginx" = 1 ]; then lsio_quiet_nginx_service after "${sudo[@]}"; fi
+}
+
+# lsio_quiet_nginx_service before|after [sudo...]: the tests only need the nginx binary, but
+# Debian's postinst starts (and enables) a system nginx on port 80 where an init system runs,
+# and fails the whole install if that start fails (port 80 taken and no `ss` to notice it).
+# Under systemd the unit is masked for the install (invoke-rc.d then skips the start), then
+# unmasked and left disabled. Without an init system (containers) invoke-rc.d starts nothing.
+# Only called when this script installs nginx: an nginx the machine already had is left alone.
+lsio_quiet_nginx_service() {
+  local when="$1"; shift
+  [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1 || return 0
+  if [ "$when" = before ]; then
+    lsio_run "$@" systemctl mask nginx.service || true
+  else
+    lsio_run "$@" systemctl unmask nginx.service || true
+    lsio_run "$@" systemctl disable --now nginx.service || true
+  fi
 }
 
 lsio_setup_venv() {
