@@ -21,10 +21,11 @@
 // concurrent threads" (CURLSHOPT_SHARE(3)), and Run is called from many threads at once, so
 // each thread keeps its connections in its own CURLM instead.
 //
-// SIGPIPE: the process's disposition is never changed. With CURLOPT_NOSIGNAL libcurl sends
-// with MSG_NOSIGNAL on Linux (plain sockets and, through its own BIO, TLS), so a peer that
-// resets a connection gives EPIPE/ECONNRESET, not a signal (tests/cpp/net/http_client_test.cc
-// runs with SIGPIPE's default action to prove it).
+// SIGPIPE: the process's disposition is never changed. libcurl sends with MSG_NOSIGNAL on
+// Linux (and its OpenSSL backend writes through libcurl's socket layer, not a socket BIO),
+// so a peer that resets a connection gives EPIPE/ECONNRESET, not a signal.
+// tests/cpp/net/http_client_test.cc proves it for plain HTTP with SIGPIPE's default action;
+// HTTPS is exercised later from Python against nginx.
 #include "net/http_client.h"
 
 #include <curl/curl.h>

@@ -856,6 +856,14 @@ TEST(HttpClientTest, BadArgumentsFailWithoutARequest) {
   EXPECT_TRUE(reqs[2].status.ok());
   EXPECT_EQ(reqs[2].transferred, 0u);
   EXPECT_EQ(server.request_count(), 0u);
+
+  // Only http and https: a file:// URL is refused by libcurl, and not retried.
+  HttpRequest file;
+  file.url = "file:///etc/hostname";
+  RunOne(file);
+  EXPECT_EQ(file.status.code(), StatusCode::kIoError) << file.status.ToString();
+  EXPECT_EQ(file.attempts, 1u);
+  EXPECT_TRUE(file.body.empty());
 }
 
 }  // namespace
