@@ -3,8 +3,8 @@
 #
 #   bash scripts/sanitize.sh            # asan then tsan
 #   bash scripts/sanitize.sh asan       # ASan + UBSan over every suite   (build/asan)
-#   bash scripts/sanitize.sh tsan       # TSan over the util, io (pread and io_uring), read and
-#                                       # fault suites (build/tsan)
+#   bash scripts/sanitize.sh tsan       # TSan over the util, io (pread and io_uring), net, read
+#                                       # and fault suites (build/tsan)
 #   bash scripts/sanitize.sh asan-python  # the _core extension under ASan + UBSan (build/asan):
 #                                       # tests/python/test_goldens.py, test_errors.py,
 #                                       # test_file_changes.py and test_interrupt.py's signal
@@ -122,12 +122,13 @@ status=0
 for mode in "${modes[@]}"; do
   case "$mode" in
     asan) run_mode asan address,undefined '_NOT_BUILT' || status=1 ;;
-    # Only the concurrent layers (and the fault suite, whose reads run on 2-4 workers);
+    # Only the concurrent layers (net: Run from several threads over a shared CURLSH, and
+    # the fault suite, whose reads run on 2-4 workers);
     # tests of binaries not built are excluded by -E. The io_uring cases run too: the
     # backend tells TSan about the rings liburing maps with raw syscalls (uring_backend.cc,
     # TsanRingMapped / TsanRingUnmapping), which TSan would otherwise take for races between
     # threads whose rings reused the same pages.
-    tsan) run_mode tsan thread '_NOT_BUILT' lsio_util_test lsio_io_test lsio_read_test lsio_fault_test || status=1 ;;
+    tsan) run_mode tsan thread '_NOT_BUILT' lsio_util_test lsio_io_test lsio_net_test lsio_read_test lsio_fault_test || status=1 ;;
     asan-python) run_asan_python || status=1 ;;
     *) echo "unknown mode: $mode (asan | tsan | asan-python)" >&2; exit 2 ;;
   esac

@@ -10,41 +10,73 @@
 //      per-attempt signature headers (SigV4 dates change between retries).
 //   3. client.Run(requests, opt, on_done, cancelled): returns once every request is finished;
 //      on_done(i) runs on the calling thread as soon as request i is finished (ok or not, after
-//      its retries), so the caller can decode it while other requests are still in flight.
+//      its retries, cancelled included: exactly once per request), so the caller can decode it
+//      while other requests are still in flight. on_done may call Run again (it gets its own
+//      multi handle).
 //   4. Read each request's outcome: status (Ok, or the final error), http_status, etag,
-//      object_size, transferred, request_id, attempts, missing (404/410).
+//      object_size, transferred, request_id, attempts, missing (404/410). Run resets the
+//      outputs first, so a request may be run again.
 //
 // Semantics:
 //   - Range kinds: kNone (whole object), kRange (bytes=offset-(offset+length-1)), kSuffix
 //     (bytes=-length). A 206 must carry a Content-Range that matches what was asked (suffix:
-//     the last min(length, size) bytes); anything else fails with kDataLoss naming both.
-//     object_size comes from Content-Range's total (206) or Content-Length (200).
-//   - A 200 answer to a range request: when the whole object is <= ignored_range_limit bytes,
-//     the wanted bytes are taken from it; else kUnavailable "server ignores Range requests".
+//     the last min(length, size) bytes) and a Content-Length (if any) equal to its span;
+//     anything else, a missing Content-Range included, fails with kDataLoss naming both (an
+//     object shorter than a kRange is such a mismatch). object_size comes from Content-Range's
+//     total (206) or Content-Length (200). transferred counts the bytes of the range written
+//     (kSuffix: min(length, size), at dst[0..)); for kNone, the body's size.
+//   - length 0 with kRange/kSuffix: Ok at once, no request (a Range header cannot say it).
+//     kSuffix of an empty object (S3 answers 416 "bytes */0"): Ok, transferred 0.
+//     Any other 416: kIoError (EIO) naming the object's size when the server gave it.
+//   - A 200 answer to a range request: when the whole object is <= ignored_range_limit bytes
+//     (by its Content-Length), the wanted bytes are taken from it; else kUnavailable "server
+//     ignores Range requests". Not retried.
 //   - 404 and 410: missing = true, status Ok (callers decide what absent means).
 //   - 412 (If-Match failed): kIoError with errno ESTALE and precondition_failed = true; the
 //     store words it ("changed since its index was read"). Never retried.
 //   - 401/403: kIoError with errno EACCES and permission_denied = true. Never retried.
 //   - Any other non-2xx answer not retried below: kIoError (errno EIO) with the status.
-//   - Retried with exponential backoff and full jitter (base retry_base_delay_ms, cap
-//     retry_max_delay_ms), each time on a fresh connection: connection errors, timeouts, a
-//     stall (no byte for stall_timeout_ms), 408, 429, 5xx, and S3's SlowDown error code in a
-//     200 body. A body cut short (fewer bytes than Content-Length/Content-Range promised) is
-//     resumed with a Range request for the rest, pinned with If-Match to the ETag of the
-//     first answer. Bounded by max_attempts and total_timeout_ms per request, then the last
-//     error with "after N attempts".
+//   - Retried with exponential backoff and full jitter (uniform in [0, min(retry_max_delay_ms,
+//     retry_base_delay_ms * 2^k)]; a Retry-After header is a floor within that cap), each time
+//     on a fresh connection (CURLOPT_FRESH_CONNECT): connection errors (refused, reset, DNS,
+//     TLS handshake, nothing or garbage received), timeouts, a stall (no byte for
+//     stall_timeout_ms; 0 disables), 408, 429, 5xx, and an S3 error document
+//     (<Error><Code>SlowDown | InternalError | ServiceUnavailable | Throttling |
+//     RequestTimeout) served as a 2xx XML body in place of the data. TLS verification
+//     failures and bad URLs are not retried. A request waiting for its retry keeps its
+//     max_in_flight slot (backing off must lower the load).
+//   - A body cut short (connection closed or reset, or fewer bytes than Content-Length /
+//     Content-Range promised) is resumed at once (no backoff when the attempt made progress)
+//     with a Range request for the rest (kNone: bytes=N-), pinned with If-Match to the ETag
+//     of the first answer; without a strong ETag the read starts over instead. From then on
+//     every answer must carry that ETag: a 412, or an answer with another ETag, ends the
+//     request with precondition_failed (the object changed during the read).
+//   - Bounded by max_attempts and total_timeout_ms per request (an attempt's timeout is
+//     clipped to what is left), then the last error with "after N attempts".
 //   - Bytes are written only inside [dst, dst + length) (kRange/kSuffix) or into `body`.
-//   - Errors name the URL with RedactSecrets applied (no query signatures, no tokens), the
-//     range, the HTTP status and the server's request id (x-amz-request-id,
-//     x-guploader-uploadid, x-request-id) when given.
+//   - Errors name the URL with RedactSecrets applied (no query signatures, no tokens) in
+//     Status::path(), the range in Status::WithRange (kRange; kSuffix once its place is known;
+//     the message says "bytes=-N" before that and the Range of a resumed attempt), and in the
+//     message the HTTP status, S3's <Code>/<Message> and the server's request id
+//     (x-amz-request-id, x-guploader-uploadid, x-request-id) when given. errno: ESTALE (412),
+//     EACCES (401/403), ETIMEDOUT (timeout, stall), the socket's errno for connection
+//     errors (ECONNREFUSED, ECONNRESET, EPIPE), else EIO.
+//   - Methods other than GET/HEAD, and header names or values with CR, LF or NUL, fail with
+//     kInvalidArgument before any request is sent.
 //   - cancelled() is polled about every 20 ms on the calling thread; when it returns true,
 //     unfinished requests end with kCancelled and Run returns promptly.
 //
-// Fork and threads: curl_global_init runs once per process; connection cache, DNS cache and
-// TLS sessions are shared between the calling threads through a CURLSH guarded by mutexes;
-// every thread drives its own CURLM. All of it lives in a ProcessLocal, so a forked child
-// builds fresh handles and never touches a connection its parent opened. Run may be called
-// from many threads at once; a single request is never touched by two threads.
+// Fork and threads: curl_global_init runs once per process; the DNS cache and TLS sessions
+// are shared between the calling threads through a CURLSH guarded by mutexes (one per kind
+// of data); every thread drives its own CURLM, kept across its Run calls because it holds
+// that thread's connection cache: keep-alive connections are reused by the same thread only.
+// (The connection cache is not put in the CURLSH: libcurl 7.88 documents sharing connections
+// between concurrent threads as unsupported.) The CURLSH lives in a ProcessLocal and each
+// thread's CURLM is checked against the fork generation, so a forked child builds fresh
+// handles, closes its inherited copies of the parent's sockets (without shutdown(), so the
+// parent's connections live on) and never sends a byte on a connection its parent opened.
+// Run may be called from many threads at once; a single request is never touched by two
+// threads. The process's SIGPIPE disposition is left alone (libcurl sends with MSG_NOSIGNAL).
 #pragma once
 
 #include <cstdint>
