@@ -1000,8 +1000,9 @@ def _check_headers(headers: List[Tuple[str, str]], signing: str, lsio_auth: bool
         if low in _OWNED_HEADERS:
             raise ValueError(f"header {name!r} is set by lsio and cannot be given")
         if low == "authorization" and lsio_auth:
-            raise ValueError(f"header {name!r} conflicts with the credentials lsio signs with "
-                             f"({signing}); give one or the other")
+            how = "user:password in the URL" if signing == "none" else f"{signing} signing"
+            raise ValueError(f"header {name!r} conflicts with the credentials lsio sends "
+                             f"({how}); give one or the other")
         if signing == "sigv4" and low in _SIGV4_HEADERS:
             raise ValueError(f"header {name!r} is set by SigV4 signing and cannot be given")
 
@@ -1146,6 +1147,10 @@ def resolve(url: str, storage_options: Optional[Mapping] = None) -> RemoteConfig
                 profile = _Profile(_env("AWS_PROFILE"), "AWS_PROFILE")
             else:
                 profile = _Profile("default", "")
+            value, spelled = opt("session_token")
+            session = None if value is None else _as_str(value, spelled)
+            conflict_with_anonymous(["access_key_id", "secret_access_key", "session_token",
+                                     "profile", "credentials"])
             region = (region_opt or _env("AWS_REGION") or _env("AWS_DEFAULT_REGION")
                       or profile.settings().get("region") or "us-east-1")
             if not _REGION.match(region):
@@ -1166,10 +1171,6 @@ def resolve(url: str, storage_options: Optional[Mapping] = None) -> RemoteConfig
                 hostname = f"s3.{region.lower()}.{suffix}"
                 endpoint = _Endpoint("https" if use_ssl else "http", hostname, hostname, "")
 
-            value, spelled = opt("session_token")
-            session = None if value is None else _as_str(value, spelled)
-            conflict_with_anonymous(["access_key_id", "secret_access_key", "session_token",
-                                     "profile", "credentials"])
             if anonymous:
                 pass
             elif provider is not None:
