@@ -120,7 +120,9 @@ profile option or a callable is a conflict):
    ``role_arn``, ``web_identity_token_file``, ``sso_*`` or ``credential_source`` (or
    ``credential_process`` without static keys) raises ``ValueError`` suggesting
    ``credentials=Boto3Credentials("name")``. A named profile (option or ``AWS_PROFILE``)
-   that exists in neither file raises ``ValueError``; a missing ``default`` does not.
+   that exists in neither file raises ``ValueError`` when it is consulted (for credentials,
+   or for the region / endpoint when no option or variable gives them, as boto3 does); a
+   missing ``default`` profile does not.
 5. none found: unsigned requests (``anonymous=False`` raises ``ValueError`` instead).
    lsio itself never queries EC2/ECS metadata or SSO: use a ``credentials`` callable.
 
@@ -326,7 +328,7 @@ _HEADER_VALUE = re.compile(r"^[\t\x20-\x7e]*$")
 _BUCKET = re.compile(r"^[A-Za-z0-9._-]+$")
 _DNS_BUCKET = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
 _REGION = re.compile(r"^[A-Za-z0-9._-]+$")
-_HOSTNAME = re.compile(r"^[a-z0-9._~!$&'()*+,;=%-]+$")
+_HOSTNAME = re.compile(r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _IPV4 = re.compile(r"^\d+\.\d+\.\d+\.\d+$")
 _OWNED_HEADERS = {"host", "range", "content-length", "transfer-encoding", "connection",
@@ -355,8 +357,6 @@ def _type_name(value: Any) -> str:
 
 
 def _as_str(value: Any, name: str, *, empty: bool = False) -> str:
-    if isinstance(value, os.PathLike) and name in ("ca_file", "client_kwargs['verify']"):
-        value = os.fspath(value)
     if not isinstance(value, str):
         raise TypeError(f"storage_options {name} must be a str, got {_type_name(value)}")
     if not empty and not value:
@@ -453,6 +453,8 @@ def _collect(kind: str, storage_options: Optional[Mapping]) -> Dict[str, Tuple[A
                     if isinstance(subvalue, bool):
                         put("verify_ssl", subvalue, spelled)
                     else:
+                        if isinstance(subvalue, os.PathLike):
+                            subvalue = os.fspath(subvalue)
                         put("ca_file", _as_str(subvalue, spelled), spelled)
                 else:
                     put(canon, subvalue, spelled)
@@ -461,6 +463,8 @@ def _collect(kind: str, storage_options: Optional[Mapping]) -> Dict[str, Tuple[A
             canon = "session_token"
         else:
             canon = ALIASES.get(name, name)
+        if canon == "ca_file" and isinstance(value, os.PathLike):
+            value = os.fspath(value)
         if canon not in KNOWN_KEYS:
             known = sorted(set(KNOWN_KEYS) | set(ALIASES))
             raise ValueError(f"unknown storage_options key {name!r}; known keys: {', '.join(known)}")
@@ -542,7 +546,8 @@ def _parse_http(url: str, what: str) -> Tuple[_Endpoint, str, Optional[Tuple[str
         host = f"[{hostname}]"
     else:
         if not _HOSTNAME.match(hostname):
-            raise ValueError(f"{what}: invalid host name")
+            raise ValueError(f"{what}: invalid host name (letters, digits, '.', '-', '_'; "
+                             f"write international names in punycode)")
         host = hostname
     if port is not None:
         host = f"{host}:{port}"
@@ -938,7 +943,7 @@ _RE_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@?#]*@")
 _RE_QUERY = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s?#]*)\?[^\s#\"'<>]*")
 _RE_AUTH = re.compile(r"(?i)\b(authorization|proxy-authorization|x-amz-security-token|"
                       r"x-goog-api-key|x-api-key|cookie|set-cookie)(\s*[:=]\s*)[^\r\n]*")
-_RE_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+")
+_RE_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}")
 _RE_KEY_ID = re.compile(r"\b(?:AKIA|ASIA|AROA|AIDA|GOOG)[A-Z0-9]{12,}\b")
 _RE_SECRET_FIELD = re.compile(r"(?i)\b(aws_secret_access_key|secret_access_key|secret_key|"
                               r"aws_session_token|session_token|password)(\s*[:=]\s*['\"]?)"
@@ -948,9 +953,12 @@ _RE_SECRET_FIELD = re.compile(r"(?i)\b(aws_secret_access_key|secret_access_key|s
 def redact(text: str, secrets: Any = ()) -> str:
     """``text`` without credentials: URL userinfo and query strings, Authorization-like
     header values, Bearer/Basic tokens, secret-looking ``name=value`` fields, AWS key ids
-    (kept to their first 4 characters), and every string in ``secrets``."""
+    (kept to their first 4 characters), and every string of 4 or more characters in
+    ``secrets`` (shorter ones would mangle the text and are no real secrets)."""
     text = str(text)
-    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+    if isinstance(secrets, str):
+        secrets = (secrets,)
+    for secret in sorted((s for s in secrets if s and len(s) >= 4), key=len, reverse=True):
         text = text.replace(secret, "***")
     text = _RE_USERINFO.sub(r"\1***@", text)
     text = _RE_QUERY.sub(r"\1?***", text)

@@ -343,6 +343,9 @@ def test_http_urls(url, scheme, host, root, display):
     ("https://h:notaport/x", "not a valid URL"),
     ("https:///x", "no host"),
     ("https://h/a b", "whitespace"),
+    ("https://bücher.example/x", "punycode"),
+    ("https://h%41/x", "invalid host name"),
+    ("https://-h/x", "invalid host name"),
 ])
 def test_http_bad_urls(url, match):
     with pytest.raises(ValueError, match=match):
@@ -565,6 +568,8 @@ def test_ca_file(monkeypatch, tmp_path):
     assert core("s3://b/x", {"anon": True, "ca_file": a})["ca_file"] == str(a)  # PathLike
     assert core("s3://b/x", {"anon": True, "ca_bundle": str(a)})["ca_file"] == str(a)
     assert core("s3://b/x", {"anon": True, "client_kwargs": {"verify": str(a)}})["ca_file"] == str(a)
+    assert core("s3://b/x", {"anon": True, "ca_bundle": a})["ca_file"] == str(a)
+    assert core("s3://b/x", {"anon": True, "client_kwargs": {"verify": a}})["ca_file"] == str(a)
     with pytest.raises(ValueError, match=r"from storage_options ca_file\) does not exist"):
         core("s3://b/x", {"anon": True, "ca_file": str(tmp_path / "missing.pem")})
     monkeypatch.setenv("AWS_CA_BUNDLE", str(tmp_path / "missing.pem"))
@@ -883,7 +888,7 @@ def test_callable_google_auth_style():
 
 
 def test_callable_gcs_hmac():
-    cfg = S.resolve("gs://b/x", {"credentials": lambda: {"key" if False else "access_key_id": "GOOG1",
+    cfg = S.resolve("gs://b/x", {"credentials": lambda: {"access_key_id": "GOOG1",
                                                          "secret_access_key": "s"}})
     assert (cfg.signing, cfg.region) == ("sigv4", "auto")
 
@@ -1020,6 +1025,9 @@ def test_redact():
     assert "https://***@h.example/x?***" in out and "Authorization: ***" in out
     assert "Bearer ***" in out and "h.example" in out
     assert S.redact("key id ASIAIOSFODNN7EXAMPLE used") == "key id ASIA… used"
+    assert S.redact("basic usage of a Bearer token") == "basic usage of a Bearer token"
+    assert S.redact("abc long-secret", "long-secret") == "abc ***"  # a str, not its characters
+    assert S.redact("a b s3://bucket", ["s", "b"]) == "a b s3://bucket"
     assert S.redact("s3://b/x failed: opaque-secret-value", ["opaque-secret-value"]) == \
         "s3://b/x failed: ***"
     cfg = S.resolve("https://h/x", {"token": "opaque-token-123"})
