@@ -11,8 +11,12 @@ namespace lsio_py {
 [[noreturn]] void ThrowStatus(const lsio::Status& st) {
   using lsio::StatusCode;
   if (st.code() == StatusCode::kCancelled) {
-    // A Python signal handler raised (KeyboardInterrupt for Ctrl-C): propagate that.
-    if (PyErr_Occurred() == nullptr) PyErr_SetNone(PyExc_KeyboardInterrupt);
+    // A Python signal handler raised (KeyboardInterrupt for Ctrl-C): propagate that. A
+    // remote read stopped by the interrupt probe (module.cc) left SIGINT pending: run the
+    // handlers now, so the exception is the handler's own and is raised once.
+    if (PyErr_Occurred() == nullptr && PyErr_CheckSignals() == 0 && PyErr_Occurred() == nullptr) {
+      PyErr_SetNone(PyExc_KeyboardInterrupt);
+    }
     throw py::error_already_set();
   }
   const std::string msg = st.ToString();

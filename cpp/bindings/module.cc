@@ -3,11 +3,26 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include "gil.h"
 #include "lsio/array.h"
 
 namespace py = pybind11;
 
 namespace lsio_py {
+
+// The engine's interrupt probe (lsio::SetInterruptProbe): whether SIGINT is pending, without
+// running a handler (a remote read calls it while its buffers are live). Python offers no
+// "is it tripped?" query, so take the flag and trip it again: the handlers run later, once,
+// at the engine's next `interrupted` poll or when the kCancelled status is raised.
+bool SigintPending() {
+  if (PythonFinalizing()) return false;
+  PyGILState_STATE g = PyGILState_Ensure();
+  const bool pending = PyOS_InterruptOccurred() != 0;
+  if (pending) PyErr_SetInterrupt();
+  PyGILState_Release(g);
+  return pending;
+}
+
 void BindArray(py::module_& m);
 void BindLimits(py::module_& m);  // limits.cc: private micro-benchmarks for benchmarks/python
 void BindRemote(py::module_& m);  // remote.cc: remote stores (S3, GCS, HTTP)
@@ -23,6 +38,7 @@ PYBIND11_MODULE(_core, m) {
   lsio_py::BindRemote(m);  // first: open_remote returns an Array, RemoteStore is its argument
   lsio_py::BindArray(m);
   lsio_py::BindLimits(m);
+  lsio::SetInterruptProbe(&lsio_py::SigintPending);
   m.def("io_backend_info", [] {
     const lsio::IoBackendInfo i = lsio::GetIoBackendInfo();
     py::dict d;

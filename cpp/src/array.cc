@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <new>
 #include <stdexcept>
@@ -22,6 +23,9 @@ namespace {
 // zarr.json above this is refused unread: real metadata is kilobytes, and a huge file there
 // is a mistake (or an attack) that would otherwise be read whole into memory.
 constexpr uint64_t kMaxMetadataBytes = uint64_t{64} << 20;
+
+// The probe the bindings install (SetInterruptProbe); read once per call.
+std::atomic<bool (*)()> g_interrupt_probe{nullptr};
 
 }  // namespace
 
@@ -51,6 +55,7 @@ struct Array::Impl {
     ctx.plan.max_gap = options.max_gap;
     ctx.plan.max_request = options.max_request;
     ctx.threads = options.threads > 0 ? options.threads : AvailableCpus();
+    ctx.interrupt_probe = g_interrupt_probe.load(std::memory_order_relaxed);
     // Remote workers keep many coalesced requests (up to max_request each) in flight; the
     // local default would cap a batch at a few of them. memory_limit still bounds it.
     if (remote) ctx.batch_bytes = std::max<uint64_t>(ctx.batch_bytes, 64ull << 20);
@@ -325,6 +330,8 @@ Result<std::vector<int64_t>> Array::StoredChunkBytes() {
   }));
   return nbytes;
 }
+
+void SetInterruptProbe(bool (*probe)()) { g_interrupt_probe.store(probe); }
 
 IoBackendInfo GetIoBackendInfo() {
   IoBackendInfo info;

@@ -225,3 +225,31 @@ def test_ctrl_c_interrupts_planning_of_millions_of_crops(tmp_path):
     full = per_crop * len(starts)
     # Well before the whole call would have finished (it takes `full` seconds).
     assert got_at[0] < delay + max(0.5, full / 4), (got_at[0], full)
+
+
+# --- Remote reads: Ctrl-C while the engine waits on the network ------------------------------
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("stage", ["index", "chunks"])
+def test_ctrl_c_interrupts_a_remote_read_waiting_on_the_network(tmp_path, make_fault_server, threads, stage):
+    """A server that stalls for 30 s (timeout 60 s): Ctrl-C must end the read within about a
+    second, whether the engine waits on the shard index (resolving, on the calling thread)
+    or on chunk data (workers), and the Array must read correctly afterwards."""
+    path = tmp_path / "a.zarr"
+    data = np.arange(64 * 64, dtype="uint16").reshape(64, 64)
+    z = zarr.create_array(str(path), shape=data.shape, dtype="uint16", chunks=(8, 8), shards=(32, 32),
+                          compressors=ZstdCodec())
+    z[...] = data
+    srv = make_fault_server(tmp_path)
+    arr = lsio.open(srv.url("a.zarr"), threads=threads, storage_options={"timeout": 60, "retries": 0})
+    if stage == "chunks":
+        arr[0:1, 0:1]  # shard indexes of shard (0, 0) cached: the next read waits on chunks only
+    srv.add_fault("stall", "*/c/0/0", seconds=30, times=1)
+    t0 = time.monotonic()
+    frame = _interrupt_during(lambda: arr[0:32, 0:32], delay=0.3)
+    elapsed = time.monotonic() - t0
+    assert frame is not None, "the read finished: the stall did not hold it"
+    assert elapsed < 5, f"Ctrl-C took {elapsed:.1f} s to end a remote read"
+    srv.clear_faults()
+    assert np.array_equal(arr[...], data)

@@ -147,4 +147,11 @@ struct IoBackendInfo {
 };
 IoBackendInfo GetIoBackendInfo();
 
+/// Installs a check that says whether the user asked to interrupt (Ctrl-C) without running
+/// any handler, callable with no lock held. Remote reads call it on the thread that made
+/// the call while they wait on the network (every ~20 ms), and stop with kCancelled when it
+/// returns true; between batches the call's `interrupted` callback runs as before. The
+/// Python bindings install one at import; nullptr removes it.
+void SetInterruptProbe(bool (*probe)());
+
 }  // namespace lsio

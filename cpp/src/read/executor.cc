@@ -122,7 +122,7 @@ Status Resolve(const ReadContext& ctx, bool remote, uint32_t first, uint32_t las
       obj.size_known = true;
       t.nbytes = obj.size;
       first_error = CheckStoredSize(l, *plan, t);
-    }, ctx.interrupted);
+    }, [&ctx] { return ctx.interrupt_probe != nullptr && ctx.interrupt_probe(); });
     return first_error;
   }
 
@@ -223,7 +223,7 @@ Status Resolve(const ReadContext& ctx, bool remote, uint32_t first, uint32_t las
       index[s] = std::make_shared<const std::vector<ShardIndexEntry>>(std::move(decoded).value());
       if (remote) store.stats().bytes_used.fetch_add(l.shard.index_size, std::memory_order_relaxed);
       ctx.index_cache->Insert(plan->shard_ids[s], index[s], obj.version, obj.size);
-    }, ctx.interrupted);
+    }, [&ctx] { return ctx.interrupt_probe != nullptr && ctx.interrupt_probe(); });
     if (!first_error.ok()) return first_error;
   }
   for (uint32_t i = first; i < last; ++i) {
@@ -268,6 +268,16 @@ struct CallState {
     if (now < next_check) return false;
     next_check = now + std::chrono::milliseconds(10);
     if (!ctx->interrupted()) return false;
+    Fail(Status::Cancelled("read interrupted"));
+    return true;
+  }
+
+  // While a remote batch waits on the network: failed elsewhere, or (calling thread only)
+  // the user pressed Ctrl-C, seen by the probe without running any handler.
+  bool StopWaiting() {
+    if (failed.load(std::memory_order_relaxed)) return true;
+    if (ctx->interrupt_probe == nullptr || std::this_thread::get_id() != caller) return false;
+    if (!ctx->interrupt_probe()) return false;
     Fail(Status::Cancelled("read interrupted"));
     return true;
   }
@@ -549,7 +559,7 @@ void WorkerLoopBody(CallState& cs) {
     }
     // Remote reads wait on the network: let a failure elsewhere (or Ctrl-C on the calling
     // thread) end them early.
-    ctx.store->Read(reqs, on_done, [&cs] { return cs.failed.load(std::memory_order_relaxed); });
+    ctx.store->Read(reqs, on_done, [&cs] { return cs.StopWaiting(); });
     bool all_hits = true;
     for (const RangeRead& r : reqs) all_hits &= r.inline_hit || r.length == 0;
     batch_limit = all_hits ? 1 : max_batch;

@@ -65,6 +65,10 @@ struct ReadContext {
   /// anything, so the poll may run code that reads through lsio itself); when it returns
   /// true the call stops with kCancelled (the output is then partly written).
   std::function<bool()> interrupted;
+  /// Polled on the calling thread while a remote store waits on the network (where
+  /// `interrupted` may not run: this thread's buffers are live): true stops the call with
+  /// kCancelled. Must run no user code (see SetInterruptProbe in lsio/array.h).
+  bool (*interrupt_probe)() = nullptr;
   /// Bytes one call may allocate (plan + per-worker read and decode buffers); 0 = no limit.
   /// The executor first uses fewer workers and smaller read batches to fit, then fails
   /// with kResourceExhausted before reading anything.

@@ -42,7 +42,9 @@ std::string Status::ToString(bool include_errno) const {
     ctx += ctx.empty() ? "" : ", ";
     ctx += part;
   };
-  if (!path_.empty()) add("file '" + path_ + "'");
+  // A location with a scheme ("s3://...", "https://...") is an object, not a file.
+  const bool url = path_.find("://") != std::string::npos;
+  if (!path_.empty()) add((url ? "object '" : "file '") + path_ + "'");
   if (!chunk_.empty()) add("chunk " + chunk_);
   if (has_range_) {
     add("bytes [" + std::to_string(range_offset_) + ", " +
