@@ -239,6 +239,7 @@ Exactly these keys:
 from __future__ import annotations
 
 import configparser
+import copy
 import dataclasses
 import datetime as _dt
 import math
@@ -948,6 +949,24 @@ _RE_KEY_ID = re.compile(r"\b(?:AKIA|ASIA|AROA|AIDA|GOOG)[A-Z0-9]{12,}\b")
 _RE_SECRET_FIELD = re.compile(r"(?i)\b(aws_secret_access_key|secret_access_key|secret_key|"
                               r"aws_session_token|session_token|password)(\s*[:=]\s*['\"]?)"
                               r"[^\s'\",;]+")
+
+
+def masked_options(storage_options: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """A copy of ``storage_options`` fit to show (``Array.options``, reprs, logs): values of
+    secret-bearing keys (keys, tokens, headers, nested ``client_kwargs`` credentials) and
+    callables become ``"***"``."""
+    out: Dict[str, Any] = {}
+    for k, v in (storage_options or {}).items():
+        secret = str(k) in _SECRET_OPTIONS or str(k).startswith("aws_") or str(k) in ("key", "secret")
+        if v is None or isinstance(v, bool):
+            out[k] = v
+        elif secret or callable(v):
+            out[k] = "***"
+        elif isinstance(v, Mapping):
+            out[k] = masked_options(v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
 
 
 def redact(text: str, secrets: Any = ()) -> str:

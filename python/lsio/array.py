@@ -275,8 +275,12 @@ class Array:
         ``threads`` 0 means all available CPUs. ``storage`` is the detected storage kind
         that chose the coalescing defaults; ``tuning`` (with ``tune=True``) what was measured.
         """
-        out = {k: v for k, v in self._config.items() if k not in ("path", "explicit")}
-        return copy.deepcopy(out)
+        out = {k: v for k, v in self._config.items() if k not in ("path", "explicit", "storage_options")}
+        out = copy.deepcopy(out)
+        if "storage_options" in self._config:
+            # Shown without secrets: keys, tokens, headers and callables are masked.
+            out["storage_options"] = _storage.masked_options(self._config["storage_options"])
+        return out
 
     @property
     def shape(self) -> Tuple[int, ...]:

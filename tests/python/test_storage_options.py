@@ -1087,3 +1087,21 @@ def test_config_is_frozen():
     cfg = S.resolve("s3://b/x", None)
     with pytest.raises(Exception):
         cfg.root = "/other"
+
+
+def test_masked_options_hide_every_secret_but_keep_the_rest():
+    so = {
+        "key": "AKIAEXAMPLE", "secret": "s3cr3t-value", "token": "tok-value",
+        "endpoint_url": "http://127.0.0.1:9000", "anon": False, "request_concurrency": 8,
+        "client_kwargs": {"aws_secret_access_key": "nested-secret", "region_name": "eu-west-1"},
+        "headers": {"X-Api-Key": "header-secret"}, "credentials": lambda: {},
+    }
+    shown = S.masked_options(so)
+    text = repr(shown)
+    for secret in ("AKIAEXAMPLE", "s3cr3t-value", "tok-value", "nested-secret", "header-secret"):
+        assert secret not in text
+    assert shown["endpoint_url"] == "http://127.0.0.1:9000"
+    assert shown["client_kwargs"]["region_name"] == "eu-west-1"
+    assert shown["request_concurrency"] == 8 and shown["anon"] is False
+    assert shown["credentials"] == "***" and shown["headers"] == "***"
+    assert so["key"] == "AKIAEXAMPLE", "the caller's dict is not modified"
