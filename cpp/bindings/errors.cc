@@ -46,8 +46,14 @@ namespace lsio_py {
     // OSError(errno, strerror, filename): errno and filename become attributes.
     // OSError(errno, strerror): str() shows "[Errno N] strerror"; filename set separately so
     // the message is not repeated.
-    exc = st.error_number() != 0 ? cls(st.error_number(), st.ToString(/*include_errno=*/false)) : cls(msg);
-    if (!st.path().empty()) exc.attr("filename") = st.path();
+    // Without an errno, OSError's str() would print "[Errno None] None: filename" once a
+    // filename is set: then the message (which names the object) stays the whole text.
+    if (st.error_number() != 0) {
+      exc = cls(st.error_number(), st.ToString(/*include_errno=*/false));
+      if (!st.path().empty()) exc.attr("filename") = st.path();
+    } else {
+      exc = cls(msg);
+    }
   } else {
     exc = cls(msg);
   }

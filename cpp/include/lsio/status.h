@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -96,6 +97,11 @@ class Status {
     if (!ok() && chunk_.empty()) chunk_ = chunk;
     return *this;
   }
+
+  /// Replaces every occurrence of `secret` in the message and path with "[REDACTED]" (a
+  /// remote store's own token or key echoed back by a server). Secrets shorter than 4
+  /// bytes are left alone: masking them would mangle unrelated text.
+  Status& Redact(std::string_view secret);
 
   /// "message (errno 5: Input/output error) [file '...', chunk (1, 2), bytes [100, 200)]".
   /// With include_errno false the errno part reads ": Input/output error" instead (for

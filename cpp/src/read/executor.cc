@@ -489,6 +489,11 @@ void WorkerLoopBody(CallState& cs) {
     if (!r.status.ok() || r.missing) {
       const ChunkTask& t0 = plan.tasks[plan.unit_tasks[unit.first_task]];
       Status st = r.status.ok() ? Status::IoError("object disappeared since its index was read", ESTALE) : r.status;
+      if (st.error_number() == ESTALE && t0.shard >= 0) {
+        // The shard changed since its index was read: this call fails (never mixing
+        // versions), and the next one reads the new index instead of failing again.
+        ctx.index_cache->Erase(plan.shard_ids[static_cast<size_t>(t0.shard)]);
+      }
       st.WithPath(plan.files[static_cast<size_t>(unit.file)]);
       if (unit.num_tasks == 1) st.WithChunk(TaskCoords(plan, t0));
       cs.Fail(std::move(st));

@@ -52,6 +52,12 @@ void IndexCache::Insert(uint64_t shard_id, ShardIndexPtr index, const std::strin
   while (bytes_ > capacity_ && !lru_.empty()) EraseLocked(map_.find(lru_.back().shard_id));
 }
 
+void IndexCache::Erase(uint64_t shard_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = map_.find(shard_id);
+  if (it != map_.end()) EraseLocked(it);
+}
+
 void IndexCache::Clear() {
   std::lock_guard<std::mutex> lock(mu_);
   lru_.clear();

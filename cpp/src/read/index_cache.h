@@ -48,6 +48,8 @@ class IndexCache {
   /// The cached index of `shard_id` whatever its version, with that version.
   std::optional<Hit> FindAny(uint64_t shard_id);
   void Insert(uint64_t shard_id, ShardIndexPtr index, const std::string& version, uint64_t object_size);
+  /// Drops the entry of `shard_id` (its object changed: the next call reads the new index).
+  void Erase(uint64_t shard_id);
   /// Drops every entry (Array::Close).
   void Clear();
   uint64_t bytes();

@@ -143,6 +143,18 @@ void HttpStore::Prepare(std::string_view key, HttpRequest* r, const std::shared_
   }
 }
 
+// A server may echo a credential back in an error body (a proxy quoting the Authorization
+// header): mask this store's own secrets and header values in every status it returns.
+Status HttpStore::Scrub(Status st) const {
+  if (st.ok()) return st;
+  auto creds = Credentials();
+  for (const std::string* s : {&creds->token, &creds->session_token, &creds->secret_access_key}) {
+    if (!s->empty()) st.Redact(*s);
+  }
+  for (const auto& h : config_.headers) st.Redact(h.second);
+  return st;
+}
+
 void HttpStore::Count(const HttpRequest& r) {
   StoreStats& st = stats();
   st.requests.fetch_add(r.attempts, std::memory_order_relaxed);
@@ -176,7 +188,7 @@ Result<ObjectInfo> HttpStore::Stat(std::string_view key) {
   client->Run(std::span<HttpRequest>(&q, 1), config_.client, [](size_t) {});
   Count(q);
   ObjectInfo info;
-  if (!q.status.ok()) return Status(q.status).WithPath(Location(key));
+  if (!q.status.ok()) return Scrub(Status(q.status).WithPath(Location(key)));
   if (q.missing) return info;
   info.found = true;
   info.size = q.object_size;
@@ -191,7 +203,7 @@ Result<std::optional<std::string>> HttpStore::ReadAll(std::string_view key, uint
   Prepare(key, &q, Credentials());
   client->Run(std::span<HttpRequest>(&q, 1), config_.client, [](size_t) {});
   Count(q);
-  if (!q.status.ok()) return Status(q.status).WithPath(Location(key));
+  if (!q.status.ok()) return Scrub(Status(q.status).WithPath(Location(key)));
   if (q.missing) return std::optional<std::string>();
   if (q.body.size() > max_bytes) {
     return Status::InvalidFormat("object is larger than the limit of " + std::to_string(max_bytes) + " bytes")
@@ -242,7 +254,7 @@ void HttpStore::Read(std::span<RangeRead> reads, const std::function<void(size_t
     r.transferred = q.transferred;
     r.missing = false;
     if (!q.status.ok()) {
-      r.status = q.status;
+      r.status = Scrub(q.status);
       if (q.precondition_failed) {
         r.status = Status::IoError("object changed since its index was read (If-Match " + r.object->version +
                                        " failed: HTTP 412)",

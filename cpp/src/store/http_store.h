@@ -94,6 +94,7 @@ class HttpStore final : public Store {
   void Prepare(std::string_view key, HttpRequest* r, const std::shared_ptr<const HttpCredentials>& creds) const;
   std::shared_ptr<const HttpCredentials> Credentials() const;
   void Count(const HttpRequest& r);
+  Status Scrub(Status st) const;
 
   HttpStoreConfig config_;
   mutable std::mutex mu_;

@@ -54,4 +54,16 @@ std::string Status::ToString(bool include_errno) const {
   return s;
 }
 
+Status& Status::Redact(std::string_view secret) {
+  if (secret.size() < 4) return *this;
+  for (std::string* text : {&message_, &path_}) {
+    size_t at = 0;
+    while ((at = text->find(secret, at)) != std::string::npos) {
+      text->replace(at, secret.size(), "[REDACTED]");
+      at += 10;
+    }
+  }
+  return *this;
+}
+
 }  // namespace lsio
