@@ -7,7 +7,9 @@
 #                                       # and fault suites (build/tsan)
 #   bash scripts/sanitize.sh asan-python  # the _core extension under ASan + UBSan (build/asan):
 #                                       # tests/python/test_goldens.py, test_errors.py,
-#                                       # test_file_changes.py and test_interrupt.py's signal
+#                                       # test_file_changes.py, test_remote_http.py (the HTTP
+#                                       # client and store under every fault) and
+#                                       # test_interrupt.py's signal
 #                                       # handler and exit tests (children inherit ASan), pread
 #                                       # backend, with libasan/libubsan preloaded into python
 #
@@ -98,7 +100,7 @@ run_asan_python() {
   mkdir -p "$dir/pkg" "$reports"
   cp -r "$LSIO_ROOT/python/lsio" "$dir/pkg/lsio"
   cp "$dir"/_core*.so "$dir/pkg/lsio/"
-  log "asan-python: pytest (test_goldens, test_errors, test_file_changes, signal handlers and exit in test_interrupt; LSIO_IO=pread)"
+  log "asan-python: pytest (test_goldens, test_errors, test_file_changes, test_remote_http, signal handlers and exit in test_interrupt; LSIO_IO=pread)"
   local rc=0
   LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libubsan.so)" \
   ASAN_OPTIONS="log_path=$reports/report:detect_leaks=0:halt_on_error=1" \
@@ -106,7 +108,8 @@ run_asan_python() {
   PYTHONPATH="$dir/pkg" LSIO_IO=pread \
     "$py" -m pytest -q -p no:cacheprovider -k "not uring and not ctrl_c" \
       "$LSIO_ROOT/tests/python/test_goldens.py" "$LSIO_ROOT/tests/python/test_errors.py" \
-      "$LSIO_ROOT/tests/python/test_file_changes.py" "$LSIO_ROOT/tests/python/test_interrupt.py" || rc=$?
+      "$LSIO_ROOT/tests/python/test_file_changes.py" "$LSIO_ROOT/tests/python/test_interrupt.py" \
+      "$LSIO_ROOT/tests/python/test_remote_http.py" || rc=$?
   local n
   n=$(find "$reports" -type f | wc -l)
   if [ "$n" -gt 0 ]; then

@@ -84,6 +84,16 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").lower() == "true"
 
 
+def server_env() -> dict:
+    """The environment for server programs (nginx, openssl, moto's process): this one
+    without sanitizer preloads and options, which scripts/sanitize.sh sets for the code
+    under test, not for the servers it talks to."""
+    env = dict(os.environ)
+    for k in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS"):
+        env.pop(k, None)
+    return env
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago (for servers that
     cannot report the port they bound, like nginx; callers retry on a race)."""
@@ -219,6 +229,7 @@ class MotoS3:
                 [sys.executable, "-m", "moto.server", "-H", LOCALHOST, "-p", str(self.port),
                  *tls_args],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                env=server_env(),
             )
             try:
                 wait_for_port(self.port, timeout, alive=lambda: self._proc.poll() is None)
@@ -380,7 +391,7 @@ def make_tls_cert(directory: os.PathLike | str, days: int = 2) -> TlsCert:
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
 
     def run(*args: str) -> None:
-        subprocess.run([OPENSSL, *args], check=True, capture_output=True, timeout=60)
+        subprocess.run([OPENSSL, *args], check=True, capture_output=True, timeout=60, env=server_env())
 
     run("req", "-x509", *ec, "-keyout", str(ca_key), "-out", str(ca_crt), "-days", str(days),
         "-subj", "/CN=lsio test CA",
@@ -504,6 +515,7 @@ class NginxServer:
         self.proc = subprocess.Popen(
             [self.nginx, "-p", str(self.work_dir), "-c", str(self.conf_file), "-e", str(log)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            env=server_env(),
         )
         try:
             for port in (self.http_port, self.https_port):
