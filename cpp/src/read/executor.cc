@@ -640,11 +640,22 @@ Status FitMemory(const ReadContext& ctx, const Plan& plan, int* workers, uint64_
 // shard is rarely opened twice.
 class WaveResolver {
  public:
+  // Objects per wave. Unsharded chunks of a remote store are fetched whole while resolving
+  // and held until the wave is decoded: keep that to what the workers have in flight anyway.
+  static size_t WaveBudget(const ReadContext& ctx, const StoreTraits& traits) {
+    size_t budget = std::max<size_t>(4, traits.open_budget);
+    if (traits.remote && !ctx.layout->sharded) {
+      const size_t in_flight = static_cast<size_t>(std::max(1, ctx.threads)) * std::max(1u, traits.max_in_flight);
+      budget = std::min(budget, std::max<size_t>(4, in_flight));
+    }
+    return budget;
+  }
+
   WaveResolver(const ReadContext& ctx, Plan* plan, const StoreTraits& traits)
       : ctx_(ctx),
         plan_(plan),
         remote_(traits.remote),
-        budget_(std::max<size_t>(4, traits.open_budget)),
+        budget_(WaveBudget(ctx, traits)),
         shard_index_(plan->shard_ids.size()),
         shard_file_(plan->shard_ids.size(), -2),
         shard_wave_(plan->shard_ids.size(), UINT32_MAX) {}

@@ -24,27 +24,27 @@ class HttpObject final : public StoreObject {
   std::string key;
 };
 
-// What a finished request taught about its object, and whether it contradicts what was
-// known (a version that changed under a pinned read).
+// What a finished request taught about its object. Unpinned reads (resolving, on the calling
+// thread) record size and ETag; pinned reads (workers, concurrently) only compare, so an
+// object's fields are never written by two threads: a version that changed under a pinned
+// read (a server that ignores If-Match) fails instead of mixing versions.
 Status Learn(const HttpRequest& q, StoreObject* obj, bool pinned) {
-  if (!q.etag.empty()) {
-    if (obj->version.empty()) {
-      obj->version = q.etag;
-    } else if (pinned && q.etag != obj->version) {
-      // The server ignored If-Match (or sent no ETag before): never mix versions.
+  if (pinned) {
+    if (!q.etag.empty() && !obj->version.empty() && q.etag != obj->version) {
       return Status::IoError("object changed since its index was read (ETag " + obj->version + ", now " + q.etag + ")",
                              ESTALE);
     }
-  }
-  if (q.object_size_known) {
-    if (!obj->size_known) {
-      obj->size = q.object_size;
-      obj->size_known = true;
-    } else if (pinned && q.object_size != obj->size) {
+    if (q.object_size_known && obj->size_known && q.object_size != obj->size) {
       return Status::IoError("object changed since its index was read (size " + std::to_string(obj->size) + ", now " +
                                  std::to_string(q.object_size) + ")",
                              ESTALE);
     }
+    return Status::Ok();
+  }
+  if (!q.etag.empty()) obj->version = q.etag;
+  if (q.object_size_known) {
+    obj->size = q.object_size;
+    obj->size_known = true;
   }
   return Status::Ok();
 }
