@@ -175,7 +175,8 @@ class Array:
         except FormatError as e:
             if "node_type is 'group'" not in str(e):
                 raise
-            err = FormatError(_group_message(self._config["path"]))
+            err = FormatError(_group_message(self._url or self._config["path"],
+                                             self._config.get("storage_options") if self._url else None))
             err.path = e.path
             raise err from e
         if tune:
@@ -640,12 +641,13 @@ def _is_int(x: Any) -> bool:
     return not isinstance(x, (bool, np.bool_))
 
 
-def _group_message(path: str) -> str:
+def _group_message(path: str, storage_options: Optional[dict] = None) -> str:
     """The error text for opening a group as an array: name its arrays."""
     try:
         from .group import open_group
 
-        names = [n for n, _ in open_group(path).walk_arrays()]
+        group = open_group(path, storage_options=storage_options) if storage_options is not None else open_group(path)
+        names = [n for n, _ in group.walk_arrays()]
     except Exception:  # noqa: BLE001 - the message is best effort
         names = []
     listing = ", ".join(repr(n) for n in names[:50]) or "none"

@@ -431,7 +431,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     bad = sum(r["corrupt_count"] + r["unreadable_count"] for r in results)
     missing = sum(r.get("missing_count", 0) for r in results)
     ok = bad == 0 and not (args.fail_on_missing and missing)
-    doc = {"store": os.path.abspath(args.store), "ok": ok, "corrupt_chunks": bad, "missing_chunks": missing, "arrays": results}
+    doc = {"store": args.store if _storage.is_remote(args.store) else os.path.abspath(args.store), "ok": ok, "corrupt_chunks": bad, "missing_chunks": missing, "arrays": results}
     if args.json:
         _emit_json(doc)
     else:

@@ -55,7 +55,7 @@ def with_options(arr: Array, **options: Any) -> Array:
             v = 0
         config[k] = v
     new = Array.__new__(Array)
-    new.__setstate__({"config": config})
+    new.__setstate__({**state, "config": config})  # keeps the URL of a remote array
     return new
 
 

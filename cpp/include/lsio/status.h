@@ -98,6 +98,13 @@ class Status {
     return *this;
   }
 
+  /// Overwrites the path (WithPath keeps the first): a remote store names its objects by
+  /// the user's URL ("s3://bucket/key") rather than the transport's endpoint URL.
+  Status& ReplacePath(const std::string& path) {
+    if (!ok()) path_ = path;
+    return *this;
+  }
+
   /// Replaces every occurrence of `secret` in the message and path with "[REDACTED]" (a
   /// remote store's own token or key echoed back by a server). Secrets shorter than 4
   /// bytes are left alone: masking them would mangle unrelated text.

@@ -188,7 +188,7 @@ Result<ObjectInfo> HttpStore::Stat(std::string_view key) {
   client->Run(std::span<HttpRequest>(&q, 1), config_.client, [](size_t) {});
   Count(q);
   ObjectInfo info;
-  if (!q.status.ok()) return Scrub(Status(q.status).WithPath(Location(key)));
+  if (!q.status.ok()) return Scrub(Status(q.status).ReplacePath(Location(key)));
   if (q.missing) return info;
   info.found = true;
   info.size = q.object_size;
@@ -203,7 +203,7 @@ Result<std::optional<std::string>> HttpStore::ReadAll(std::string_view key, uint
   Prepare(key, &q, Credentials());
   client->Run(std::span<HttpRequest>(&q, 1), config_.client, [](size_t) {});
   Count(q);
-  if (!q.status.ok()) return Scrub(Status(q.status).WithPath(Location(key)));
+  if (!q.status.ok()) return Scrub(Status(q.status).ReplacePath(Location(key)));
   if (q.missing) return std::optional<std::string>();
   if (q.body.size() > max_bytes) {
     return Status::InvalidFormat("object is larger than the limit of " + std::to_string(max_bytes) + " bytes")
@@ -254,7 +254,8 @@ void HttpStore::Read(std::span<RangeRead> reads, const std::function<void(size_t
     r.transferred = q.transferred;
     r.missing = false;
     if (!q.status.ok()) {
-      r.status = Scrub(q.status);
+      // Named by the user's URL (the executor adds the same Location), not the endpoint's.
+      r.status = Scrub(Status(q.status).ReplacePath(Location(static_cast<const HttpObject&>(*r.object).key)));
       if (q.precondition_failed) {
         r.status = Status::IoError("object changed since its index was read (If-Match " + r.object->version +
                                        " failed: HTTP 412)",
