@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install lsio and its peers, then run the benchmark suite (benchmarks/python/suite.py):
 # lsio vs TensorStore, zarr-python 3 and zarr-python with the zarrs codec pipeline, beside the
-# machine's limits (raw pread/io_uring reads, libzstd, memcpy) measured in the same run.
+# machine's limits (raw pread/io_uring reads, libzstd, memcpy) measured in the same run; W7 reads
+# over HTTP from benchmarks/python/object_server.py (aiohttp) with zarr-python over obstore/fsspec.
 #
 #   bash scripts/bench.sh                     # everything, < 15 min on 2 cores; writes
 #                                             # benchmarks/results/ and benchmarks/RESULTS.md
@@ -22,7 +23,8 @@ cd "$LSIO_ROOT"
 # Required: lsio itself and zarr-python 3 (writes the stores, is the correctness reference).
 lsio_pip_install_package . "zarr>=3.1" "numpy>=1.24"
 # Peers and the plot: each optional, installed one by one so one failure does not stop the rest.
-for spec in "tensorstore" "zarrs>=0.2,<0.3" "matplotlib"; do
+# obstore, fsspec and aiohttp: W7 (zarr-python over HTTP; aiohttp also runs object_server.py).
+for spec in "tensorstore" "zarrs>=0.2,<0.3" "matplotlib" "obstore" "fsspec" "aiohttp"; do
   if ! lsio_run python -m pip install "$spec"; then
     lsio_log "warning: could not install $spec; the suite reports it as not installed"
   fi

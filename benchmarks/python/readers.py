@@ -18,6 +18,13 @@ event loop, which runs the zstd decodes; async.concurrency stays at its default 
 number of chunk requests in flight); zarrs: the same zarr config, and its codec pipeline takes
 threading.max_workers as its own thread count.
 
+Remote stores (W7): ``path`` may be an ``http://`` URL (the store served by object_server.py).
+lsio then opens the URL (option ``request_concurrency`` -> storage_options), TensorStore uses
+its ``http`` kvstore, zarr-python reads through ``zarr.storage.ObjectStore`` over obstore's
+``HTTPStore`` (option ``store="obstore"``) or ``FsspecStore`` over fsspec's aiohttp
+``HTTPFileSystem`` (``store="fsspec"``), and zarrs runs its codec pipeline over one of those
+(REMOTE_READERS).
+
 A peer that cannot be imported is listed by :func:`available_readers` as "not installed".
 """
 
@@ -36,6 +43,10 @@ def _version(dist: str) -> str | None:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def is_url(path) -> bool:
+    return str(path).startswith(("http://", "https://", "s3://", "gs://"))
 
 
 def _boxes(starts: np.ndarray, shape) -> list[tuple[slice, ...]]:
@@ -95,8 +106,13 @@ class LsioReader(Reader):
 
         io = self.options.get("io")
         direct = self.options.get("direct")
-        self.arr = lsio.open(self.path, threads=self.threads, io=io, direct=direct)
-        self.arr1 = lsio.open(self.path, threads=1, io=io, direct=direct)  # singles on N Python threads
+        if is_url(self.path):
+            so = {k: self.options[k] for k in ("request_concurrency",) if self.options.get(k) is not None}
+            self.arr = lsio.open(self.path, threads=self.threads, storage_options=so or None)
+            self.arr1 = None  # singles are not a remote workload
+        else:
+            self.arr = lsio.open(self.path, threads=self.threads, io=io, direct=direct)
+            self.arr1 = lsio.open(self.path, threads=1, io=io, direct=direct)  # singles on N Python threads
         self._outs: dict[tuple, np.ndarray] = getattr(self, "_outs", {})
 
     def _out(self, shape) -> np.ndarray:
@@ -131,6 +147,9 @@ class LsioReader(Reader):
     def close(self) -> None:
         self._outs = {}
 
+    def stats(self) -> dict:
+        return self.arr.stats()
+
     def config(self) -> dict:
         opts = getattr(self.arr, "options", None)  # the engine options in effect
         return {"threads": self.threads, **self.options, "lsio_options": dict(opts) if opts else None}
@@ -150,8 +169,8 @@ class TensorStoreReader(Reader):
             "data_copy_concurrency": {"limit": self.threads},
             "file_io_concurrency": {"limit": self.threads},
         })
-        self.t = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": self.path}},
-                         read=True, context=ctx).result()
+        kvstore = self.path.rstrip("/") + "/" if is_url(self.path) else {"driver": "file", "path": self.path}
+        self.t = ts.open({"driver": "zarr3", "kvstore": kvstore}, read=True, context=ctx).result()
 
     def crops(self, starts, shape):
         with self.ts.Batch() as batch:
@@ -165,8 +184,12 @@ class TensorStoreReader(Reader):
         return self.t.read().result()
 
     def config(self) -> dict:
-        return {"threads": self.threads, "data_copy_concurrency": self.threads,
-                "file_io_concurrency": self.threads, "cache_pool": "default (0 bytes)"}
+        c = {"threads": self.threads, "data_copy_concurrency": self.threads,
+             "file_io_concurrency": self.threads, "cache_pool": "default (0 bytes)"}
+        if is_url(self.path):
+            c["kvstore"] = "http"
+            c["http_request_concurrency"] = "default (32, shared)"
+        return c
 
 
 # ----------------------------------------------------------------------------- zarr-python
@@ -200,8 +223,24 @@ class ZarrPythonReader(Reader):
         if self.pipeline:
             conf["codec_pipeline.strict"] = True  # never fall back to Python silently
         with zarr.config.set(conf):
-            self.z = zarr.open_array(self.path, mode="r")
+            self.z = zarr.open_array(self._store(), mode="r")
         self.pipeline_type = type(self.z.async_array.codec_pipeline).__name__
+
+    def _store(self):
+        kind = self.options.get("store")
+        if not is_url(self.path):
+            return self.path
+        if kind == "obstore":
+            import obstore.store
+            import zarr.storage
+
+            http = obstore.store.HTTPStore.from_url(self.path, client_options={"allow_http": self.path.startswith("http://")})
+            return zarr.storage.ObjectStore(http, read_only=True)
+        if kind == "fsspec":
+            import zarr.storage
+
+            return zarr.storage.FsspecStore.from_url(self.path, read_only=True)
+        raise ValueError(f"remote zarr-python reader needs store='obstore' or 'fsspec', got {kind!r}")
 
     def _run(self, coro):
         from zarr.core.sync import sync
@@ -231,9 +270,12 @@ class ZarrPythonReader(Reader):
     def config(self) -> dict:
         import zarr
 
-        return {"threads": self.threads, "threading.max_workers": self.threads,
-                "async.concurrency": zarr.config.get("async.concurrency"),
-                "codec_pipeline": self.pipeline_type}
+        c = {"threads": self.threads, "threading.max_workers": self.threads,
+             "async.concurrency": zarr.config.get("async.concurrency"),
+             "codec_pipeline": self.pipeline_type}
+        if is_url(self.path):
+            c["store"] = type(self.z.store).__name__ + f" ({self.options.get('store')})"
+        return c
 
 
 class ZarrsReader(ZarrPythonReader):
@@ -260,6 +302,35 @@ READERS = {
     "zarr-python": (ZarrPythonReader, {}),
     "zarrs": (ZarrsReader, {}),
 }
+
+
+# W7 (remote, over HTTP from object_server.py): name -> (class, options). "lsio" uses lsio's
+# default request_concurrency (32); the rc= rows measure others so the default can be chosen.
+# zarrs runs over FsspecStore(HTTPFileSystem), which it reads with its own HTTP client (a HEAD
+# and a GET per chunk; over zarr's ObjectStore(obstore) it did the same at the same speed).
+REMOTE_READERS = {
+    "lsio": (LsioReader, {}),
+    "lsio rc=8": (LsioReader, {"request_concurrency": 8}),
+    "lsio rc=64": (LsioReader, {"request_concurrency": 64}),
+    "tensorstore": (TensorStoreReader, {}),
+    "zarr-python obstore": (ZarrPythonReader, {"store": "obstore"}),
+    "zarr-python fsspec": (ZarrPythonReader, {"store": "fsspec"}),
+    "zarrs": (ZarrsReader, {"store": "fsspec"}),
+}
+# Extra modules a remote reader needs (beyond its base package).
+REMOTE_NEEDS = {"tensorstore": ["tensorstore"], "zarr-python obstore": ["zarr", "obstore"],
+                "zarr-python fsspec": ["zarr", "fsspec", "aiohttp"], "zarrs": ["zarr", "zarrs", "fsspec", "aiohttp"]}
+
+
+def remote_missing(name: str) -> list[str]:
+    """Modules a remote reader needs that are not importable."""
+    out = []
+    for mod in REMOTE_NEEDS.get(name, []):
+        try:
+            __import__(mod)
+        except Exception:  # noqa: BLE001
+            out.append(mod)
+    return out
 
 
 IMPORT_ERRORS: dict[str, str] = {}
@@ -296,7 +367,7 @@ def unavailable_reason(name: str) -> str:
 
 
 def make_reader(name: str, path, threads: int) -> Reader:
-    cls, opts = READERS[name]
+    cls, opts = (REMOTE_READERS if is_url(path) else READERS)[name]
     r = cls(path, threads, **opts)
     r.name = name
     return r

@@ -41,7 +41,7 @@ def short_line(row: dict) -> str:
 
 
 def markdown(doc: dict) -> str:
-    rows = [r for r in doc["rows"] if r["workload"] != "W6"]
+    rows = [r for r in doc["rows"] if r["workload"] not in ("W6", "W7")]
     lines = ["| workload | cache | reader | threads | rate | MB/s | lsio/x | vs limit | target | check |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -57,7 +57,7 @@ def markdown(doc: dict) -> str:
         check = r.get("check", "-") if status == "ok" or str(status).startswith("MISMATCH") else "-"
         lines.append(f"| {r['workload']} | {r['cache']} | {reader} | {r['threads']} | {rate} | {mbps} | {ratio} "
                      f"| {vs} | {r.get('target', '')} | {check} |")
-    out = ["## Throughput (medians)", "", *lines, ""]
+    out = ["## Throughput (medians)", "", *lines, ""] if rows else []
     mem = [r for r in doc["rows"] if r["workload"] == "W6"]
     if mem:
         size = next((r["out_bytes"] for r in mem if "out_bytes" in r), 0)
@@ -73,6 +73,9 @@ def markdown(doc: dict) -> str:
                 out.append(f"| {r['reader']} | {r['threads']} | {r.get('status')} | | | | | | |")
         out += ["", "lsio's baseline includes its preallocated, touched `out`; peers allocate their result "
                 "during the read, so their peak - baseline includes the output.", ""]
+    remote = [r for r in doc["rows"] if r["workload"] == "W7"]
+    if remote:
+        out += w7_section(doc, remote)
     if doc.get("targets"):
         out += ["## Targets", "", "| workload | cache | threads | reader | target | result |", "|---|---|---|---|---|---|"]
         for v in doc["targets"]:
@@ -87,6 +90,55 @@ def markdown(doc: dict) -> str:
     if notes:
         out += ["## Notes", "", *notes, ""]
     return "\n".join(out)
+
+
+def w7_section(doc: dict, rows: list[dict]) -> list[str]:
+    """W7: crops/s, requests per batch, bytes fetched per byte used, first-batch latency."""
+    det = (doc.get("workloads", {}).get("W7", {}).get("details") or [{}])[0]
+    out = [f"## Remote (W7): the W1 crops over HTTP, {det.get('latency_ms', '?'):g} ms to first byte "
+           "(object_server.py on loopback)", "",
+           "| group | reader | crops/s | MB/s | lsio/x | requests/batch | MB fetched/batch | fetched/used "
+           "| first batch (open + 1 batch) | max in flight | target | check |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        st = r.get("status", "")
+        reader = f"*{r['reader']}*" if r.get("kind") == "limit" else r["reader"]
+        if "units_per_s" in r and st == "ok":
+            rate, mbps = _fmt_rate(r["units_per_s"]), f"{r['MBps']:,.0f}"
+            if r.get("slow"):
+                rate += f" (1 round: warm-up {r.get('warmup_s', 0):.1f} s)"
+        else:
+            rate, mbps = (st or "-"), "-"
+        req = f"{r['requests_per_batch']:,.0f}" if "requests_per_batch" in r else ""
+        if "lsio_requests_per_batch" in r:
+            req += f" ({r['lsio_requests_per_batch']:,.0f})"
+        mb = f"{r['bytes_per_batch'] / 1e6:,.1f}" if "bytes_per_batch" in r else (
+            f"{r['needed_bytes_per_batch'] / 1e6:,.1f} needed" if "needed_bytes_per_batch" in r else "")
+        fpu = f"{r['fetched_per_used']:.2f}" if "fetched_per_used" in r else ""
+        first = f"{r['first_batch_s'] * 1e3:,.0f} ms ({r['first_batch_requests']:,.0f} req)" if "first_batch_s" in r else ""
+        ratio = f"{r['lsio_ratio']:.2f}x" if "lsio_ratio" in r else ""
+        if "vs_limit" in r:
+            ratio += f"{'; ' if ratio else ''}{r['vs_limit']:.2f}x link"
+        infl = str(r.get("in_flight_max", ""))
+        check = r.get("check", "-") if r.get("kind") != "limit" else "n/a"
+        out.append(f"| {r['cache']} | {reader} | {rate} | {mbps} | {ratio} | {req} | {mb} | {fpu} | {first} | {infl} "
+                   f"| {r.get('target', '')} | {check} |")
+    methods = sorted({r["cap_method"] for r in rows if r.get("cap_method")})
+    pv = det.get("peer_versions")
+    needed = next((r["needed_bytes_per_batch"] for r in rows if "needed_bytes_per_batch" in r), None)
+    out += ["", "Requests and bytes are the server's counts per timed batch (medians), for every reader alike; "
+            "lsio's own `Array.stats()` count is in parentheses. fetched/used = body bytes sent / compressed bytes "
+            "of the chunks the batch needs" + (f" ({needed / 1e6:,.1f} MB per batch)" if needed else "")
+            + ", shard indexes not counted as needed. First batch: a fresh reader object opened on the URL plus "
+            "its first batch (median of a few tries; process-wide connection pools stay warm). Max in flight: "
+            "the most requests the server saw at once. lsio/x: lsio's crops/s over the row's; link: over the "
+            "capped link bound (cap / needed bytes)."]
+    for m in methods:
+        out.append(f"Bandwidth cap: {m}.")
+    if pv:
+        out.append("Remote peers: " + ", ".join(f"{k} {v or 'not installed'}" for k, v in pv.items()) + ".")
+    out.append("")
+    return out
 
 
 def notes_lines(doc: dict) -> list[str]:
@@ -190,3 +242,41 @@ def results_md(doc: dict, md: str) -> str:
         "",
     ]
     return "\n".join(head) + "\n" + md + "\n"
+
+
+W7_HEADING = "## Remote (W7)"
+
+
+def merge_w7(existing: str, doc: dict, md: str) -> str:
+    """RESULTS.md from a run of W7 alone: the existing file with its W7 section (and W7 target
+    lines) replaced or inserted before "## Targets", the other sections kept as they are."""
+    lines = md.splitlines()
+    start = next(i for i, x in enumerate(lines) if x.startswith(W7_HEADING))
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    sec = lines[start:end]
+    while sec and not sec[-1].strip():
+        sec.pop()
+    sec += ["", f"W7 run: {doc['date']}, `{doc['command']}` ({doc['elapsed_s'] / 60:.1f} min), "
+            f"threads {doc['args'].get('threads')}; store: {next(iter(doc['stores'].values()))['spec']}.", ""]
+    old = existing.splitlines()
+    if any(x.startswith(W7_HEADING) for x in old):
+        a = next(i for i, x in enumerate(old) if x.startswith(W7_HEADING))
+        b = next((i for i in range(a + 1, len(old)) if old[i].startswith("## ")), len(old))
+        old[a:b] = sec
+    else:
+        at = next((i for i, x in enumerate(old) if x.startswith("## Targets")), len(old))
+        old[at:at] = sec
+    # W7 target lines: drop the old ones, append the new ones to the targets table.
+    old = [x for x in old if not x.startswith("| W7 |")]
+    if any(x.startswith("## Targets") for x in old):
+        t = next(i for i, x in enumerate(old) if x.startswith("## Targets"))
+        last = t
+        for i in range(t + 1, len(old)):
+            if old[i].startswith("|"):
+                last = i
+            elif last > t:
+                break
+        new = [f"| {v['workload']} | {v['cache']} | {v['threads']} | {v['reader']} | {v['target']} | "
+               f"{'met' if v['met'] else 'missed'} ({v['detail']}) |" for v in doc.get("targets", []) if v["workload"] == "W7"]
+        old[last + 1:last + 1] = new
+    return "\n".join(old) + "\n"

@@ -10,7 +10,8 @@ What it does, in one process (W6 forks one child per reader):
   1. Writes the stores it needs once with zarr-python (sharded, zstd level 3) under
      benchmarks/.cache/ and prints each one's compression ratio (stores.py).
   2. Checks once that dropping a store from the page cache works (mincore before/after).
-  3. Runs the workloads W1..W6 (WORKLOADS below). Within a workload every reader gets the same
+  3. Runs the workloads W1..W7 (WORKLOADS below; W7, the W1 crops over HTTP from an emulated
+     object store on loopback, is in w7.py). Within a workload every reader gets the same
      thread count and the same batches; contenders (readers and machine limits) run
      interleaved, round by round, in a rotating order; round 0 is an untimed warm-up whose
      results are checked bit for bit against zarr-python's (a mismatching reader is flagged
@@ -50,6 +51,7 @@ import numpy as np  # noqa: E402
 import limits  # noqa: E402
 import readers as readers_mod  # noqa: E402
 import report  # noqa: E402
+import w7  # noqa: E402
 from stores import ShardLayout, StoreSpec, byte_ranges, data_files, ensure_store, stored_bytes  # noqa: E402
 
 BENCH_DIR = HERE.parent
@@ -104,6 +106,10 @@ WORKLOADS = [
                 ["lsio"] + PEERS, "lsio >= 0.9x threads x single-thread libzstd", "zstd", None, 1, 1, 3),
     WorkloadDef("W6", "peak RSS of a full read of the W5 array (one subprocess per reader)", "full", "hot", "rss",
                 "bytes", ["lsio"] + PEERS, "lsio peak RSS <= output + 64 MiB", "", None, 1, 1, 1),
+    WorkloadDef("W7", "the W1 crops over HTTP from an emulated object store on loopback (w7.py)", "weather",
+                "remote", "crops", "crops", list(readers_mod.REMOTE_READERS),
+                "lsio >= 2x best peer's crops/s; requests/batch <= best peer's; >= 0.8x link bound when capped",
+                "", (4, 256, 256), 16, 8, 5),
 ]
 
 
@@ -478,6 +484,9 @@ def evaluate_targets(rows: list[dict]) -> list[dict]:
     for (wid, cache, threads), rs in groups.items():
         w = wdefs[wid]
         ok = {r["reader"]: r for r in rs if r.get("status") == "ok"}
+        if wid == "W7":
+            verdicts += w7_targets(w, cache, threads, rs, ok)
+            continue
         if wid == "W6":
             lr = ok.get("lsio")
             if lr:
@@ -525,6 +534,43 @@ def evaluate_targets(rows: list[dict]) -> list[dict]:
     return verdicts
 
 
+def w7_targets(w: WorkloadDef, cache: str, threads: int, rs: list[dict], ok: dict[str, dict]) -> list[dict]:
+    """W7: crops/s >= 2x the fastest peer and requests/batch <= the fewest of any peer (the
+    strict reading of "the best peer's"; the fastest peer's count is shown too) at the
+    configured latency; >= 0.8x the link bound in the capped group."""
+    out = []
+    rate = {n: r["units_per_s"] for n, r in ok.items() if "units_per_s" in r}
+    peers = {n: v for n, v in rate.items() if n in w7.PEERS}
+    for r in rs:
+        if r["reader"] in rate and r["kind"] == "reader" and not r["reader"].startswith("lsio") and "lsio" in rate:
+            r["lsio_ratio"] = rate["lsio"] / rate[r["reader"]]
+    bound = next((r for n, r in ok.items() if n.startswith("limit: link")), None)
+    if bound:
+        for r in rs:
+            if r["reader"] in rate and r["kind"] == "reader":
+                r["vs_limit"] = rate[r["reader"]] / bound["units_per_s"]
+    for n in [n for n in rate if n.startswith("lsio")]:
+        v, row = rate[n], ok[n]
+        checks = []
+        if bound:
+            checks.append((v >= 0.8 * bound["units_per_s"], f"{v / bound['units_per_s']:.2f}x link bound"))
+        elif peers:
+            best = max(peers, key=peers.get)
+            checks.append((v >= 2 * peers[best], f"{v / peers[best]:.2f}x {best}"))
+            req = {p: ok[p]["requests_per_batch"] for p in peers}
+            fewest = min(req, key=req.get)
+            also = f", {req[best]:g} ({best})" if best != fewest else ""
+            checks.append((row["requests_per_batch"] <= req[fewest],
+                           f"{row['requests_per_batch']:g} requests/batch vs {req[fewest]:g} ({fewest}){also}"))
+        if not checks:
+            continue
+        met = all(m for m, _ in checks)
+        detail = ", ".join(d for _, d in checks)
+        row["target"] = ("met" if met else "missed") + f" ({detail})"
+        out.append(_verdict("W7", cache, threads, n, w.target, met, detail))
+    return out
+
+
 def _verdict(wid, cache, threads, reader, target, met, detail) -> dict:
     return {"workload": wid, "cache": cache, "threads": threads, "reader": reader, "target": target,
             "met": bool(met), "detail": detail}
@@ -548,6 +594,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="also write benchmarks/RESULTS.md (default only in full mode)")
     p.add_argument("--results-md", type=Path, default=BENCH_DIR / "RESULTS.md", help=argparse.SUPPRESS)
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    p.add_argument("--w7-latency-ms", type=float, default=20.0,
+                   help="W7: the object server's delay before the first byte of every response")
+    p.add_argument("--w7-rate", type=float, default=100e6,
+                   help="W7: bytes/s of the bandwidth-capped rows (lsio, TensorStore); 0: none; never in --quick")
     args = p.parse_args(argv)
     ids = {w.id for w in WORKLOADS}
     args.only = [s.strip().upper() for s in args.only.split(",") if s.strip()]
@@ -555,9 +605,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     if bad:
         p.error(f"unknown workload(s) {bad}; choose from {sorted(ids)}")
     args.readers = [s.strip() for s in args.readers.split(",") if s.strip()]
-    badr = [s for s in args.readers if s not in readers_mod.READERS]
+    known = list(dict.fromkeys([*readers_mod.READERS, *readers_mod.REMOTE_READERS]))
+    badr = [s for s in args.readers if s not in known]
     if badr:
-        p.error(f"unknown reader(s) {badr}; choose from {list(readers_mod.READERS)}")
+        p.error(f"unknown reader(s) {badr}; choose from {known} (W7 uses {list(readers_mod.REMOTE_READERS)})")
     if args.threads < 1 or (args.rounds is not None and args.rounds < 1):
         p.error("--threads and --rounds must be >= 1")
     return args
@@ -617,6 +668,8 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         if w.batch == "rss":
             res = run_memory(w, args, path, spec, versions)
+        elif w.id == "W7":
+            res = w7.run(w, args, path, spec, make_batches, report.short_line)
         else:
             res = run_workload(w, args, path, spec, versions, uring)
         res["seconds"] = time.perf_counter() - t0
@@ -654,7 +707,11 @@ def main(argv=None) -> int:
         except Exception as e:  # noqa: BLE001 - the plot is a nicety
             log(f"plot failed: {e}")
     log("\n" + md)
-    if full_mode or args.write_results:
+    if args.write_results and [w.id for w in workloads] == ["W7"] and args.results_md.exists() and not args.quick:
+        # W7 alone: update its section of the existing RESULTS.md, keep the rest.
+        args.results_md.write_text(report.merge_w7(args.results_md.read_text(), doc, md))
+        log(f"updated the W7 section of {args.results_md}")
+    elif full_mode or args.write_results:
         args.results_md.write_text(report.results_md(doc, md))
         log(f"wrote {args.results_md}")
     log(f"wrote {args.out}/results.json, results.md{'' if args.no_plot else ', results.png'} "
