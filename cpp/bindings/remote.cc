@@ -60,6 +60,10 @@ py::dict CountersDict(const lsio::StoreCounters& c) {
   d["bytes_fetched"] = c.bytes_fetched;
   d["bytes_used"] = c.bytes_used;
   d["errors"] = c.errors;
+  if (c.max_gap != 0) {
+    d["max_gap"] = c.max_gap;
+    d["max_request"] = c.max_request;
+  }
   return d;
 }
 
@@ -100,8 +104,9 @@ void BindRemote(py::module_& m) {
   m.def(
       "open_remote",
       [](const std::shared_ptr<lsio::RemoteStore>& store, int threads, uint64_t max_gap, uint64_t max_request,
-         uint64_t index_cache_bytes, uint64_t memory_limit) {
+         uint64_t index_cache_bytes, uint64_t memory_limit, bool adaptive_coalescing) {
         lsio::OpenOptions o;
+        o.adaptive_coalescing = adaptive_coalescing;
         o.threads = threads;
         o.max_gap = max_gap;
         o.max_request = max_request;
@@ -111,7 +116,8 @@ void BindRemote(py::module_& m) {
         return Value(std::move(r));
       },
       py::arg("store"), py::arg("threads") = 0, py::arg("max_gap") = 1 << 20, py::arg("max_request") = 16 << 20,
-      py::arg("index_cache_bytes") = 64 << 20, py::arg("memory_limit") = 0);
+      py::arg("index_cache_bytes") = 64 << 20, py::arg("memory_limit") = 0,
+      py::arg("adaptive_coalescing") = false);
 }
 
 py::dict ArrayStats(const lsio::Array& a) { return CountersDict(a.Stats()); }

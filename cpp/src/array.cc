@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <new>
 #include <stdexcept>
@@ -43,6 +44,21 @@ struct Array::Impl {
 
   Result<ReadContext> PrepareRead(const std::function<bool()>& interrupted, const ElementTransform* transform);
 
+  // Runs a read; with adaptive coalescing, tells the store what the call achieved with the
+  // coalescing it was given (bytes_used is store-wide: concurrent calls blur it, which the
+  // store's averaging tolerates).
+  template <typename F>
+  Status Timed(const ReadContext& ctx, F&& run) {
+    if (!options.adaptive_coalescing) return run();
+    const uint64_t used0 = store->stats().bytes_used.load(std::memory_order_relaxed);
+    const auto t0 = std::chrono::steady_clock::now();
+    Status st = run();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const uint64_t used = store->stats().bytes_used.load(std::memory_order_relaxed) - used0;
+    if (st.ok()) store->ReportCall(used, seconds, ctx.plan.max_gap);
+    return st;
+  }
+
   // Everything one call needs, from this process's slots.
   Result<ReadContext> Context() {
     // A backend that cannot work (io="uring" where the kernel refuses it) fails the call
@@ -54,6 +70,9 @@ struct Array::Impl {
     ctx.index_cache = &index_cache.Get();
     ctx.plan.max_gap = options.max_gap;
     ctx.plan.max_request = options.max_request;
+    if (options.adaptive_coalescing) {
+      store->CoalescingHint(options.max_gap, options.max_request, &ctx.plan.max_gap, &ctx.plan.max_request);
+    }
     ctx.threads = options.threads > 0 ? options.threads : AvailableCpus();
     ctx.interrupt_probe = g_interrupt_probe.load(std::memory_order_relaxed);
     // Remote workers keep many coalesced requests (up to max_request each) in flight; the
@@ -175,6 +194,11 @@ StoreCounters Array::Stats() const {
   c.bytes_fetched = s.bytes_fetched.load(std::memory_order_relaxed);
   c.bytes_used = s.bytes_used.load(std::memory_order_relaxed);
   c.errors = s.errors.load(std::memory_order_relaxed);
+  c.max_gap = impl_->options.max_gap;
+  c.max_request = impl_->options.max_request;
+  if (impl_->options.adaptive_coalescing) {
+    impl_->store->CoalescingHint(impl_->options.max_gap, impl_->options.max_request, &c.max_gap, &c.max_request);
+  }
   return c;
 }
 
@@ -287,7 +311,7 @@ Status Array::ReadBoxes(const BoxBatch& batch, const std::function<bool()>& inte
       }
     }
     LSIO_ASSIGN_OR_RETURN(ReadContext ctx, impl_->PrepareRead(interrupted, transform));
-    return ExecuteRead(ctx, batch);
+    return impl_->Timed(ctx, [&] { return ExecuteRead(ctx, batch); });
   });
 }
 
@@ -312,7 +336,7 @@ Status Array::ReadOuter(const OuterSelection& sel, const std::function<bool()>& 
       }
     }
     LSIO_ASSIGN_OR_RETURN(ReadContext ctx, impl_->PrepareRead(interrupted, transform));
-    return ExecuteRead(ctx, sel);
+    return impl_->Timed(ctx, [&] { return ExecuteRead(ctx, sel); });
   });
 }
 

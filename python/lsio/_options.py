@@ -274,8 +274,10 @@ def resolve(path: str, given: Dict[str, Any]) -> Dict[str, Any]:
 def resolve_remote(url: str, given: Dict[str, Any]) -> Dict[str, Any]:
     """The engine configuration for ``lsio.open(url, **given)`` on a remote store.
 
-    Coalescing defaults are the object-store ones (1 MiB gap, 16 MiB requests: what
-    object_store/obstore and zarr-python use; S3 guidance is 8-16 MiB ranges). ``io``,
+    Coalescing: unless ``max_gap`` or ``max_request`` is given (argument or environment),
+    the store measures the bytes one first-byte latency is worth and coalesces up to that
+    (``adaptive_coalescing``), within the object-store bounds 1 MiB gap / 16 MiB requests
+    (what object_store/obstore and zarr-python use; S3 guidance is 8-16 MiB ranges). ``io``,
     ``queue_depth`` and ``direct`` concern local files: given explicitly they raise
     ValueError; from the environment they are ignored.
     """
@@ -294,6 +296,7 @@ def resolve_remote(url: str, given: Dict[str, Any]) -> Dict[str, Any]:
         "index_cache_bytes": _count(_default(options.pop("index_cache_bytes", None), 64 << 20),
                                     "index_cache_bytes", 0),
         "memory_limit": memory_limit_option(options.pop("memory_limit", None)),
+        "adaptive_coalescing": not explicit,
     }
     if options:
         raise TypeError(f"unexpected options: {', '.join(sorted(options))}")

@@ -228,7 +228,7 @@ Exactly these keys:
 |                     | they must all be signed                                                  |
 | verify_ssl          | bool                                                                     |
 | ca_file             | str, "" = the TLS library's default store                                |
-| request_concurrency | int >= 1: requests in flight per store                                  |
+| request_concurrency | int >= 1: requests in flight per read call                               |
 | timeout             | float seconds per attempt                                                |
 | connect_timeout     | float seconds                                                            |
 | retries             | int >= 0 retries after the first attempt                                 |

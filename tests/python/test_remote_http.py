@@ -750,3 +750,19 @@ def test_paths_needing_percent_encoding(fs, stores):
     assert_same_bits(arr[...], fs.sh)
     assert {r.path for r in fs.requests} >= {f"/{rel}/zarr.json", f"/{rel}/c/0/0"}
     assert all(" " not in r.raw_path and "ü" not in r.raw_path for r in fs.requests)
+
+
+def test_coalescing_is_adaptive_unless_given(fs):
+    """Remote arrays measure their coalescing (stats() shows what the next read uses, within
+    the 1 MiB / 16 MiB bounds); an explicit max_gap or max_request fixes it."""
+    auto = lsio.open(fs.url("sh.zarr"), storage_options=OPTS)
+    assert auto.options["adaptive_coalescing"] is True
+    auto[...]
+    st = auto.stats()
+    assert 16 << 10 <= st["max_gap"] <= 1 << 20
+    assert 1 << 20 <= st["max_request"] <= 16 << 20
+    fixed = lsio.open(fs.url("sh.zarr"), max_gap=4096, storage_options=OPTS)
+    assert fixed.options["adaptive_coalescing"] is False
+    fixed[...]
+    assert fixed.stats()["max_gap"] == 4096
+    assert fixed.stats()["max_request"] == 16 << 20

@@ -46,7 +46,7 @@ struct RemoteOptions {
   std::vector<std::pair<std::string, std::string>> headers;  ///< extra headers, every request
   bool verify_ssl = true;
   std::string ca_file;            ///< "" = the system CA store
-  unsigned request_concurrency = 32;  ///< requests in flight per worker thread
+  unsigned request_concurrency = 32;  ///< requests in flight per read call (all its workers)
   double timeout_s = 30;          ///< one attempt
   double connect_timeout_s = 5;
   unsigned retries = 9;           ///< attempts after the first
@@ -60,6 +60,9 @@ struct StoreCounters {
   uint64_t bytes_fetched = 0;  ///< body bytes received
   uint64_t bytes_used = 0;     ///< bytes of metadata, shard indexes and chunks actually needed
   uint64_t errors = 0;         ///< requests that failed after their retries
+  /// Array::Stats only: the coalescing the next read uses (measured when adaptive).
+  uint64_t max_gap = 0;
+  uint64_t max_request = 0;
 };
 
 class RemoteStore {

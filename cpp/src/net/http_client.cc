@@ -785,6 +785,15 @@ void Runner::Run() {
       curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, reinterpret_cast<char**>(&t));
       const CURLcode rc = msg->data.result;
       curl_multi_remove_handle(lease_.multi(), msg->easy_handle);
+      if (t != nullptr && rc == CURLE_OK) {
+        // Timings of the attempt that delivered the body: the stores estimate from them
+        // how many bytes one first-byte latency is worth (coalescing, http_store.cc).
+        double first = 0, total = 0;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_STARTTRANSFER_TIME, &first);
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_TOTAL_TIME, &total);
+        t->req->first_byte_s = first;
+        t->req->total_s = total;
+      }
       if (t != nullptr) OnAttemptDone(*t, rc, Clock::now());
     }
     if (finished_ == transfers_.size()) break;
@@ -826,6 +835,7 @@ void Runner::Begin(Transfer& t, Clock::time_point now) {
   r.body.clear();
   r.request_id.clear();
   r.attempts = 0;
+  r.first_byte_s = r.total_s = 0;
   t.url_redacted = RedactSecrets(r.url);
   t.deadline = now + std::chrono::milliseconds(opt_.total_timeout_ms);
   t.pinned_etag = r.if_match;

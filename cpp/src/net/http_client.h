@@ -133,6 +133,10 @@ struct HttpRequest {
   std::string body;                     ///< the body when dst == nullptr (kNone, HEAD: empty)
   std::string request_id;
   unsigned attempts = 0;
+  /// Of the last attempt that completed its transfer (libcurl's timers, seconds from its
+  /// start): time to the first byte of the response, and to its end.
+  double first_byte_s = 0;
+  double total_s = 0;
 };
 
 class HttpClient {

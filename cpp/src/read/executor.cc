@@ -456,8 +456,12 @@ void WorkerLoopBody(CallState& cs) {
   // as threads=2 running no faster than 1), so batches are capped at a quarter of each
   // worker's share. A remote store is the opposite: each request waits a first-byte latency
   // (~20 ms on S3), so a worker puts its whole share in flight at once.
+  // For a remote store max_in_flight is the call's budget (request_concurrency), shared out
+  // among the workers.
   const size_t share = traits.remote ? (n + workers - 1) / workers : std::max<size_t>(1, n / (4 * workers));
-  const size_t max_batch = traits.one_at_a_time ? 1 : std::min<size_t>(std::max(1u, traits.max_in_flight), std::max<size_t>(1, share));
+  const size_t in_flight = traits.remote ? (std::max<size_t>(1, traits.max_in_flight) + workers - 1) / workers
+                                         : std::max(1u, traits.max_in_flight);
+  const size_t max_batch = traits.one_at_a_time ? 1 : std::min<size_t>(in_flight, std::max<size_t>(1, share));
   // A batch whose reads were all served inline from the page cache (inline_hit) gains
   // nothing from claiming several units at once and leaves the other workers idle at the end
   // of the call (W1 hot: 10% behind pread). So a worker claims one unit at a time while its

@@ -106,7 +106,9 @@ struct StoreTraits {
   bool remote = false;          ///< high latency per request: batch wide, coalesce wide
   bool one_at_a_time = false;   ///< a batch gains nothing over single reads (plain pread)
   size_t open_budget = 64;      ///< objects one call may hold open at once
-  unsigned max_in_flight = 64;  ///< reads worth having in flight per worker
+  /// Local: reads worth having in flight per worker. Remote: requests in flight per read
+  /// call, shared among its workers (request_concurrency).
+  unsigned max_in_flight = 64;
 };
 
 /// Counters of one store (one Array), relaxed atomics. Remote stores count; local stores
@@ -151,6 +153,25 @@ class Store {
 
   /// The transport reads use, for reports ("pread", "uring", "http").
   virtual Result<std::string> TransportName() = 0;
+
+  /// Coalescing measured for this store, within the given upper bounds: false when the
+  /// store has no opinion (local files) or no measurement yet. See http_store.h.
+  virtual bool CoalescingHint(uint64_t max_gap_bound, uint64_t max_request_bound, uint64_t* max_gap,
+                              uint64_t* max_request) {
+    (void)max_gap_bound;
+    (void)max_request_bound;
+    (void)max_gap;
+    (void)max_request;
+    return false;
+  }
+
+  /// After a read call that used CoalescingHint: the call's useful bytes, wall time and the
+  /// max_gap it ran with, so the store can tune its next hint.
+  virtual void ReportCall(uint64_t used_bytes, double seconds, uint64_t max_gap) {
+    (void)used_bytes;
+    (void)seconds;
+    (void)max_gap;
+  }
 
   StoreStats& stats() { return stats_; }
 
