@@ -55,6 +55,8 @@ import readers as readers_mod  # noqa: E402
 from stores import ShardLayout, byte_ranges  # noqa: E402
 
 SERVER = HERE / "object_server.py"
+# Untimed batches each reader reads after its warm-up (see measure()).
+SETTLE_BATCHES = 24
 PEERS = ["tensorstore", "zarr-python obstore", "zarr-python fsspec", "zarrs"]
 CAPPED_READERS = ["lsio", "tensorstore"]
 
@@ -118,8 +120,10 @@ def _same(got, want) -> str:
 
 
 def measure(names: list[str], url: str, threads: int, batches: list, server: Server, *, ref=None,
-            slow_s: float = 5.0, time_slow: bool = True, first_tries: int = 3) -> dict[str, dict]:
-    """Round 0: warm-up (+ check against `ref`, a list of expected crop lists per batch);
+            slow_s: float = 5.0, time_slow: bool = True, first_tries: int = 3, settle: int = 0) -> dict[str, dict]:
+    """Round 0: warm-up (+ check against `ref`, a list of expected crop lists per batch),
+    then `settle` untimed batches per reader (a training loop's first batches: readers that
+    tune themselves, like lsio's measured coalescing, settle; the same for every reader);
     rounds 1..: timed, rotating order. Then first-batch latency with fresh readers.
     Returns per reader: status, check, times, per-round server counters, first-batch."""
     res: dict[str, dict] = {}
@@ -182,6 +186,14 @@ def measure(names: list[str], url: str, threads: int, batches: list, server: Ser
                 if s0 is not None:
                     r["lsio_stats"].append({key: s1[key] - s0[key] for key in s1})
             del got
+        if k == 0 and settle and rounds:
+            for name in live:
+                r = res[name]
+                if r["status"] != "ok" or r.get("slow"):
+                    continue
+                for j in range(settle):
+                    b2 = batches[1 + j % rounds]
+                    r["reader"].crops(b2.starts, b2.shape)
         gc.collect()
     for name in live:
         res[name].pop("reader").close()
@@ -327,7 +339,7 @@ def _child_main(argv=None) -> int:
     server = Server(a.store.parent, a.latency_ms, None if a.netns else a.rate)
     try:
         res = measure(a.readers.split(","), server.base + "/" + a.store.name, a.threads, batches, server,
-                      ref=None, slow_s=1e9, first_tries=1)
+                      ref=None, slow_s=1e9, first_tries=1, settle=SETTLE_BATCHES)
     finally:
         server.close()
     for r in res.values():
@@ -382,7 +394,8 @@ def run(w, args, store: Path, spec, make_batches, log_line) -> dict:
     try:
         res = measure(names, url, threads, batches, server, ref=refs[0],
                       slow_s=2.0 if args.quick else 5.0, time_slow=not args.quick,
-                      first_tries=1 if args.quick else min(3, rounds))
+                      first_tries=1 if args.quick else min(3, rounds),
+                      settle=0 if args.quick else SETTLE_BATCHES)
     finally:
         server.close()
     cache = f"remote {latency:g} ms"
