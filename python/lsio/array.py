@@ -94,8 +94,9 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
         For URLs: endpoint, region, credentials, headers, TLS, concurrency, timeouts and
         retries (see the README's "Remote stores" and :mod:`lsio._storage`); fsspec/s3fs
         spellings (``anon``, ``key``, ``secret``, ``client_kwargs``) are accepted. For
-        remote arrays ``io``, ``queue_depth`` and ``direct`` do not apply, and the
-        coalescing defaults are 1 MiB / 16 MiB.
+        remote arrays ``io``, ``queue_depth`` and ``direct`` do not apply, and unless
+        ``max_gap``/``max_request`` are given the store measures how far to coalesce
+        (within 1 MiB / 16 MiB; ``Array.stats()`` shows the values in use).
 
     Environment variables are read when the array is opened; ``Array.options`` shows the
     values in effect.
