@@ -23,7 +23,7 @@ lsio::RemoteOptions OptionsFrom(const py::dict& d) {
   static const char* kKnown[] = {"scheme", "host", "root", "display_url", "signing", "region", "service",
                                  "access_key_id", "secret_access_key", "session_token", "token", "headers",
                                  "verify_ssl", "ca_file", "request_concurrency", "timeout", "connect_timeout",
-                                 "retries", "total_timeout", "credentials_expiry", "credential_source"};
+                                 "retries", "total_timeout", "credentials_expiry", "credential_source", "list_root"};
   for (auto item : d) {
     const std::string k = py::cast<std::string>(item.first);
     bool known = false;
@@ -50,6 +50,11 @@ lsio::RemoteOptions OptionsFrom(const py::dict& d) {
   Take(d, "connect_timeout", &o.connect_timeout_s);
   Take(d, "retries", &o.retries);
   Take(d, "total_timeout", &o.total_timeout_s);
+  // None: the store cannot list (plain HTTP).
+  if (d.contains("list_root") && !d["list_root"].is_none()) {
+    o.listable = true;
+    o.list_root = py::cast<std::string>(d["list_root"]);
+  }
   return o;
 }
 
@@ -96,6 +101,12 @@ void BindRemote(py::module_& m) {
             return Value(WithoutGil([&] { return s.Exists(key); }));
           },
           py::arg("key"))
+      .def(
+          "list_children",
+          [](lsio::RemoteStore& s, const std::string& prefix) {
+            return Value(WithoutGil([&] { return s.ListChildren(prefix); }));
+          },
+          py::arg("prefix") = "")
       .def("set_credentials", &lsio::RemoteStore::SetCredentials, py::arg("access_key_id"),
            py::arg("secret_access_key"), py::arg("session_token"), py::arg("token"))
       .def("counters", [](const lsio::RemoteStore& s) { return CountersDict(s.Counters()); })

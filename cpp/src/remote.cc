@@ -48,6 +48,8 @@ Result<HttpStoreConfig> ToConfig(const RemoteOptions& o) {
   c.client.total_timeout_ms = Millis(o.total_timeout_s);
   c.client.verify_ssl = o.verify_ssl;
   c.client.ca_file = o.ca_file;
+  c.listable = o.listable;
+  c.list_root = o.list_root;
   return c;
 }
 
@@ -100,6 +102,10 @@ Result<std::optional<std::string>> RemoteStore::Get(const std::string& key, uint
 Result<bool> RemoteStore::Exists(const std::string& key) {
   LSIO_ASSIGN_OR_RETURN(ObjectInfo info, impl_->http->Stat(key));
   return info.found;
+}
+
+Result<std::vector<std::string>> RemoteStore::ListChildren(const std::string& prefix) {
+  return impl_->http->ListChildren(prefix);
 }
 
 void RemoteStore::SetCredentials(const std::string& access_key_id, const std::string& secret_access_key,

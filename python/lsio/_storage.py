@@ -277,7 +277,7 @@ CORE_KEYS = (
     "scheme", "host", "root", "signing", "region", "service", "access_key_id",
     "secret_access_key", "session_token", "token", "headers", "verify_ssl", "ca_file",
     "request_concurrency", "timeout", "connect_timeout", "retries", "display_url",
-    "credentials_expiry",
+    "credentials_expiry", "list_root",
 )
 
 #: The clock used for credential expiry; tests may replace it.
@@ -825,6 +825,10 @@ class RemoteConfig:
     credentials_expiry: float
     credential_source: str
     bucket: str = ""
+    # s3/gs: the unencoded path of the bucket's listing endpoint ("" with virtual-hosted
+    # addressing, "/bucket" with path style, after any endpoint prefix); None: the store
+    # cannot be listed (http).
+    list_root: Optional[str] = None
     url: str = dataclasses.field(default="", compare=False)
     storage_options: Optional[Mapping] = dataclasses.field(default=None, compare=False)
     credentials: Any = dataclasses.field(default=None, compare=False)
@@ -850,6 +854,7 @@ class RemoteConfig:
             "retries": self.retries,
             "display_url": self.display_url,
             "credentials_expiry": self.credentials_expiry,
+            "list_root": self.list_root,
         }
 
     @property
@@ -1300,9 +1305,11 @@ def resolve(url: str, storage_options: Optional[Mapping] = None) -> RemoteConfig
                                  "IP address")
             scheme, host = endpoint.scheme, f"{bucket}.{endpoint.host}"
             root = _root(endpoint.prefix, segments)
+            list_root = endpoint.prefix
         else:
             scheme, host = endpoint.scheme, endpoint.host
             root = _root(endpoint.prefix, [bucket] + segments)
+            list_root = _root(endpoint.prefix, [bucket])
         lsio_auth = secrets.signing != "none"
 
     if kind == "http":
@@ -1324,6 +1331,7 @@ def resolve(url: str, storage_options: Optional[Mapping] = None) -> RemoteConfig
         retries=retries, display_url=display_url, credentials_expiry=secrets.expiry,
         credential_source=source, bucket=bucket, url=given_url,
         storage_options=given_options, credentials=provider,
+        list_root=list_root if kind in ("s3", "gs") else None,
     )
 
 

@@ -8,9 +8,10 @@ the directory is listed and each child's ``zarr.json`` read. Nothing else is ope
 an array is requested with ``group[name]`` (which returns an :class:`lsio.Array`).
 
 Remote groups (``s3://``, ``gs://``, ``http(s)://``) read ``zarr.json`` objects through the
-engine's HTTP client. HTTP has no listing, so their members come from consolidated
-metadata (what ``xarray.Dataset.to_zarr`` and ``zarr.consolidate_metadata`` write); without
-it ``group[name]`` still opens a member by its path, and listing raises UnsupportedError.
+engine's HTTP client. Consolidated metadata is used when present; otherwise S3 and GCS
+groups are listed (ListObjectsV2 with delimiter '/') and each child's ``zarr.json`` read,
+while plain HTTP, which cannot list, still opens members by path (``group[name]``) and
+raises UnsupportedError for listing.
 
 >>> g = lsio.open_group("weather.zarr")
 >>> g.array_names, g.group_names
@@ -152,10 +153,25 @@ class _RemoteNodes:
         return _parse_json(raw, where)
 
     def list_children(self, path: str) -> Dict[str, dict]:
-        raise UnsupportedError(
-            f"cannot list the members of remote group {path!r}: it has no consolidated metadata "
-            "(write it with zarr.consolidate_metadata, or open members by name: group['t2m'])"
-        )
+        if self._config.to_core().get("list_root") is None:
+            raise UnsupportedError(
+                f"cannot list the members of remote group {path!r}: HTTP cannot list and the group "
+                "has no consolidated metadata (write it with zarr.consolidate_metadata, or open "
+                "members by name: group['t2m'])"
+            )
+        # S3/GCS: the "directories" below the group (ListObjectsV2), then each one's zarr.json.
+        rel = path[len(self.display):].strip("/") if path.startswith(self.display) else ""
+        children: Dict[str, dict] = {}
+        for name in self.store().list_children(rel):
+            try:
+                meta = self.read_json(self.join(path, name))
+            except (FormatError, StorageError) as e:
+                if isinstance(e, StorageError) and e.errno != errno.ENOENT:
+                    raise
+                continue  # not a v3 node (no zarr.json, v2, malformed): not a member
+            if meta.get("node_type") in ("array", "group"):
+                children[name] = meta
+        return children
 
     def array_options(self) -> Dict[str, Any]:
         return {"storage_options": self.storage_options}
@@ -319,7 +335,8 @@ class Group:
     def _member(self, part: str) -> Optional[dict]:
         """A direct member's metadata; a remote group without consolidated metadata reads
         the member's zarr.json instead of listing (HTTP cannot list)."""
-        if self._consolidated is None and self._nodes.remote and self._children is None:
+        if self._consolidated is None and self._nodes.remote and self._children is None and \
+                self._nodes._config.to_core().get("list_root") is None:
             try:
                 meta = self._nodes.read_json(self._nodes.join(self._path, part))
             except StorageError as e:

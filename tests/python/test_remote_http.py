@@ -766,3 +766,17 @@ def test_coalescing_is_adaptive_unless_given(fs):
     fixed[...]
     assert fixed.stats()["max_gap"] == 4096
     assert fixed.stats()["max_request"] == 16 << 20
+
+
+def test_http_groups_cannot_be_listed_but_open_members_by_name(tmp_path, make_fault_server):
+    """Plain HTTP has no listing: a group without consolidated metadata still opens its
+    members by path, and listing says why it cannot."""
+    root = zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
+    a = root.create_array("a", shape=(6,), chunks=(3,), dtype="i4")
+    a[:] = np.arange(6, dtype="i4")
+    srv = make_fault_server(tmp_path)
+    g = lsio.open_group(srv.url("g.zarr"), storage_options=OPTS)
+    assert not g.consolidated
+    assert_same_bits(g["a"][...], np.arange(6, dtype="i4"))
+    with pytest.raises(lsio.UnsupportedError, match="HTTP cannot list"):
+        g.array_names

@@ -742,6 +742,8 @@ def test_opening_a_group_as_an_array_names_its_arrays(s3_groups, moto_s3, monkey
 
 
 def test_group_without_consolidated_metadata(s3_groups, moto_s3):
+    """Listed from the bucket (ListObjectsV2), also on a gs:// URL and with moto checking
+    the listing request's signature (its query is signed too)."""
     url, data = s3_groups["plain"]
     g = lsio.open_group(url, storage_options=signed(moto_s3))
     assert not g.consolidated
@@ -750,10 +752,12 @@ def test_group_without_consolidated_metadata(s3_groups, moto_s3):
     assert "a" in g and "sub/c" in g and "nope" not in g
     with pytest.raises(KeyError):
         g["nope"]
-    with pytest.raises(lsio.UnsupportedError, match="consolidated metadata"):
-        g.array_names
-    with pytest.raises(lsio.UnsupportedError):
-        list(g)
+    # Listed with ListObjectsV2 (delimiter '/'), as zarr-python lists it.
+    assert g.array_names == ("a", "b")
+    assert g.group_names == ("sub",)
+    assert sorted(p for p, _ in g.walk_arrays()) == ["a", "b", "sub/c"]
+    assert g["sub"].array_names == ("c",)
+    assert list(g) == ["a", "b", "sub"]
     with pytest.raises(lsio.FormatError, match="consolidated metadata"):
         lsio.open_group(url, consolidated=True, storage_options=signed(moto_s3))
 
@@ -940,3 +944,27 @@ def test_gs_url_anonymous_reads_a_public_bucket(s3_public, moto_s3):
     arr = lsio.open(url, storage_options={"endpoint_url": moto_s3.endpoint_url, "token": "anon", **LIMITS})
     assert arr._remote.to_core()["signing"] == "none"
     assert_same_bits(arr[...], b.expected)
+
+
+def test_listing_is_signed_and_paginated(s3_groups, moto_s3_signed, moto_s3):
+    """A group with more children than one ListObjectsV2 page (moto pages at 1000 keys):
+    every child is found, and moto verified the signature of each listing request."""
+    import warnings as _w
+
+    base = "lsio-groups/wide.zarr"
+    moto = moto_s3_signed
+    moto.put("lsio-groups", "wide.zarr/zarr.json", b'{"zarr_format": 3, "node_type": "group", "attributes": {}}')
+    names = [f"g{i:04d}" for i in range(1005)]
+    from concurrent.futures import ThreadPoolExecutor as _Pool
+
+    with _Pool(8) as pool:
+        list(pool.map(lambda n: moto.put("lsio-groups", f"wide.zarr/{n}/zarr.json",
+                                         b'{"zarr_format": 3, "node_type": "group", "attributes": {}}'), names))
+    with _w.catch_warnings():
+        _w.simplefilter("ignore")
+        g = lsio.open_group(f"s3://{base}", storage_options=signed(moto))
+        assert g.group_names == tuple(names)
+    gs = lsio.open_group(f"gs://{base}", storage_options={"endpoint_url": moto.endpoint_url,
+                                                           "access_key_id": moto.access_key_id,
+                                                           "secret_access_key": moto.secret_access_key, **LIMITS})
+    assert gs.group_names[:3] == ("g0000", "g0001", "g0002") and len(gs.group_names) == 1005

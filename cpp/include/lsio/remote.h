@@ -51,6 +51,10 @@ struct RemoteOptions {
   double connect_timeout_s = 5;
   unsigned retries = 9;           ///< attempts after the first
   double total_timeout_s = 180;   ///< one request, every attempt and backoff included
+  /// S3/GCS: path of the bucket's listing endpoint ("" virtual-hosted, "/bucket" path
+  /// style); listable false for plain HTTP, which cannot list.
+  bool listable = false;
+  std::string list_root;
 };
 
 /// Counters of one store, since it was created.
@@ -80,6 +84,9 @@ class RemoteStore {
   Result<std::optional<std::string>> Get(const std::string& key, uint64_t max_bytes);
   /// Whether `key` exists (a HEAD request).
   Result<bool> Exists(const std::string& key);
+  /// Names directly below `prefix` ("" = the root) that have objects under them (S3
+  /// ListObjectsV2 with delimiter '/'), sorted. kUnimplemented for plain HTTP.
+  Result<std::vector<std::string>> ListChildren(const std::string& prefix);
 
   /// New credentials for requests started from now on (keys for sigv4, token for bearer).
   void SetCredentials(const std::string& access_key_id, const std::string& secret_access_key,

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <utility>
 
@@ -240,6 +241,141 @@ void HttpStore::ReportCall(uint64_t used_bytes, double seconds, uint64_t max_gap
     next = here + direction_;
   }
   level_ = next;
+}
+
+namespace {
+
+std::string XmlUnescape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '&') {
+      out += s[i];
+      continue;
+    }
+    const size_t end = s.find(';', i);
+    if (end == std::string_view::npos) {
+      out += s[i];
+      continue;
+    }
+    const std::string_view ent = s.substr(i + 1, end - i - 1);
+    if (ent == "amp") out += '&';
+    else if (ent == "lt") out += '<';
+    else if (ent == "gt") out += '>';
+    else if (ent == "quot") out += '"';
+    else if (ent == "apos") out += '\'';
+    else if (!ent.empty() && ent[0] == '#') {
+      const bool hex = ent.size() > 1 && (ent[1] == 'x' || ent[1] == 'X');
+      const unsigned long cp = std::strtoul(std::string(ent.substr(hex ? 2 : 1)).c_str(), nullptr, hex ? 16 : 10);
+      if (cp < 0x80) out += static_cast<char>(cp);
+      else if (cp < 0x800) { out += static_cast<char>(0xC0 | (cp >> 6)); out += static_cast<char>(0x80 | (cp & 0x3F)); }
+      else if (cp < 0x10000) {
+        out += static_cast<char>(0xE0 | (cp >> 12));
+        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+      } else {
+        out += static_cast<char>(0xF0 | (cp >> 18));
+        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+      }
+    } else {
+      out.append(s.substr(i, end - i + 1));
+    }
+    i = end;
+  }
+  return out;
+}
+
+// The text of every <tag>...</tag> inside `xml` (no nesting of the same tag in S3's answers).
+std::vector<std::string> XmlAll(std::string_view xml, std::string_view tag) {
+  std::vector<std::string> out;
+  const std::string open = "<" + std::string(tag) + ">", close = "</" + std::string(tag) + ">";
+  size_t at = 0;
+  while ((at = xml.find(open, at)) != std::string_view::npos) {
+    const size_t b = at + open.size();
+    const size_t e = xml.find(close, b);
+    if (e == std::string_view::npos) break;
+    out.push_back(XmlUnescape(xml.substr(b, e - b)));
+    at = e + close.size();
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> HttpStore::ListChildren(std::string_view prefix) {
+  if (!config_.listable) {
+    return Status::Unimplemented("this store cannot list its objects (plain HTTP)").WithPath(Location(prefix));
+  }
+  LSIO_ASSIGN_OR_RETURN(HttpClient * client, ProcessHttpClient());
+  // Key prefix within the bucket: the root below the listing endpoint, then `prefix`.
+  std::string key_prefix = config_.root.substr(std::min(config_.root.size(), config_.list_root.size()));
+  while (!key_prefix.empty() && key_prefix.front() == '/') key_prefix.erase(0, 1);
+  std::string rel(prefix);
+  while (!rel.empty() && rel.back() == '/') rel.pop_back();
+  if (!rel.empty()) key_prefix += (key_prefix.empty() ? "" : "/") + rel;
+  if (!key_prefix.empty()) key_prefix += '/';
+  const std::string path = config_.list_root.empty() ? "/" : config_.list_root;
+  std::vector<std::string> names;
+  std::string token;
+  for (int page = 0; page < 100000; ++page) {
+    // Query parameters in SigV4's canonical order (sorted, each part encoded once): the URL
+    // must carry exactly the query that was signed.
+    std::vector<std::pair<std::string, std::string>> query;
+    if (!token.empty()) query.emplace_back("continuation-token", token);
+    query.emplace_back("delimiter", "/");
+    query.emplace_back("list-type", "2");
+    query.emplace_back("prefix", key_prefix);
+    std::string qs;
+    for (const auto& [k, v] : query) qs += (qs.empty() ? "" : "&") + UriEncode(k, false) + "=" + UriEncode(v, false);
+    HttpRequest q;
+    q.url = config_.scheme + "://" + config_.host + UriEncode(path, /*keep_slash=*/true) + "?" + qs;
+    q.headers = config_.headers;
+    const auto creds = Credentials();
+    if (config_.signing == HttpSigning::kBearer) q.headers.emplace_back("Authorization", "Bearer " + creds->token);
+    if (config_.signing == HttpSigning::kSigV4) {
+      q.sign = [this, creds, path, query](const HttpRequest& req, std::vector<std::pair<std::string, std::string>>* headers) {
+        SigV4Request s;
+        s.method = req.method;
+        s.host = config_.host;
+        s.path = path;
+        s.query = query;
+        s.headers = *headers;
+        s.payload_hash = std::string(kUnsignedPayload);
+        SigV4Credentials c{creds->access_key_id, creds->secret_access_key, creds->session_token};
+        SigV4Scope scope{config_.region, config_.service, SigV4Style::kS3};
+        LSIO_ASSIGN_OR_RETURN(SigV4Signature sig, SignV4(s, c, scope, static_cast<int64_t>(std::time(nullptr))));
+        for (auto& h : sig.headers) headers->push_back(std::move(h));
+        return Status::Ok();
+      };
+    }
+    client->Run(std::span<HttpRequest>(&q, 1), config_.client, [](size_t) {});
+    Count(q);
+    if (!q.status.ok()) return Scrub(Status(q.status).ReplacePath(Location(rel)));
+    if (q.missing) return Status::IoError("the bucket does not exist (HTTP 404 listing it)", ENOENT).WithPath(Location(rel));
+    const std::string& xml = q.body;
+    if (xml.find("<ListBucketResult") == std::string::npos) {
+      return Status::DataLoss("listing answer is not an S3 ListBucketResult").WithPath(Location(rel));
+    }
+    // CommonPrefixes hold the child "directories"; their Prefix elements come after the
+    // request's own <Prefix>, which is outside any CommonPrefixes block.
+    for (const std::string& block : XmlAll(xml, "CommonPrefixes")) {
+      for (std::string p : XmlAll(block, "Prefix")) {
+        if (p.size() <= key_prefix.size() || p.compare(0, key_prefix.size(), key_prefix) != 0) continue;
+        p.erase(0, key_prefix.size());
+        while (!p.empty() && p.back() == '/') p.pop_back();
+        if (!p.empty()) names.push_back(p);
+      }
+    }
+    const auto truncated = XmlAll(xml, "IsTruncated");
+    const auto next = XmlAll(xml, "NextContinuationToken");
+    if (truncated.empty() || truncated[0] != "true" || next.empty() || next[0].empty()) break;
+    token = next[0];
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
 }
 
 StoreTraits HttpStore::traits() {

@@ -76,6 +76,10 @@ struct HttpStoreConfig {
   std::vector<std::pair<std::string, std::string>> headers;  ///< sent with every request
   std::string display_root;       ///< the user's URL for messages, without secrets
   HttpClientOptions client;
+  /// S3/GCS: unencoded path of the bucket's listing endpoint ("" virtual-hosted, "/bucket"
+  /// path style); listable false: the server cannot list (plain HTTP).
+  bool listable = false;
+  std::string list_root;
 };
 
 class HttpStore final : public Store {
@@ -94,6 +98,11 @@ class HttpStore final : public Store {
             const std::function<bool()>& cancelled = {}) override;
   StoreTraits traits() override;
   Result<std::string> TransportName() override { return std::string("http"); }
+
+  /// Names of the "directories" directly below `prefix` (a key prefix relative to the root,
+  /// "" for the root itself), from S3's ListObjectsV2 with delimiter '/' (all pages), sorted.
+  /// kUnimplemented when the store cannot list.
+  Result<std::vector<std::string>> ListChildren(std::string_view prefix);
 
   /// Replaces the credentials for requests started from now on.
   void SetCredentials(HttpCredentials credentials);
