@@ -81,7 +81,7 @@ def test_to_core_has_exactly_the_documented_keys():
         "scheme", "host", "root", "signing", "region", "service", "access_key_id",
         "secret_access_key", "session_token", "token", "headers", "verify_ssl", "ca_file",
         "request_concurrency", "timeout", "connect_timeout", "retries", "display_url",
-        "credentials_expiry",
+        "credentials_expiry", "list_root",
     }
     assert d == {
         "scheme": "https", "host": "bucket.s3.us-east-1.amazonaws.com", "root": "/a.zarr",
@@ -89,8 +89,18 @@ def test_to_core_has_exactly_the_documented_keys():
         "secret_access_key": "", "session_token": "", "token": "", "headers": [],
         "verify_ssl": True, "ca_file": "", "request_concurrency": 32, "timeout": 30.0,
         "connect_timeout": 5.0, "retries": 9, "display_url": "s3://bucket/a.zarr",
-        "credentials_expiry": 0.0,
+        "credentials_expiry": 0.0, "list_root": "",
     }
+
+
+def test_list_root_is_the_bucket_listing_path():
+    """Virtual-hosted S3 lists at "/", path style at "/bucket" (after an endpoint prefix);
+    plain HTTP cannot list (None)."""
+    assert core("s3://bucket/a.zarr", {"anon": True})["list_root"] == ""
+    assert core("s3://bucket/a.zarr", {"anon": True, "endpoint_url": "http://127.0.0.1:9000"})["list_root"] == "/bucket"
+    assert core("s3://bucket/a/b.zarr", {"anon": True, "endpoint_url": "https://proxy/s3"})["list_root"] == "/s3/bucket"
+    assert core("gs://bkt/x.zarr", {})["list_root"] == "/bkt"
+    assert core("https://host/data/x.zarr", {})["list_root"] is None
 
 
 def test_resolve_refuses_non_remote_urls():
