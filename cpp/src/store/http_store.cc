@@ -143,12 +143,12 @@ void HttpStore::Prepare(std::string_view key, HttpRequest* r, const std::shared_
   }
 }
 
-void HttpStore::Count(const HttpRequest& r) {
+void HttpStore::Count(const HttpRequest& r, bool failed) {
   StoreStats& st = stats();
   st.requests.fetch_add(r.attempts, std::memory_order_relaxed);
   if (r.attempts > 1) st.retries.fetch_add(r.attempts - 1, std::memory_order_relaxed);
   st.bytes_fetched.fetch_add(r.transferred, std::memory_order_relaxed);
-  if (!r.status.ok()) st.errors.fetch_add(1, std::memory_order_relaxed);
+  if (failed) st.errors.fetch_add(1, std::memory_order_relaxed);
 }
 
 StoreTraits HttpStore::traits() {
@@ -174,7 +174,7 @@ Result<ObjectInfo> HttpStore::Stat(std::string_view key) {
   Prepare(key, &q, Credentials());
   q.method = "HEAD";
   client->Run(std::span<HttpRequest>(&q, 1), config_.client, [](size_t) {});
-  Count(q);
+  Count(q, !q.status.ok());
   ObjectInfo info;
   if (!q.status.ok()) return Status(q.status).WithPath(Location(key));
   if (q.missing) return info;
@@ -190,7 +190,7 @@ Result<std::optional<std::string>> HttpStore::ReadAll(std::string_view key, uint
   HttpRequest q;
   Prepare(key, &q, Credentials());
   client->Run(std::span<HttpRequest>(&q, 1), config_.client, [](size_t) {});
-  Count(q);
+  Count(q, !q.status.ok());
   if (!q.status.ok()) return Status(q.status).WithPath(Location(key));
   if (q.missing) return std::optional<std::string>();
   if (q.body.size() > max_bytes) {
@@ -238,14 +238,16 @@ void HttpStore::Read(std::span<RangeRead> reads, const std::function<void(size_t
   client.value()->Run(qs, config_.client, [&](size_t i) {
     RangeRead& r = reads[i];
     HttpRequest& q = qs[i];
-    Count(q);
     r.transferred = q.transferred;
     r.missing = false;
     if (!q.status.ok()) {
       r.status = q.status;
       if (q.precondition_failed) {
+        // 412, or an answer with another ETag from a server that ignores If-Match.
         r.status = Status::IoError("object changed since its index was read (If-Match " + r.object->version +
-                                       " failed: HTTP 412)",
+                                       (q.http_status == 412 ? std::string(" failed: HTTP 412)")
+                                                             : " ignored: HTTP " + std::to_string(q.http_status) +
+                                                                   " with another ETag)"),
                                    ESTALE);
       }
     } else if (q.missing) {
@@ -268,6 +270,9 @@ void HttpStore::Read(std::span<RangeRead> reads, const std::function<void(size_t
         }
       }
     }
+    // Counted after the outcome is known: a pinned read that found its object gone (404)
+    // or changed is a failed read although its request succeeded.
+    Count(q, !r.status.ok());
     on_done(i);
   }, cancelled);
 }
