@@ -158,12 +158,12 @@ Status HttpStore::Scrub(Status st) const {
   return st;
 }
 
-void HttpStore::Count(const HttpRequest& r) {
+void HttpStore::Count(const HttpRequest& r, bool failed) {
   StoreStats& st = stats();
   st.requests.fetch_add(r.attempts, std::memory_order_relaxed);
   if (r.attempts > 1) st.retries.fetch_add(r.attempts - 1, std::memory_order_relaxed);
   st.bytes_fetched.fetch_add(r.transferred, std::memory_order_relaxed);
-  if (!r.status.ok()) st.errors.fetch_add(1, std::memory_order_relaxed);
+  if (failed) st.errors.fetch_add(1, std::memory_order_relaxed);
 }
 
 void HttpStore::AddTimingSample(uint64_t bytes, double first_byte_s, double total_s) {
@@ -351,7 +351,7 @@ Result<std::vector<std::string>> HttpStore::ListChildren(std::string_view prefix
       };
     }
     client->Run(std::span<HttpRequest>(&q, 1), config_.client, [](size_t) {});
-    Count(q);
+    Count(q, !q.status.ok());
     if (!q.status.ok()) return Scrub(Status(q.status).ReplacePath(Location(rel)));
     if (q.missing) return Status::IoError("the bucket does not exist (HTTP 404 listing it)", ENOENT).WithPath(Location(rel));
     const std::string& xml = q.body;
@@ -401,7 +401,7 @@ Result<ObjectInfo> HttpStore::Stat(std::string_view key) {
   Prepare(key, &q, Credentials());
   q.method = "HEAD";
   client->Run(std::span<HttpRequest>(&q, 1), config_.client, [](size_t) {});
-  Count(q);
+  Count(q, !q.status.ok());
   ObjectInfo info;
   if (!q.status.ok()) return Scrub(Status(q.status).ReplacePath(Location(key)));
   if (q.missing) return info;
@@ -417,7 +417,7 @@ Result<std::optional<std::string>> HttpStore::ReadAll(std::string_view key, uint
   HttpRequest q;
   Prepare(key, &q, Credentials());
   client->Run(std::span<HttpRequest>(&q, 1), config_.client, [](size_t) {});
-  Count(q);
+  Count(q, !q.status.ok());
   if (!q.status.ok()) return Scrub(Status(q.status).ReplacePath(Location(key)));
   if (q.missing) return std::optional<std::string>();
   if (q.body.size() > max_bytes) {
@@ -465,7 +465,6 @@ void HttpStore::Read(std::span<RangeRead> reads, const std::function<void(size_t
   client.value()->Run(qs, config_.client, [&](size_t i) {
     RangeRead& r = reads[i];
     HttpRequest& q = qs[i];
-    Count(q);
     if (q.status.ok()) AddTimingSample(q.transferred, q.first_byte_s, q.total_s);
     r.transferred = q.transferred;
     r.missing = false;
@@ -473,8 +472,11 @@ void HttpStore::Read(std::span<RangeRead> reads, const std::function<void(size_t
       // Named by the user's URL (the executor adds the same Location), not the endpoint's.
       r.status = Scrub(Status(q.status).ReplacePath(Location(static_cast<const HttpObject&>(*r.object).key)));
       if (q.precondition_failed) {
+        // 412, or an answer with another ETag from a server that ignores If-Match.
         r.status = Status::IoError("object changed since its index was read (If-Match " + r.object->version +
-                                       " failed: HTTP 412)",
+                                       (q.http_status == 412 ? std::string(" failed: HTTP 412)")
+                                                             : " ignored: HTTP " + std::to_string(q.http_status) +
+                                                                   " with another ETag)"),
                                    ESTALE);
       }
     } else if (q.missing) {
@@ -497,6 +499,9 @@ void HttpStore::Read(std::span<RangeRead> reads, const std::function<void(size_t
         }
       }
     }
+    // Counted after the outcome is known: a pinned read that found its object gone (404)
+    // or changed is a failed read although its request succeeded.
+    Count(q, !r.status.ok());
     on_done(i);
   }, cancelled);
 }

@@ -123,7 +123,8 @@ class HttpStore final : public Store {
   // Prepares `r` for the key's object: URL, headers, signing callback.
   void Prepare(std::string_view key, HttpRequest* r, const std::shared_ptr<const HttpCredentials>& creds) const;
   std::shared_ptr<const HttpCredentials> Credentials() const;
-  void Count(const HttpRequest& r);
+  // Adds a finished request to stats(); `failed`: the read or call it served failed.
+  void Count(const HttpRequest& r, bool failed);
   Status Scrub(Status st) const;
 
   HttpStoreConfig config_;
