@@ -187,13 +187,7 @@ const ArrayInfo& Array::info() const { return impl_->info; }
 const OpenOptions& Array::options() const { return impl_->options; }
 
 StoreCounters Array::Stats() const {
-  const StoreStats& s = impl_->store->stats();
-  StoreCounters c;
-  c.requests = s.requests.load(std::memory_order_relaxed);
-  c.retries = s.retries.load(std::memory_order_relaxed);
-  c.bytes_fetched = s.bytes_fetched.load(std::memory_order_relaxed);
-  c.bytes_used = s.bytes_used.load(std::memory_order_relaxed);
-  c.errors = s.errors.load(std::memory_order_relaxed);
+  StoreCounters c = Snapshot(impl_->store->stats());
   c.max_gap = impl_->options.max_gap;
   c.max_request = impl_->options.max_request;
   if (impl_->options.adaptive_coalescing) {

@@ -114,14 +114,7 @@ void RemoteStore::SetCredentials(const std::string& access_key_id, const std::st
 }
 
 StoreCounters RemoteStore::Counters() const {
-  const StoreStats& s = impl_->http->stats();
-  StoreCounters c;
-  c.requests = s.requests.load(std::memory_order_relaxed);
-  c.retries = s.retries.load(std::memory_order_relaxed);
-  c.bytes_fetched = s.bytes_fetched.load(std::memory_order_relaxed);
-  c.bytes_used = s.bytes_used.load(std::memory_order_relaxed);
-  c.errors = s.errors.load(std::memory_order_relaxed);
-  return c;
+  return Snapshot(impl_->http->stats());
 }
 
 const RemoteOptions& RemoteStore::options() const { return impl_->options; }

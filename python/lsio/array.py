@@ -115,33 +115,13 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
         path = "/".join([path.rstrip("/"), *parts]) if remote else os.path.join(os.fspath(path), *parts)
     if storage_options is not None and not remote:
         raise ValueError("storage_options apply to URLs (s3://, gs://, http(s)://), not to local paths")
+    options = dict(threads=threads, io=io, queue_depth=queue_depth, max_gap=max_gap, max_request=max_request,
+                   index_cache_bytes=index_cache_bytes, memory_limit=memory_limit, direct=direct)
     if remote:
         if tune:
-            raise ValueError("tune=True measures local storage; remote stores use object-store defaults")
-        return Array(
-            path,
-            threads=threads,
-            io=io,
-            queue_depth=queue_depth,
-            max_gap=max_gap,
-            max_request=max_request,
-            index_cache_bytes=index_cache_bytes,
-            memory_limit=memory_limit,
-            direct=direct,
-            storage_options=storage_options,
-        )
-    return Array(
-        path,
-        threads=threads,
-        io=io,
-        queue_depth=queue_depth,
-        max_gap=max_gap,
-        max_request=max_request,
-        index_cache_bytes=index_cache_bytes,
-        memory_limit=memory_limit,
-        direct=direct,
-        tune=tune,
-    )
+            raise ValueError("tune=True measures local storage; remote stores measure their coalescing themselves")
+        return Array(path, storage_options=storage_options, **options)
+    return Array(path, tune=tune, **options)
 
 
 class Array:

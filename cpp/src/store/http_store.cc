@@ -115,7 +115,20 @@ std::string HttpStore::Url(std::string_view key) const {
 }
 
 void HttpStore::Prepare(std::string_view key, HttpRequest* r, const std::shared_ptr<const HttpCredentials>& creds) const {
-  r->url = Url(key);
+  std::string path = config_.root;
+  path += '/';
+  path.append(key);
+  PrepareAt(std::move(path), {}, r, creds);
+}
+
+void HttpStore::PrepareAt(std::string path, std::vector<std::pair<std::string, std::string>> query, HttpRequest* r,
+                          const std::shared_ptr<const HttpCredentials>& creds) const {
+  // The query in SigV4's canonical form (sorted, each part encoded once): the URL must carry
+  // exactly the query that is signed.
+  std::sort(query.begin(), query.end());
+  std::string qs;
+  for (const auto& [k, v] : query) qs += (qs.empty() ? "" : "&") + UriEncode(k, false) + "=" + UriEncode(v, false);
+  r->url = config_.scheme + "://" + config_.host + UriEncode(path, /*keep_slash=*/true) + (qs.empty() ? "" : "?" + qs);
   r->headers = config_.headers;
   switch (config_.signing) {
     case HttpSigning::kNone:
@@ -123,16 +136,15 @@ void HttpStore::Prepare(std::string_view key, HttpRequest* r, const std::shared_
     case HttpSigning::kBearer:
       r->headers.emplace_back("Authorization", "Bearer " + creds->token);
       break;
-    case HttpSigning::kSigV4: {
-      std::string path = config_.root;
-      path += '/';
-      path.append(key);
+    case HttpSigning::kSigV4:
       // Signed per attempt: x-amz-date must be current when a retry goes out minutes later.
-      r->sign = [this, creds, path](const HttpRequest& req, std::vector<std::pair<std::string, std::string>>* headers) {
+      r->sign = [this, creds, path = std::move(path), query = std::move(query)](
+                    const HttpRequest& req, std::vector<std::pair<std::string, std::string>>* headers) {
         SigV4Request s;
         s.method = req.method;
         s.host = config_.host;
         s.path = path;
+        s.query = query;
         s.headers = *headers;
         s.payload_hash = std::string(kUnsignedPayload);
         SigV4Credentials c{creds->access_key_id, creds->secret_access_key, creds->session_token};
@@ -142,7 +154,6 @@ void HttpStore::Prepare(std::string_view key, HttpRequest* r, const std::shared_
         return Status::Ok();
       };
       break;
-    }
   }
 }
 
@@ -320,36 +331,13 @@ Result<std::vector<std::string>> HttpStore::ListChildren(std::string_view prefix
   std::vector<std::string> names;
   std::string token;
   for (int page = 0; page < 100000; ++page) {
-    // Query parameters in SigV4's canonical order (sorted, each part encoded once): the URL
-    // must carry exactly the query that was signed.
     std::vector<std::pair<std::string, std::string>> query;
     if (!token.empty()) query.emplace_back("continuation-token", token);
     query.emplace_back("delimiter", "/");
     query.emplace_back("list-type", "2");
     query.emplace_back("prefix", key_prefix);
-    std::string qs;
-    for (const auto& [k, v] : query) qs += (qs.empty() ? "" : "&") + UriEncode(k, false) + "=" + UriEncode(v, false);
     HttpRequest q;
-    q.url = config_.scheme + "://" + config_.host + UriEncode(path, /*keep_slash=*/true) + "?" + qs;
-    q.headers = config_.headers;
-    const auto creds = Credentials();
-    if (config_.signing == HttpSigning::kBearer) q.headers.emplace_back("Authorization", "Bearer " + creds->token);
-    if (config_.signing == HttpSigning::kSigV4) {
-      q.sign = [this, creds, path, query](const HttpRequest& req, std::vector<std::pair<std::string, std::string>>* headers) {
-        SigV4Request s;
-        s.method = req.method;
-        s.host = config_.host;
-        s.path = path;
-        s.query = query;
-        s.headers = *headers;
-        s.payload_hash = std::string(kUnsignedPayload);
-        SigV4Credentials c{creds->access_key_id, creds->secret_access_key, creds->session_token};
-        SigV4Scope scope{config_.region, config_.service, SigV4Style::kS3};
-        LSIO_ASSIGN_OR_RETURN(SigV4Signature sig, SignV4(s, c, scope, static_cast<int64_t>(std::time(nullptr))));
-        for (auto& h : sig.headers) headers->push_back(std::move(h));
-        return Status::Ok();
-      };
-    }
+    PrepareAt(path, std::move(query), &q, Credentials());
     client->Run(std::span<HttpRequest>(&q, 1), config_.client, [](size_t) {});
     Count(q, !q.status.ok());
     if (!q.status.ok()) return Scrub(Status(q.status).ReplacePath(Location(rel)));

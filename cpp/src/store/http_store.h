@@ -122,6 +122,9 @@ class HttpStore final : public Store {
  private:
   // Prepares `r` for the key's object: URL, headers, signing callback.
   void Prepare(std::string_view key, HttpRequest* r, const std::shared_ptr<const HttpCredentials>& creds) const;
+  // The same for any unencoded path and (decoded) query parameters (listing).
+  void PrepareAt(std::string path, std::vector<std::pair<std::string, std::string>> query, HttpRequest* r,
+                 const std::shared_ptr<const HttpCredentials>& creds) const;
   std::shared_ptr<const HttpCredentials> Credentials() const;
   // Adds a finished request to stats(); `failed`: the read or call it served failed.
   void Count(const HttpRequest& r, bool failed);

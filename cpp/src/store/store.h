@@ -43,6 +43,7 @@
 #include <string>
 #include <string_view>
 
+#include "lsio/remote.h"  // StoreCounters
 #include "lsio/status.h"
 
 namespace lsio {
@@ -120,6 +121,17 @@ struct StoreStats {
   std::atomic<uint64_t> bytes_used{0};     ///< bytes of chunks and indexes reads needed
   std::atomic<uint64_t> errors{0};         ///< reads that failed
 };
+
+/// A plain copy of the counters (lsio/remote.h's StoreCounters, public).
+inline StoreCounters Snapshot(const StoreStats& s) {
+  StoreCounters c;
+  c.requests = s.requests.load(std::memory_order_relaxed);
+  c.retries = s.retries.load(std::memory_order_relaxed);
+  c.bytes_fetched = s.bytes_fetched.load(std::memory_order_relaxed);
+  c.bytes_used = s.bytes_used.load(std::memory_order_relaxed);
+  c.errors = s.errors.load(std::memory_order_relaxed);
+  return c;
+}
 
 class Store {
  public:
