@@ -12,7 +12,6 @@
 #include "util/process_local.h"
 
 namespace lsio {
-namespace {
 
 FileIdentity IdentityOf(const struct stat& st) {
   FileIdentity id;
@@ -23,6 +22,8 @@ FileIdentity IdentityOf(const struct stat& st) {
   id.ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
   return id;
 }
+
+namespace {
 
 // Buffered and O_DIRECT descriptors of one path are separate entries; a path never holds NUL.
 std::string Key(const std::string& path, bool direct) { return (direct ? 'D' : 'B') + path; }

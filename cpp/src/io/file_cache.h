@@ -50,6 +50,8 @@
 
 #include "lsio/status.h"
 
+struct stat;
+
 namespace lsio {
 
 /// Offsets, lengths and buffers of O_DIRECT reads are multiples of this (covers every
@@ -66,6 +68,9 @@ struct FileIdentity {
   int64_t ctime_ns = 0;
   bool operator==(const FileIdentity&) const = default;
 };
+
+/// The identity of the file `st` describes (as FileCache records it after open).
+FileIdentity IdentityOf(const struct stat& st);
 
 struct OpenFile {
   int fd = -1;

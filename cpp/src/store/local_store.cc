@@ -84,19 +84,6 @@ std::string FileVersion(const FileIdentity& id) {
   return v;
 }
 
-namespace {
-
-std::string VersionOf(const struct stat& st) {
-  FileIdentity id;
-  id.dev = static_cast<uint64_t>(st.st_dev);
-  id.ino = static_cast<uint64_t>(st.st_ino);
-  id.size = static_cast<uint64_t>(st.st_size);
-  id.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  id.ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
-  return FileVersion(id);
-}
-
-}  // namespace
 
 LocalStore::LocalStore(std::string root, LocalStoreOptions options)
     : root_(std::move(root)),
@@ -215,7 +202,7 @@ Result<ObjectInfo> LocalStore::Stat(std::string_view key) {
   if (!S_ISREG(st.st_mode)) return NotRegular(st, path);
   info.found = true;
   info.size = static_cast<uint64_t>(st.st_size);
-  info.version = VersionOf(st);
+  info.version = FileVersion(IdentityOf(st));
   return info;
 }
 
