@@ -26,6 +26,18 @@ import lsio
 from conftest import require_uring
 
 
+@pytest.fixture(autouse=True)
+def python_sigint_handler():
+    """Python's own SIGINT handler, whatever the test process inherited.
+
+    A shell starts background jobs (`cmd &` without job control) with SIGINT ignored, and
+    Python then keeps it ignored: these tests would see no KeyboardInterrupt at all.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.fixture(scope="module")
 def slow_store(tmp_path_factory):
     path = tmp_path_factory.mktemp("interrupt") / "slow.zarr"

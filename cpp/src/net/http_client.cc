@@ -10,7 +10,8 @@
 //   * ThreadCurl (thread_local, checked against the fork generation): the calling thread's
 //     CURLM and a few idle easy handles. The CURLM outlives Run calls because it holds the
 //     connection cache: keep-alive connections are reused by the next Run on the same thread.
-//   * Run: a loop on the calling thread that starts up to max_in_flight requests, drives
+//   * Run: a loop on the calling thread that starts up to max_in_flight requests (pulled
+//     from the caller's `next`; the span form pulls from its span), drives
 //     curl_multi_perform / curl_multi_poll (at most 20 ms per wait when cancelled() is given),
 //     enforces the stall timeout itself (millisecond precision, where CURLOPT_LOW_SPEED_TIME
 //     counts whole seconds), harvests finished attempts and either finishes the request
@@ -41,6 +42,7 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <queue>
@@ -325,7 +327,7 @@ enum class Phase { kQueued, kActive, kWaiting, kDone };
 
 struct Transfer {
   HttpRequest* req = nullptr;
-  size_t index = 0;
+  size_t index = 0;             // its slot in Runner::transfers_, reused once it is done
   const HttpClientOptions* opt = nullptr;
   Phase phase = Phase::kQueued;
   std::string url_redacted;
@@ -379,6 +381,21 @@ struct Transfer {
   Status abort;                 // set by a callback: the request fails with it, unretried
 };
 
+// Run resets a request's outputs first, so a request may be run again.
+void ResetOutputs(HttpRequest& r) {
+  r.status = Status::Ok();
+  r.missing = r.precondition_failed = r.permission_denied = false;
+  r.http_status = 0;
+  r.etag.clear();
+  r.object_size = 0;
+  r.object_size_known = false;
+  r.transferred = 0;
+  r.body.clear();
+  r.request_id.clear();
+  r.attempts = 0;
+  r.first_byte_s = r.total_s = 0;
+}
+
 bool IsWeakEtag(const std::string& e) { return e.size() >= 2 && e[0] == 'W' && e[1] == '/'; }
 
 // Text for a request's range in messages, for what WithRange cannot say.
@@ -414,29 +431,24 @@ size_t HeaderCallback(char* data, size_t size, size_t nmemb, void* p);
 class CurlHttpClient final : public HttpClient {
  public:
   explicit CurlHttpClient(CurlProcess* proc) : proc_(proc) {}
-  void Run(std::span<HttpRequest> requests, const HttpClientOptions& options,
-           const std::function<void(size_t)>& on_done,
-           const std::function<bool()>& cancelled) override;
+  void RunStream(const std::function<HttpRequest*()>& next, const HttpClientOptions& options,
+                 const std::function<void(HttpRequest&)>& on_done,
+                 const std::function<bool()>& cancelled) override;
 
  private:
   CurlProcess* proc_;
 };
 
-// The Run loop's state; one per Run call, used only by the calling thread.
+// The Run loop's state; one per RunStream call, used only by the calling thread.
 class Runner {
  public:
-  Runner(CurlProcess* proc, std::span<HttpRequest> requests, const HttpClientOptions& opt,
-         const std::function<void(size_t)>& on_done, const std::function<bool()>& cancelled)
-      : proc_(proc), lease_(proc), opt_(opt), on_done_(on_done), cancelled_(cancelled),
-        rng_(std::random_device{}()) {
-    transfers_.resize(requests.size());
-    for (size_t i = 0; i < requests.size(); ++i) {
-      transfers_[i].req = &requests[i];
-      transfers_[i].index = i;
-      transfers_[i].opt = &opt_;
-    }
-  }
+  Runner(CurlProcess* proc, const std::function<HttpRequest*()>& next, const HttpClientOptions& opt,
+         const std::function<void(HttpRequest&)>& on_done, const std::function<bool()>& cancelled)
+      : proc_(proc), lease_(proc), opt_(opt), next_(next), on_done_(on_done), cancelled_(cancelled),
+        rng_(std::random_device{}()) {}
 
+  /// Returns when `next` has nothing more and nothing is in flight (or on cancellation);
+  /// rethrows the first exception of on_done once nothing is in flight.
   void Run();
 
  private:
@@ -446,6 +458,7 @@ class Runner {
     bool operator>(const Due& o) const { return at > o.at; }
   };
 
+  Transfer& NewTransfer(HttpRequest* req);
   void Begin(Transfer& t, Clock::time_point now);
   void StartAttempt(Transfer& t, Clock::time_point now);
   void OnAttemptDone(Transfer& t, CURLcode rc, Clock::time_point now);
@@ -459,14 +472,18 @@ class Runner {
   CurlProcess* proc_;
   MultiLease lease_;
   const HttpClientOptions& opt_;
-  const std::function<void(size_t)>& on_done_;
+  const std::function<HttpRequest*()>& next_;
+  const std::function<void(HttpRequest&)>& on_done_;
   const std::function<bool()>& cancelled_;
-  std::vector<Transfer> transfers_;
-  std::deque<size_t> queue_;
+  // Slots, at most max_in_flight in use (a deque: libcurl's callbacks hold their addresses).
+  std::deque<Transfer> transfers_;
+  std::vector<size_t> free_;
   std::priority_queue<Due, std::vector<Due>, std::greater<Due>> waiting_;
   std::vector<size_t> active_;
   size_t in_flight_ = 0;  // begun and not finished (active or waiting for a retry)
-  size_t finished_ = 0;
+  bool ask_ = true;       // next_ may have a request (it is asked again after every finish)
+  bool stop_ = false;     // an on_done threw: cancel what is left
+  std::exception_ptr error_;
   std::mt19937_64 rng_;
 };
 
@@ -715,13 +732,34 @@ size_t WriteCallback(char* data, size_t size, size_t nmemb, void* p) {
 // ---------------------------------------------------------------------------------------
 // The loop.
 
+Transfer& Runner::NewTransfer(HttpRequest* req) {
+  size_t i;
+  if (!free_.empty()) {
+    i = free_.back();
+    free_.pop_back();
+    transfers_[i] = Transfer();
+  } else {
+    i = transfers_.size();
+    transfers_.emplace_back();
+  }
+  Transfer& t = transfers_[i];
+  t.req = req;
+  t.index = i;
+  t.opt = &opt_;
+  return t;
+}
+
 void Runner::Run() {
   if (lease_.multi() == nullptr) {
-    for (Transfer& t : transfers_) {
+    while (!stop_) {
+      HttpRequest* req = next_();
+      if (req == nullptr) break;
+      Transfer& t = NewTransfer(req);
       t.phase = Phase::kActive;  // counted by Finish
       ++in_flight_;
       Finish(t, Status::ResourceExhausted("cannot create a libcurl multi handle"));
     }
+    if (error_) std::rethrow_exception(error_);
     return;
   }
   // HTTP/1.1 only, so nothing to multiplex; keep up to 2x max_in_flight idle connections
@@ -730,29 +768,33 @@ void Runner::Run() {
   curl_multi_setopt(lease_.multi(), CURLMOPT_MAXCONNECTS,
                     static_cast<long>(std::max<unsigned>(2 * std::max(1u, opt_.max_in_flight), 16)));
 
-  for (size_t i = 0; i < transfers_.size(); ++i) queue_.push_back(i);
   const size_t max_in_flight = std::max(1u, opt_.max_in_flight);
   Clock::time_point next_cancel_check = Clock::now();
 
-  while (finished_ < transfers_.size()) {
+  for (;;) {
     Clock::time_point now = Clock::now();
+    if (stop_) break;
     if (cancelled_ && now >= next_cancel_check) {
       next_cancel_check = now + kCancelPoll;
-      if (cancelled_()) {
-        CancelAll();
-        return;
-      }
+      if (cancelled_()) break;
     }
     // Due retries first (they hold their in-flight slot), then new requests.
     while (!waiting_.empty() && waiting_.top().at <= now) {
       const size_t i = waiting_.top().index;
       waiting_.pop();
-      StartAttempt(transfers_[i], now);
+      if (transfers_[i].phase == Phase::kWaiting) StartAttempt(transfers_[i], now);
     }
-    while (in_flight_ < max_in_flight && !queue_.empty()) {
-      const size_t i = queue_.front();
-      queue_.pop_front();
-      Begin(transfers_[i], now);
+    while (ask_ && in_flight_ < max_in_flight && !stop_) {
+      HttpRequest* req = next_();
+      if (req == nullptr) {
+        ask_ = false;
+        break;
+      }
+      Begin(NewTransfer(req), now);
+    }
+    if (in_flight_ == 0) {
+      if (ask_ && !stop_) continue;  // a request finished at once (on_done may have given more)
+      break;
     }
     // Stalls: no byte for stall_timeout_ms. Removing the handle closes its connection.
     for (size_t k = 0; k < active_.size();) {
@@ -796,7 +838,8 @@ void Runner::Run() {
       }
       if (t != nullptr) OnAttemptDone(*t, rc, Clock::now());
     }
-    if (finished_ == transfers_.size()) break;
+    if (in_flight_ == 0 && !ask_) break;
+    if (stop_ || (ask_ && in_flight_ < max_in_flight)) continue;  // refill before waiting
 
     // Wait for sockets, libcurl's own timers (curl_multi_poll honours them), the next
     // retry, the next possible stall, or the next cancellation check.
@@ -807,7 +850,6 @@ void Runner::Run() {
       if (opt_.stall_timeout_ms == 0) break;
       wake = std::min(wake, transfers_[i].last_activity + std::chrono::milliseconds(opt_.stall_timeout_ms));
     }
-    if (!queue_.empty() && in_flight_ < max_in_flight) wake = now;
     const int64_t wait_ms = std::max<int64_t>(0, MsBetween(now, wake));
     if (wait_ms > 0 || active_.empty()) {
       if (active_.empty() && !waiting_.empty()) {
@@ -818,6 +860,9 @@ void Runner::Run() {
       }
     }
   }
+  // Cancelled, or an on_done threw: end what is still in flight (no-op when nothing is).
+  CancelAll();
+  if (error_) std::rethrow_exception(error_);
 }
 
 // A request's first attempt.
@@ -825,17 +870,7 @@ void Runner::Begin(Transfer& t, Clock::time_point now) {
   HttpRequest& r = *t.req;
   t.phase = Phase::kActive;
   ++in_flight_;
-  r.status = Status::Ok();
-  r.missing = r.precondition_failed = r.permission_denied = false;
-  r.http_status = 0;
-  r.etag.clear();
-  r.object_size = 0;
-  r.object_size_known = false;
-  r.transferred = 0;
-  r.body.clear();
-  r.request_id.clear();
-  r.attempts = 0;
-  r.first_byte_s = r.total_s = 0;
+  ResetOutputs(r);
   t.url_redacted = RedactSecrets(r.url);
   t.deadline = now + std::chrono::milliseconds(opt_.total_timeout_ms);
   t.pinned_etag = r.if_match;
@@ -1242,8 +1277,17 @@ void Runner::Finish(Transfer& t, Status st) {
   r.status = std::move(st);
   t.phase = Phase::kDone;
   --in_flight_;
-  ++finished_;
-  if (on_done_) on_done_(t.index);
+  free_.push_back(t.index);  // nothing refers to the slot any more: reusable by the next request
+  ask_ = true;               // the caller may have more to give now (memory freed by on_done)
+  if (!on_done_) return;
+  try {
+    on_done_(r);
+  } catch (...) {
+    // Propagated by Run once nothing is in flight; later exceptions (from the cancelled
+    // requests' on_done) are dropped.
+    if (!error_) error_ = std::current_exception();
+    stop_ = true;
+  }
 }
 
 void Runner::CancelAll() {
@@ -1259,13 +1303,46 @@ void Runner::CancelAll() {
   }
 }
 
-void CurlHttpClient::Run(std::span<HttpRequest> requests, const HttpClientOptions& options,
-                         const std::function<void(size_t)>& on_done,
-                         const std::function<bool()>& cancelled) {
-  if (requests.empty()) return;
-  Runner runner(proc_, requests, options, on_done, cancelled);
+void CurlHttpClient::RunStream(const std::function<HttpRequest*()>& next, const HttpClientOptions& options,
+                               const std::function<void(HttpRequest&)>& on_done,
+                               const std::function<bool()>& cancelled) {
+  Runner runner(proc_, next, options, on_done, cancelled);
   runner.Run();
 }
+
+}  // namespace
+
+void HttpClient::Run(std::span<HttpRequest> requests, const HttpClientOptions& options,
+                     const std::function<void(size_t)>& on_done, const std::function<bool()>& cancelled) {
+  if (requests.empty()) return;
+  size_t given = 0;
+  std::exception_ptr error;
+  try {
+    RunStream([&]() -> HttpRequest* { return given < requests.size() ? &requests[given++] : nullptr; }, options,
+              [&](HttpRequest& r) {
+                if (on_done) on_done(static_cast<size_t>(&r - requests.data()));
+              },
+              cancelled);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  // Cancelled (or an on_done threw) before these started: they end kCancelled too, so that
+  // on_done runs once per request; the first exception propagates after them.
+  for (; given < requests.size(); ++given) {
+    HttpRequest& r = requests[given];
+    ResetOutputs(r);
+    r.status = Status::Cancelled("HTTP request cancelled before it was sent").WithPath(RedactSecrets(r.url));
+    if (!on_done) continue;
+    try {
+      on_done(given);
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+namespace {
 
 CurlProcess::CurlProcess() {
   // Reference-counted by libcurl, so a forked child calling it again is harmless; it is

@@ -12,7 +12,15 @@
 //      on_done(i) runs on the calling thread as soon as request i is finished (ok or not, after
 //      its retries, cancelled included: exactly once per request), so the caller can decode it
 //      while other requests are still in flight. on_done may call Run again (it gets its own
-//      multi handle).
+//      multi handle). An exception thrown by on_done cancels the requests still in flight
+//      (their on_done runs, its own exceptions dropped) and then propagates out of Run.
+//      Or client.RunStream(next, opt, on_done, cancelled), when the requests are not all known
+//      up front: next() runs on the calling thread whenever fewer than max_in_flight requests
+//      are in flight and returns another request (kept alive and untouched by the caller until
+//      its on_done) or nullptr when it has none to give now; it is asked again after every
+//      finished request, and RunStream returns once it gave nullptr with nothing in flight.
+//      A reader that refills as requests finish keeps the link busy, where waiting for the
+//      slowest request of each batch leaves it idle (the executor's remote workers).
 //   4. Read each request's outcome: status (Ok, or the final error), http_status, etag,
 //      object_size, transferred, request_id, attempts, missing (404/410). Run resets the
 //      outputs first, so a request may be run again.
@@ -133,6 +141,8 @@ struct HttpRequest {
   std::string body;                     ///< the body when dst == nullptr (kNone, HEAD: empty)
   std::string request_id;
   unsigned attempts = 0;
+  /// The caller's own tag (RunStream callers find their state from the request); untouched.
+  void* user = nullptr;
   /// Of the last attempt that completed its transfer (libcurl's timers, seconds from its
   /// start): time to the first byte of the response, and to its end.
   double first_byte_s = 0;
@@ -142,10 +152,15 @@ struct HttpRequest {
 class HttpClient {
  public:
   virtual ~HttpClient() = default;
-  /// Runs every request (see the header comment); returns when all are finished.
-  virtual void Run(std::span<HttpRequest> requests, const HttpClientOptions& options,
-                   const std::function<void(size_t)>& on_done,
-                   const std::function<bool()>& cancelled = {}) = 0;
+  /// Runs every request (see the header comment); returns when all are finished. On
+  /// cancellation, requests not yet started end kCancelled too (on_done once per request).
+  void Run(std::span<HttpRequest> requests, const HttpClientOptions& options,
+           const std::function<void(size_t)>& on_done, const std::function<bool()>& cancelled = {});
+  /// Runs requests as `next` gives them (see the header comment). On cancellation, `next` is
+  /// not asked again; the requests it gave end kCancelled.
+  virtual void RunStream(const std::function<HttpRequest*()>& next, const HttpClientOptions& options,
+                         const std::function<void(HttpRequest&)>& on_done,
+                         const std::function<bool()>& cancelled = {}) = 0;
 };
 
 /// The process's client (created on first use, again in a forked child). Fails with

@@ -443,7 +443,84 @@ Status WithContext(Status st, const Plan& plan, const ChunkTask& t) {
   return st;
 }
 
-void WorkerLoopBody(CallState& cs) {
+// Decodes the tasks of `unit` from its bytes, which start at object offset `base_offset`.
+void DecodeUnit(CallState& cs, const IoUnit& unit, const uint8_t* base, uint64_t base_offset) {
+  const Plan& plan = *cs.plan;
+  for (uint32_t k = 0; k < unit.num_tasks; ++k) {
+    const ChunkTask& t = plan.tasks[plan.unit_tasks[unit.first_task + k]];
+    if (cs.traits.remote) cs.ctx->store->stats().bytes_used.fetch_add(t.nbytes, std::memory_order_relaxed);
+    std::span<const uint8_t> bytes(base + (t.offset - base_offset), t.nbytes);
+    Status st = DecodeTask(cs, t, bytes);
+    if (!st.ok()) {
+      cs.Fail(WithContext(std::move(st), plan, t));
+      return;
+    }
+  }
+}
+
+// A finished read of `unit`: decodes it, or fails the call with the read's error.
+void FinishRead(CallState& cs, const IoUnit& unit, const RangeRead& r) {
+  // No interrupt poll here: the poll may run Python signal handlers, which may read
+  // through lsio on this thread, and this thread's arena, scratch and ring are live here.
+  if (cs.failed.load(std::memory_order_relaxed)) return;
+  const Plan& plan = *cs.plan;
+  if (!r.status.ok() || r.missing) {
+    const ChunkTask& t0 = plan.tasks[plan.unit_tasks[unit.first_task]];
+    Status st = r.status.ok() ? Status::IoError("object disappeared since its index was read", ESTALE) : r.status;
+    if (st.error_number() == ESTALE && t0.shard >= 0) {
+      // The shard changed since its index was read: this call fails (never mixing
+      // versions), and the next one reads the new index instead of failing again.
+      cs.ctx->index_cache->Erase(plan.shard_ids[static_cast<size_t>(t0.shard)]);
+    }
+    st.WithPath(plan.files[static_cast<size_t>(unit.file)]);
+    if (unit.num_tasks == 1) st.WithChunk(TaskCoords(plan, t0));
+    cs.Fail(std::move(st));
+    return;
+  }
+  DecodeUnit(cs, unit, r.dst, r.offset);
+}
+
+// Units served without a read: fills, and objects fetched whole while resolving (remote
+// unsharded chunks). Returns false when `unit` needs a read.
+bool ServeWithoutRead(CallState& cs, const IoUnit& unit) {
+  const Plan& plan = *cs.plan;
+  if (unit.file < 0) {  // fills need no I/O
+    for (uint32_t k = 0; k < unit.num_tasks; ++k) Fill(cs, plan.tasks[plan.unit_tasks[unit.first_task + k]]);
+    return true;
+  }
+  const StoreObject& file = *plan.file_refs[static_cast<size_t>(unit.file)];
+  if (!file.resident) return false;
+  if (unit.offset + unit.length > file.resident->size()) {
+    cs.Fail(Status::Internal("unit outside its resident object").WithPath(plan.files[static_cast<size_t>(unit.file)]));
+    return true;
+  }
+  const uint8_t* bytes = reinterpret_cast<const uint8_t*>(file.resident->data()) + unit.offset;
+  if (unit.dst != nullptr) {  // uncompressed, straight into the output as a read would
+    std::memcpy(unit.dst, bytes, unit.length);
+    bytes = unit.dst;
+  }
+  DecodeUnit(cs, unit, bytes, unit.offset);
+  return true;
+}
+
+// Read buffers of a remote worker's requests in flight, one per request slot; kept across
+// calls (up to kArenaKeepBytes in all, see TrimRemoteBuffers).
+std::vector<AlignedBuffer>& ThreadRemoteBuffers() {
+  thread_local std::vector<AlignedBuffer> buffers;
+  return buffers;
+}
+
+void TrimRemoteBuffers() {
+  size_t kept = 0;
+  for (AlignedBuffer& b : ThreadRemoteBuffers()) {
+    if (kept + b.capacity() > kArenaKeepBytes) b.Trim(0);
+    kept += b.capacity();
+  }
+}
+
+// Local stores: each worker claims a batch of units, reads it (pread one by one, io_uring
+// several in flight) and decodes each read as it completes.
+void LocalWorkerLoop(CallState& cs) {
   const ReadContext& ctx = *cs.ctx;
   const Plan& plan = *cs.plan;
   const size_t n = plan.units.size();
@@ -454,57 +531,20 @@ void WorkerLoopBody(CallState& cs) {
   // pread reads one unit at a time. io_uring wants several reads in flight, but a batch must
   // not swallow the whole call: a worker that grabs every unit leaves the others idle (seen
   // as threads=2 running no faster than 1), so batches are capped at a quarter of each
-  // worker's share. A remote store is the opposite: each request waits a first-byte latency
-  // (~20 ms on S3), so a worker puts its whole share in flight at once.
-  // For a remote store max_in_flight is the call's budget (request_concurrency), shared out
-  // among the workers.
-  const size_t share = traits.remote ? (n + workers - 1) / workers : std::max<size_t>(1, n / (4 * workers));
-  const size_t in_flight = traits.remote ? (std::max<size_t>(1, traits.max_in_flight) + workers - 1) / workers
-                                         : std::max(1u, traits.max_in_flight);
-  const size_t max_batch = traits.one_at_a_time ? 1 : std::min<size_t>(in_flight, std::max<size_t>(1, share));
+  // worker's share.
+  const size_t share = std::max<size_t>(1, n / (4 * workers));
+  const size_t in_flight = std::max(1u, traits.max_in_flight);
+  const size_t max_batch = traits.one_at_a_time ? 1 : std::min<size_t>(in_flight, share);
   // A batch whose reads were all served inline from the page cache (inline_hit) gains
   // nothing from claiming several units at once and leaves the other workers idle at the end
   // of the call (W1 hot: 10% behind pread). So a worker claims one unit at a time while its
   // reads hit the page cache, and full batches once one does not (stores without inline
-  // hits switch after their first unit; remote stores start wide).
-  size_t batch_limit = traits.remote ? max_batch : 1;
-
-  auto decode_unit = [&](const IoUnit& unit, const uint8_t* base, uint64_t base_offset) {
-    for (uint32_t k = 0; k < unit.num_tasks; ++k) {
-      const ChunkTask& t = plan.tasks[plan.unit_tasks[unit.first_task + k]];
-      if (traits.remote) ctx.store->stats().bytes_used.fetch_add(t.nbytes, std::memory_order_relaxed);
-      std::span<const uint8_t> bytes(base + (t.offset - base_offset), t.nbytes);
-      Status st = DecodeTask(cs, t, bytes);
-      if (!st.ok()) {
-        cs.Fail(WithContext(std::move(st), plan, t));
-        return;
-      }
-    }
-  };
+  // hits switch after their first unit).
+  size_t batch_limit = 1;
 
   // Built once per call: a std::function per batch would allocate (its captures exceed the
   // small-buffer size), and batches are single units while reads hit the page cache.
-  const std::function<void(size_t)> on_done = [&](size_t i) {
-    // No interrupt poll here: the poll may run Python signal handlers, which may read
-    // through lsio on this thread, and this thread's arena, scratch and ring are live here.
-    if (cs.failed.load(std::memory_order_relaxed)) return;
-    const IoUnit& unit = plan.units[req_unit[i]];
-    const RangeRead& r = reqs[i];
-    if (!r.status.ok() || r.missing) {
-      const ChunkTask& t0 = plan.tasks[plan.unit_tasks[unit.first_task]];
-      Status st = r.status.ok() ? Status::IoError("object disappeared since its index was read", ESTALE) : r.status;
-      if (st.error_number() == ESTALE && t0.shard >= 0) {
-        // The shard changed since its index was read: this call fails (never mixing
-        // versions), and the next one reads the new index instead of failing again.
-        ctx.index_cache->Erase(plan.shard_ids[static_cast<size_t>(t0.shard)]);
-      }
-      st.WithPath(plan.files[static_cast<size_t>(unit.file)]);
-      if (unit.num_tasks == 1) st.WithChunk(TaskCoords(plan, t0));
-      cs.Fail(std::move(st));
-      return;
-    }
-    decode_unit(unit, r.dst, r.offset);
-  };
+  const std::function<void(size_t)> on_done = [&](size_t i) { FinishRead(cs, plan.units[req_unit[i]], reqs[i]); };
 
   // Between batches this thread holds no arena, scratch or ring state: the one place
   // where the interrupt poll (and whatever Python signal handler it runs) may happen.
@@ -516,24 +556,8 @@ void WorkerLoopBody(CallState& cs) {
       const size_t u = cs.next.fetch_add(1, std::memory_order_relaxed);
       if (u >= n) break;
       const IoUnit& unit = plan.units[u];
-      if (unit.file < 0) {  // fills need no I/O
-        for (uint32_t k = 0; k < unit.num_tasks; ++k) Fill(cs, plan.tasks[plan.unit_tasks[unit.first_task + k]]);
-        continue;
-      }
+      if (ServeWithoutRead(cs, unit)) continue;
       StoreObject& file = *plan.file_refs[static_cast<size_t>(unit.file)];
-      if (file.resident) {  // fetched whole while resolving
-        if (unit.offset + unit.length > file.resident->size()) {
-          cs.Fail(Status::Internal("unit outside its resident object").WithPath(plan.files[static_cast<size_t>(unit.file)]));
-          break;
-        }
-        const uint8_t* bytes = reinterpret_cast<const uint8_t*>(file.resident->data()) + unit.offset;
-        if (unit.dst != nullptr) {  // uncompressed, straight into the output as a read would
-          std::memcpy(unit.dst, bytes, unit.length);
-          bytes = unit.dst;
-        }
-        decode_unit(unit, bytes, unit.offset);
-        continue;
-      }
       RangeRead r;
       r.object = &file;
       r.offset = unit.offset;
@@ -566,12 +590,101 @@ void WorkerLoopBody(CallState& cs) {
         at += r.length;
       }
     }
-    // Remote reads wait on the network: let a failure elsewhere (or Ctrl-C on the calling
-    // thread) end them early.
     ctx.store->Read(reqs, on_done, [&cs] { return cs.StopWaiting(); });
     bool all_hits = true;
     for (const RangeRead& r : reqs) all_hits &= r.inline_hit || r.length == 0;
     batch_limit = all_hits ? 1 : max_batch;
+  }
+}
+
+// Remote stores: every request waits a first-byte latency (~20 ms on S3), so each worker
+// keeps its share of the call's request budget (request_concurrency / workers) in flight
+// from start to end, starting the next unit as soon as one of its requests finishes. Batches
+// that wait for their slowest request before the next batch starts left the link idle
+// between batches (0.73x of a 100 MB/s link bound in W7, where TensorStore reached 0.80x).
+// A worker's read buffers stay within cs.batch_bytes (one request may exceed it alone).
+void RemoteWorkerLoop(CallState& cs) {
+  const ReadContext& ctx = *cs.ctx;
+  const Plan& plan = *cs.plan;
+  const size_t n = plan.units.size();
+  const size_t workers = static_cast<size_t>(std::max(1, cs.workers));
+  const size_t slots = std::max<size_t>(1, (std::max<size_t>(1, cs.traits.max_in_flight) + workers - 1) / workers);
+  std::vector<RangeRead> reads(slots);
+  std::vector<size_t> read_unit(slots);
+  std::vector<AlignedBuffer>& buffers = ThreadRemoteBuffers();
+  if (buffers.size() < slots) buffers.resize(slots);
+  std::vector<size_t> free_slots;
+  for (size_t i = slots; i-- > 0;) free_slots.push_back(i);
+  size_t in_flight = 0;
+  uint64_t buffered = 0;
+  constexpr size_t kNone = SIZE_MAX;
+  size_t held = kNone;  // claimed, waiting for buffer room
+
+  auto unit_buffer = [&](const IoUnit& unit) -> uint64_t { return unit.dst == nullptr ? unit.length : 0; };
+  const std::function<RangeRead*()> next = [&]() -> RangeRead* {
+    while (!cs.failed.load(std::memory_order_relaxed) && !free_slots.empty()) {
+      size_t u = held;
+      held = kNone;
+      if (u == kNone) {
+        u = cs.next.fetch_add(1, std::memory_order_relaxed);
+        if (u >= n) return nullptr;
+      }
+      const IoUnit& unit = plan.units[u];
+      if (ServeWithoutRead(cs, unit)) continue;
+      const uint64_t bytes = unit_buffer(unit);
+      if (in_flight > 0 && buffered + bytes > cs.batch_bytes) {
+        held = u;  // asked again once a request finishes
+        return nullptr;
+      }
+      StoreObject& file = *plan.file_refs[static_cast<size_t>(unit.file)];
+      if (file.direct) {
+        cs.Fail(Status::Internal("remote store with an O_DIRECT object").WithPath(plan.files[static_cast<size_t>(unit.file)]));
+        return nullptr;
+      }
+      const size_t slot = free_slots.back();
+      RangeRead& r = reads[slot];
+      r = RangeRead();
+      r.object = &file;
+      r.offset = unit.offset;
+      r.length = unit.length;
+      r.dst = unit.dst;
+      r.pin_version = true;
+      if (r.dst == nullptr) {
+        if (!buffers[slot].Reserve(bytes)) {
+          cs.Fail(Status::ResourceExhausted("cannot allocate " + std::to_string(bytes) + " bytes for a read"));
+          return nullptr;
+        }
+        r.dst = buffers[slot].data();
+      }
+      free_slots.pop_back();
+      read_unit[slot] = u;
+      buffered += bytes;
+      ++in_flight;
+      return &r;
+    }
+    return nullptr;
+  };
+  const std::function<void(RangeRead&)> on_done = [&](RangeRead& r) {
+    const size_t slot = static_cast<size_t>(&r - reads.data());
+    const IoUnit& unit = plan.units[read_unit[slot]];
+    FinishRead(cs, unit, r);
+    buffered -= unit_buffer(unit);
+    --in_flight;
+    free_slots.push_back(slot);
+  };
+  // The interrupt poll (which may run Python signal handlers) happens only outside
+  // ReadStream, when this thread holds no read state; inside, StopWaiting only probes.
+  while (!cs.failed.load(std::memory_order_relaxed) && !cs.Interrupted()) {
+    ctx.store->ReadStream(next, on_done, [&cs] { return cs.StopWaiting(); });
+    if (held == kNone && cs.next.load(std::memory_order_relaxed) >= n) break;
+  }
+}
+
+void WorkerLoopBody(CallState& cs) {
+  if (cs.traits.remote) {
+    RemoteWorkerLoop(cs);
+  } else {
+    LocalWorkerLoop(cs);
   }
 }
 
@@ -592,6 +705,7 @@ void WorkerLoop(CallState& cs) {
     cs.Fail(Status::Internal("unexpected exception while reading"));
   }
   ThreadIoArena().Trim(kArenaKeepBytes);
+  TrimRemoteBuffers();
 }
 
 std::string HumanBytes(uint64_t b) {

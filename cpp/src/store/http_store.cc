@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <ctime>
+#include <deque>
 #include <utility>
 
 #include "net/sigv4.h"
@@ -416,6 +417,68 @@ Result<std::optional<std::string>> HttpStore::ReadAll(std::string_view key, uint
   return std::optional<std::string>(std::move(q.body));
 }
 
+void HttpStore::PrepareRead(const RangeRead& r, HttpRequest* q,
+                            const std::shared_ptr<const HttpCredentials>& creds) const {
+  Prepare(static_cast<const HttpObject&>(*r.object).key, q, creds);
+  switch (r.kind) {
+    case ReadKind::kRange:
+      q->range = RangeKind::kRange;
+      q->offset = r.offset;
+      q->length = r.length;
+      q->dst = r.dst;
+      break;
+    case ReadKind::kSuffix:
+      q->range = RangeKind::kSuffix;
+      q->length = r.length;
+      q->dst = r.dst;
+      break;
+    case ReadKind::kWhole:
+      q->range = RangeKind::kNone;
+      break;
+  }
+  if (r.pin_version && !r.object->version.empty()) q->if_match = r.object->version;
+}
+
+void HttpStore::Complete(RangeRead& r, HttpRequest& q) {
+  if (q.status.ok()) AddTimingSample(q.transferred, q.first_byte_s, q.total_s);
+  r.transferred = q.transferred;
+  r.missing = false;
+  if (!q.status.ok()) {
+    // Named by the user's URL (the executor adds the same Location), not the endpoint's.
+    r.status = Scrub(Status(q.status).ReplacePath(Location(static_cast<const HttpObject&>(*r.object).key)));
+    if (q.precondition_failed) {
+      // 412, or an answer with another ETag from a server that ignores If-Match.
+      r.status = Status::IoError("object changed since its index was read (If-Match " + r.object->version +
+                                     (q.http_status == 412 ? std::string(" failed: HTTP 412)")
+                                                           : " ignored: HTTP " + std::to_string(q.http_status) +
+                                                                 " with another ETag)"),
+                                 ESTALE);
+    }
+  } else if (q.missing) {
+    if (r.pin_version) {
+      // Its index said the chunk is there: the object went away in between.
+      r.status = Status::IoError("object disappeared since its index was read (HTTP " +
+                                     std::to_string(q.http_status) + ")",
+                                 ESTALE);
+    } else {
+      r.missing = true;
+    }
+  } else {
+    r.status = Learn(q, r.object, r.pin_version);
+    if (r.status.ok() && r.kind == ReadKind::kWhole) {
+      r.body = std::move(q.body);
+      r.transferred = r.body.size();
+      if (!r.object->size_known) {
+        r.object->size = r.body.size();
+        r.object->size_known = true;
+      }
+    }
+  }
+  // Counted after the outcome is known: a pinned read that found its object gone (404)
+  // or changed is a failed read although its request succeeded.
+  Count(q, !r.status.ok());
+}
+
 void HttpStore::Read(std::span<RangeRead> reads, const std::function<void(size_t)>& on_done,
                      const std::function<bool()>& cancelled) {
   auto client = ProcessHttpClient();
@@ -428,70 +491,52 @@ void HttpStore::Read(std::span<RangeRead> reads, const std::function<void(size_t
   }
   const auto creds = Credentials();
   std::vector<HttpRequest> qs(reads.size());
-  for (size_t i = 0; i < reads.size(); ++i) {
-    const RangeRead& r = reads[i];
-    HttpRequest& q = qs[i];
-    Prepare(static_cast<const HttpObject&>(*r.object).key, &q, creds);
-    switch (r.kind) {
-      case ReadKind::kRange:
-        q.range = RangeKind::kRange;
-        q.offset = r.offset;
-        q.length = r.length;
-        q.dst = r.dst;
-        break;
-      case ReadKind::kSuffix:
-        q.range = RangeKind::kSuffix;
-        q.length = r.length;
-        q.dst = r.dst;
-        break;
-      case ReadKind::kWhole:
-        q.range = RangeKind::kNone;
-        break;
-    }
-    if (r.pin_version && !r.object->version.empty()) q.if_match = r.object->version;
-  }
+  for (size_t i = 0; i < reads.size(); ++i) PrepareRead(reads[i], &qs[i], creds);
   client.value()->Run(qs, config_.client, [&](size_t i) {
-    RangeRead& r = reads[i];
-    HttpRequest& q = qs[i];
-    if (q.status.ok()) AddTimingSample(q.transferred, q.first_byte_s, q.total_s);
-    r.transferred = q.transferred;
-    r.missing = false;
-    if (!q.status.ok()) {
-      // Named by the user's URL (the executor adds the same Location), not the endpoint's.
-      r.status = Scrub(Status(q.status).ReplacePath(Location(static_cast<const HttpObject&>(*r.object).key)));
-      if (q.precondition_failed) {
-        // 412, or an answer with another ETag from a server that ignores If-Match.
-        r.status = Status::IoError("object changed since its index was read (If-Match " + r.object->version +
-                                       (q.http_status == 412 ? std::string(" failed: HTTP 412)")
-                                                             : " ignored: HTTP " + std::to_string(q.http_status) +
-                                                                   " with another ETag)"),
-                                   ESTALE);
-      }
-    } else if (q.missing) {
-      if (r.pin_version) {
-        // Its index said the chunk is there: the object went away in between.
-        r.status = Status::IoError("object disappeared since its index was read (HTTP " +
-                                       std::to_string(q.http_status) + ")",
-                                   ESTALE);
-      } else {
-        r.missing = true;
-      }
-    } else {
-      r.status = Learn(q, r.object, r.pin_version);
-      if (r.status.ok() && r.kind == ReadKind::kWhole) {
-        r.body = std::move(q.body);
-        r.transferred = r.body.size();
-        if (!r.object->size_known) {
-          r.object->size = r.body.size();
-          r.object->size_known = true;
-        }
-      }
-    }
-    // Counted after the outcome is known: a pinned read that found its object gone (404)
-    // or changed is a failed read although its request succeeded.
-    Count(q, !r.status.ok());
+    Complete(reads[i], qs[i]);
     on_done(i);
   }, cancelled);
+}
+
+void HttpStore::ReadStream(const std::function<RangeRead*()>& next, const std::function<void(RangeRead&)>& on_done,
+                           const std::function<bool()>& cancelled) {
+  auto client = ProcessHttpClient();
+  if (!client.ok()) {
+    while (RangeRead* r = next()) {
+      r->status = client.status();
+      on_done(*r);
+    }
+    return;
+  }
+  const auto creds = Credentials();
+  // One request per read in flight, reused as reads finish (a deque: the client holds
+  // their addresses while they run).
+  std::deque<HttpRequest> requests;
+  std::vector<HttpRequest*> free;
+  client.value()->RunStream(
+      [&]() -> HttpRequest* {
+        RangeRead* r = next();
+        if (r == nullptr) return nullptr;
+        HttpRequest* q;
+        if (!free.empty()) {
+          q = free.back();
+          free.pop_back();
+          *q = HttpRequest();
+        } else {
+          q = &requests.emplace_back();
+        }
+        PrepareRead(*r, q, creds);
+        q->user = r;
+        return q;
+      },
+      config_.client,
+      [&](HttpRequest& q) {
+        RangeRead& r = *static_cast<RangeRead*>(q.user);
+        Complete(r, q);
+        free.push_back(&q);
+        on_done(r);
+      },
+      cancelled);
 }
 
 }  // namespace lsio

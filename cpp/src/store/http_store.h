@@ -96,6 +96,8 @@ class HttpStore final : public Store {
   Result<ObjectRef> Open(std::string_view key) override;
   void Read(std::span<RangeRead> reads, const std::function<void(size_t)>& on_done,
             const std::function<bool()>& cancelled = {}) override;
+  void ReadStream(const std::function<RangeRead*()>& next, const std::function<void(RangeRead&)>& on_done,
+                  const std::function<bool()>& cancelled = {}) override;
   StoreTraits traits() override;
   Result<std::string> TransportName() override { return std::string("http"); }
 
@@ -126,6 +128,9 @@ class HttpStore final : public Store {
   void PrepareAt(std::string path, std::vector<std::pair<std::string, std::string>> query, HttpRequest* r,
                  const std::shared_ptr<const HttpCredentials>& creds) const;
   std::shared_ptr<const HttpCredentials> Credentials() const;
+  // The request for one range read, and the read's outcome from its finished request.
+  void PrepareRead(const RangeRead& r, HttpRequest* q, const std::shared_ptr<const HttpCredentials>& creds) const;
+  void Complete(RangeRead& r, HttpRequest& q);
   // Adds a finished request to stats(); `failed`: the read or call it served failed.
   void Count(const HttpRequest& r, bool failed);
   Status Scrub(Status st) const;

@@ -157,6 +157,22 @@ class Store {
   virtual void Read(std::span<RangeRead> reads, const std::function<void(size_t)>& on_done,
                     const std::function<bool()>& cancelled = {}) = 0;
 
+  /// Read for callers that give reads as room frees up: next() runs on the calling thread
+  /// whenever the store can start another read and returns one (kept alive and untouched by
+  /// the caller until its on_done) or nullptr when it has none to give now; it is asked again
+  /// after every finished read, and ReadStream returns once it gave nullptr with no read in
+  /// flight. On cancellation next is not asked again. Remote stores keep up to
+  /// traits().max_in_flight reads in flight this way, so a slow request never holds back the
+  /// ones behind it; the default runs each read through Read on its own.
+  virtual void ReadStream(const std::function<RangeRead*()>& next, const std::function<void(RangeRead&)>& on_done,
+                          const std::function<bool()>& cancelled = {}) {
+    while (!(cancelled && cancelled())) {
+      RangeRead* r = next();
+      if (r == nullptr) return;
+      Read(std::span<RangeRead>(r, 1), [&](size_t) { on_done(*r); }, cancelled);
+    }
+  }
+
   virtual StoreTraits traits() = 0;
 
   /// Drops what the store keeps for its objects in this process (cached descriptors,

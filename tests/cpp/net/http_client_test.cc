@@ -18,6 +18,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -681,6 +683,125 @@ TEST(HttpClientTest, CancellationEndsUnfinishedRequestsPromptly) {
     EXPECT_EQ(reqs[i].status.code(), StatusCode::kCancelled) << reqs[i].status.ToString();
   }
   for (int d : done) EXPECT_EQ(d, 1);
+}
+
+TEST(HttpClientTest, RunStreamRefillsAsRequestsFinish) {
+  // One slow request must not hold back the ones behind it: with two slots, the fast
+  // requests flow through the second slot while the slow one is in flight.
+  Object obj{Pattern(100000)};
+  TestHttpServer server([&](const SeenRequest& q, ServerConnection& c) {
+    if (q.target == "/slow") c.Sleep(400);
+    ServeObject(obj, q, c);
+  });
+  HttpClientOptions o = FastOptions();
+  o.max_in_flight = 2;
+  o.timeout_ms = o.stall_timeout_ms = 5000;
+  constexpr size_t kN = 21;
+  std::deque<Dst> dsts;
+  std::deque<HttpRequest> reqs;
+  for (size_t i = 0; i < kN; ++i) {
+    dsts.emplace_back(100);
+    reqs.push_back(RangeRequest(server.Url(i == 0 ? "/slow" : "/fast"), 100 * i, 100, &dsts.back()));
+    reqs.back().user = reinterpret_cast<void*>(i);
+  }
+  size_t given = 0, finished = 0, peak = 0;
+  std::vector<size_t> order;
+  const auto t0 = Clock::now();
+  Client().RunStream(
+      [&]() -> HttpRequest* {
+        EXPECT_LT(given - finished, 2u) << "asked for more than max_in_flight";
+        if (given == kN) return nullptr;
+        peak = std::max(peak, given + 1 - finished);
+        return &reqs[given++];
+      },
+      o,
+      [&](HttpRequest& r) {
+        ++finished;
+        order.push_back(reinterpret_cast<size_t>(r.user));
+      });
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+  ASSERT_EQ(order.size(), kN);
+  EXPECT_EQ(order.back(), 0u) << "the slow request finishes last; the others did not wait for it";
+  EXPECT_EQ(peak, 2u);
+  EXPECT_LT(ms, 1500);
+  for (size_t i = 0; i < kN; ++i) {
+    ASSERT_TRUE(reqs[i].status.ok()) << i << ": " << reqs[i].status.ToString();
+    EXPECT_EQ(dsts[i].bytes(), obj.data.substr(100 * i, 100)) << i;
+  }
+}
+
+TEST(HttpClientTest, RunStreamAsksAgainAfterEachFinish) {
+  // A source limited by memory gives nothing while one of its requests is out, then more
+  // once it finished: RunStream must ask again rather than end.
+  Object obj{Pattern(10000)};
+  TestHttpServer server([&](const SeenRequest& q, ServerConnection& c) { ServeObject(obj, q, c); });
+  HttpClientOptions o = FastOptions();
+  o.max_in_flight = 8;
+  constexpr size_t kN = 10;
+  std::deque<Dst> dsts;
+  std::deque<HttpRequest> reqs;
+  for (size_t i = 0; i < kN; ++i) {
+    dsts.emplace_back(10);
+    reqs.push_back(RangeRequest(server.Url("/k"), 10 * i, 10, &dsts.back()));
+  }
+  size_t given = 0, out = 0, calls = 0, done = 0;
+  Client().RunStream(
+      [&]() -> HttpRequest* {
+        ++calls;
+        if (out > 0 || given == kN) return nullptr;
+        ++out;
+        return &reqs[given++];
+      },
+      o, [&](HttpRequest&) {
+        --out;
+        ++done;
+      });
+  EXPECT_EQ(done, kN);
+  EXPECT_GE(calls, 2 * kN);
+  for (size_t i = 0; i < kN; ++i) EXPECT_EQ(dsts[i].bytes(), obj.data.substr(10 * i, 10)) << i;
+}
+
+TEST(HttpClientTest, ExceptionFromOnDoneCancelsTheRestThenPropagates) {
+  Object obj{Pattern(1000)};
+  TestHttpServer server([&](const SeenRequest& q, ServerConnection& c) {
+    if (q.target != "/fast") {
+      c.Sleep(3000);
+      c.Close();
+      return;
+    }
+    ServeObject(obj, q, c);
+  });
+  HttpClientOptions o = FastOptions();
+  o.max_in_flight = 4;
+  o.timeout_ms = o.stall_timeout_ms = 10000;
+  std::vector<HttpRequest> reqs;
+  Dst d0(10);
+  for (int i = 0; i < 7; ++i) reqs.push_back(RangeRequest(server.Url(i == 3 ? "/fast" : "/slow"), 0, 10, i == 3 ? &d0 : nullptr));
+  std::vector<int> done(reqs.size(), 0);
+  const auto t0 = Clock::now();
+  bool thrown = false;
+  try {
+    Client().Run(reqs, o, [&](size_t i) {
+      ++done[i];
+      if (reqs[i].status.ok()) throw std::runtime_error("decoder failed");
+    });
+  } catch (const std::runtime_error& e) {
+    thrown = std::string(e.what()) == "decoder failed";
+  }
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+  EXPECT_TRUE(thrown);
+  EXPECT_LT(ms, 1500) << "in-flight requests were cancelled, not waited for";
+  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(done[i], 1) << i;
+  EXPECT_TRUE(reqs[3].status.ok());
+  for (size_t i : {0, 1, 2, 4, 5, 6}) {
+    EXPECT_EQ(reqs[i].status.code(), StatusCode::kCancelled) << i << ": " << reqs[i].status.ToString();
+  }
+  // The thread's connection pool is still usable afterwards.
+  Dst d1(10);
+  HttpRequest again = RangeRequest(server.Url("/fast"), 5, 10, &d1);
+  RunOne(again, o);
+  ASSERT_TRUE(again.status.ok()) << again.status.ToString();
+  EXPECT_EQ(d1.bytes(), obj.data.substr(5, 10));
 }
 
 TEST(HttpClientTest, ExhaustedAttemptsSayHowMany) {
