@@ -8,6 +8,7 @@
 #include "read/executor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <memory>
@@ -421,6 +422,44 @@ TEST(ExecutorRemoteTest, ServerErrorsNameTheObject) {
   ASSERT_GE(st.path().size(), tail.size());
   EXPECT_EQ(st.path().substr(st.path().size() - tail.size()), tail) << st.path();
   EXPECT_EQ(srv.request_count(), 1u);
+}
+
+TEST(ExecutorRemoteTest, ASlowResponseDoesNotHoldBackTheRequestsBehindIt) {
+  // 12 shards, one chunk read each, two requests in flight, one worker. The first chunk
+  // read answers only after 400 ms: the worker must go on through the other eleven in its
+  // second slot meanwhile (a worker that waited for its batch's slowest request sent none).
+  constexpr int kShards = 12;
+  TestObjectServer srv;
+  std::vector<std::pair<std::string, Bytes>> objects;
+  for (int k = 0; k < kShards; ++k) {
+    const std::string key = "c/0/" + std::to_string(k);
+    srv.Put(Path(key), lsio_test::Shard69ZarrPythonEnd());
+    objects.emplace_back(key, lsio_test::Shard69ZarrPythonEnd());
+  }
+  std::atomic<long> seen_at_arrival{-1}, seen_at_answer{-1};
+  srv.set_hook([&](const SeenRequest& q, testing::ServerConnection& conn) {
+    if (q.target != Path("c/0/0") || !q.HasHeader("If-Match")) return false;  // not the slow chunk read
+    seen_at_arrival = static_cast<long>(srv.request_count());
+    conn.Sleep(400);
+    seen_at_answer = static_cast<long>(srv.request_count());
+    return false;  // then served normally
+  });
+  HttpStoreConfig c = Config(srv);
+  c.client.max_in_flight = 2;
+  HttpStore store(c);
+  const std::string json = Sharded69Json("end", "[4, 48]");
+  auto o = Open(json, "s3://bucket/arr");
+  ASSERT_NE(o, nullptr);
+  std::vector<uint16_t> out;
+  ReadContext ctx = Context(*o, store, 1);
+  ctx.plan.max_gap = 0;  // no merging across shards anyway: one request per shard
+  out.assign(4 * 48, 0xBEEF);
+  Status st = ExecuteRead(ctx, {Box({0, 0}, {4, 48})}, {View(out.data(), {4, 48}, 2)});
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(out, LocalValues(json, objects));
+  ASSERT_GE(seen_at_arrival.load(), 0) << "the slow chunk read never came";
+  // Every other chunk read arrived while the slow one was waiting.
+  EXPECT_EQ(seen_at_answer.load() - seen_at_arrival.load(), kShards - 1);
 }
 
 }  // namespace
