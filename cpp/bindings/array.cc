@@ -118,6 +118,7 @@ py::dict Info(const lsio::Array& a) {
     d["dimension_names"] = py::none();
   }
   d["codecs"] = i.codecs;
+  d["zarr_format"] = i.zarr_format;
   return d;
 }
 

@@ -147,18 +147,33 @@ Result<std::unique_ptr<Array>> Array::Open(std::shared_ptr<Store> store, const s
       }
       return read.status();
     }
-    if (!read.value().has_value()) {
-      // Only whether .zarray exists matters (for the message), so Stat, not ReadAll; an error
-      // probing it (unreadable, a directory) counts as present, as before.
-      auto v2 = store->Stat(".zarray");
-      if (!v2.ok() || v2.value().found) {
-        return Status::Unimplemented("Zarr format 2 arrays (.zarray) are not supported by lsio yet").WithPath(root);
+    Result<ArrayMetadata> parsed = Status::Internal("unparsed");
+    if (read.value().has_value()) {
+      parsed = ParseArrayMetadata(*read.value());
+      if (!parsed.ok()) return Status(parsed.status()).WithPath(meta_path);
+    } else {
+      // No zarr.json: a Zarr v2 array has .zarray (and .zattrs when it has attributes).
+      const std::string v2_path = store->Location(".zarray");
+      auto zarray = store->ReadAll(".zarray", kMaxMetadataBytes);
+      if (!zarray.ok()) {
+        if (zarray.status().code() == StatusCode::kInvalidFormat) {
+          return Status::InvalidFormat("metadata file is larger than 64 MiB").WithPath(v2_path);
+        }
+        return zarray.status();
       }
-      return Status::InvalidFormat("no zarr.json: not a Zarr v3 array").WithPath(meta_path);
+      if (!zarray.value().has_value()) {
+        return Status::InvalidFormat("no zarr.json or .zarray: not a Zarr array").WithPath(meta_path);
+      }
+      auto zattrs = store->ReadAll(".zattrs", kMaxMetadataBytes);
+      if (!zattrs.ok()) {
+        if (zattrs.status().code() == StatusCode::kInvalidFormat) {
+          return Status::InvalidFormat("metadata file is larger than 64 MiB").WithPath(store->Location(".zattrs"));
+        }
+        return zattrs.status();
+      }
+      parsed = ParseArrayMetadataV2(*zarray.value(), zattrs.value().value_or(std::string()));
+      if (!parsed.ok()) return Status(parsed.status()).WithPath(v2_path);
     }
-    const std::string& text = *read.value();
-    auto parsed = ParseArrayMetadata(text);
-    if (!parsed.ok()) return Status(parsed.status()).WithPath(meta_path);
 
     auto impl = std::make_unique<Impl>(options, std::move(store));
     impl->meta = std::move(parsed).value();
@@ -179,6 +194,7 @@ Result<std::unique_ptr<Array>> Array::Open(std::shared_ptr<Store> store, const s
     info.attributes_json = m.attributes_json;
     info.dimension_names = m.dimension_names;
     info.codecs = m.codecs_description;
+    info.zarr_format = m.zarr_format;
     return std::unique_ptr<Array>(new Array(std::move(impl)));
   });
 }

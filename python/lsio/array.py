@@ -318,6 +318,11 @@ class Array:
         return self._meta()["codecs"]
 
     @property
+    def zarr_format(self) -> int:
+        """3 for a Zarr v3 array (``zarr.json``), 2 for a Zarr v2 array (``.zarray``)."""
+        return int(self._meta().get("zarr_format", 3))
+
+    @property
     def io_backend(self) -> str:
         """The backend this array's reads use in this process (``pread``, ``uring``, ...;
         ``http`` for remote stores)."""

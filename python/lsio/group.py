@@ -39,8 +39,17 @@ def _read_json(path: str) -> dict:
         with open(file, "rb") as f:
             raw = f.read()
     except FileNotFoundError:
-        if os.path.exists(os.path.join(path, ".zgroup")) or os.path.exists(os.path.join(path, ".zarray")):
-            err: Exception = UnsupportedError(f"{path!r} is a Zarr v2 node; lsio reads Zarr v3 only")
+        zarray = os.path.join(path, ".zarray")
+        if os.path.exists(zarray):
+            try:
+                with open(zarray, "rb") as f:
+                    return _v2_array_meta(_parse_json(f.read(), zarray))
+            except OSError as e:
+                err = StorageError(e.errno, f"cannot read {zarray!r}: {e.strerror}", zarray)
+                err.path = zarray  # type: ignore[attr-defined]
+                raise err from None
+        if os.path.exists(os.path.join(path, ".zgroup")):
+            err: Exception = UnsupportedError(_V2_GROUP_MESSAGE.format(path=path))
         else:
             err = StorageError(2, f"no zarr.json in {path!r}", file)
         err.path = file  # type: ignore[attr-defined]
@@ -50,6 +59,15 @@ def _read_json(path: str) -> dict:
         err.path = file  # type: ignore[attr-defined]
         raise err from None
     return _parse_json(raw, file)
+
+
+_V2_GROUP_MESSAGE = ("{path!r} is a Zarr v2 group, which lsio cannot list yet; its arrays open by path: "
+                     "lsio.open({path!r}, 'name')")
+
+
+def _v2_array_meta(zarray: dict) -> dict:
+    """A Zarr v2 array's .zarray as a node: the engine reads the array itself (lsio.open)."""
+    return {**zarray, "zarr_format": 2, "node_type": "array"}
 
 
 def _parse_json(raw: bytes, file: str) -> dict:
@@ -144,8 +162,11 @@ class _RemoteNodes:
         raw = store.get(key)
         where = store.location(key)
         if raw is None:
-            if store.exists(self._key(path, ".zgroup")) or store.exists(self._key(path, ".zarray")):
-                err: Exception = UnsupportedError(f"{path!r} is a Zarr v2 node; lsio reads Zarr v3 only")
+            zarray = store.get(self._key(path, ".zarray"))
+            if zarray is not None:
+                return _v2_array_meta(_parse_json(zarray, store.location(self._key(path, ".zarray"))))
+            if store.exists(self._key(path, ".zgroup")):
+                err: Exception = UnsupportedError(_V2_GROUP_MESSAGE.format(path=path))
             else:
                 err = StorageError(errno.ENOENT, f"no zarr.json at {path!r}: not a Zarr v3 group or array", where)
             err.path = where  # type: ignore[attr-defined]
@@ -178,6 +199,8 @@ class _RemoteNodes:
 
 
 def _node_type(meta: dict, where: str) -> str:
+    if meta.get("zarr_format") == 2 and meta.get("node_type") == "array":
+        return "array"
     if meta.get("zarr_format") != 3:
         raise UnsupportedError(f"{where}: zarr_format is {meta.get('zarr_format')!r}; lsio reads Zarr v3 only")
     nt = meta.get("node_type")

@@ -370,14 +370,17 @@ TEST(ArrayTest, OpenErrors) {
     auto a = Array::Open(d, {});
     ASSERT_FALSE(a.ok());
     EXPECT_EQ(a.status().code(), StatusCode::kInvalidFormat);
-    EXPECT_EQ(a.status().message(), "no zarr.json: not a Zarr v3 array");
+    EXPECT_EQ(a.status().message(), "no zarr.json or .zarray: not a Zarr array");
     EXPECT_EQ(a.status().path(), d + "/zarr.json");
   }
   {
+    // A Zarr v2 array is parsed from .zarray (malformed here), and errors name that file.
     dir.Write("v2/.zarray", std::string("{}"));
     auto a = Array::Open(dir.Join("v2"), {});
     ASSERT_FALSE(a.ok());
-    EXPECT_EQ(a.status().code(), StatusCode::kUnimplemented);
+    EXPECT_EQ(a.status().code(), StatusCode::kInvalidFormat);
+    EXPECT_EQ(a.status().message(), ".zarray: zarr_format must be 2, got nothing");
+    EXPECT_EQ(a.status().path(), dir.Join("v2/.zarray"));
   }
   {
     dir.Write("badjson/zarr.json", std::string("{not json"));
@@ -405,12 +408,13 @@ TEST(ArrayTest, OpenErrors) {
     EXPECT_EQ(a.status().path(), big);
   }
   {
-    // The .zarray probe counts anything there as a v2 array, even what it cannot read.
+    // An unreadable .zarray is an I/O error naming it, not "not an array".
     dir.MakeDir("v2dir/.zarray");
     auto a = Array::Open(dir.Join("v2dir"), {});
     ASSERT_FALSE(a.ok());
-    EXPECT_EQ(a.status().code(), StatusCode::kUnimplemented);
-    EXPECT_EQ(a.status().path(), dir.Join("v2dir"));
+    EXPECT_EQ(a.status().code(), StatusCode::kIoError);
+    EXPECT_EQ(a.status().error_number(), EISDIR);
+    EXPECT_EQ(a.status().path(), dir.Join("v2dir/.zarray"));
   }
 }
 

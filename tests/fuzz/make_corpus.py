@@ -67,6 +67,15 @@ def metadata_seeds(tmp: Path) -> dict[str, bytes]:
     zp_array(tmp / "m3", (4, 5, 6), (2, 5, 3), "int64", filters=[TransposeCodec(order=(2, 0, 1))],
              fill_value=-3)
     out["zp_transpose.json"] = (tmp / "m3" / "zarr.json").read_bytes()
+    # Zarr v2 .zarray documents (the fuzzer feeds every input to the v2 parser too).
+    from numcodecs import Zlib, Zstd
+    zarr.create_array(str(tmp / "v2a"), shape=(5, 7, 3), chunks=(2, 7, 2), dtype=">f8", zarr_format=2,
+                      order="F", compressors=Zstd(level=1), fill_value=float("nan"),
+                      chunk_key_encoding={"name": "v2", "separator": "/"})
+    out["v2_zstd_f_order_big.zarray"] = (tmp / "v2a" / ".zarray").read_bytes()
+    zarr.create_array(str(tmp / "v2b"), shape=(9,), chunks=(4,), dtype="<c8", zarr_format=2,
+                      compressors=Zlib(level=1), fill_value=None)
+    out["v2_zlib_complex_null_fill.zarray"] = (tmp / "v2b" / ".zarray").read_bytes()
     # Index at the start: zarr-python 3.1 takes it from ShardingCodec's index_location.
     from zarr.codecs import ShardingCodec
     zarr.create_array(

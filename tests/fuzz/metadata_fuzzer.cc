@@ -1,6 +1,7 @@
-// libFuzzer target: zarr.json parsing (lsio::ParseArrayMetadata).
+// libFuzzer target: zarr.json parsing (lsio::ParseArrayMetadata) and Zarr v2 .zarray parsing
+// (lsio::ParseArrayMetadataV2).
 //
-// The input is the zarr.json text. Any input must either parse or fail with a Status; a
+// The input is the metadata text, given to both parsers. Any input must either parse or fail with a Status; a
 // parsed array must be self-consistent (rank of every shape, a chain for the decoded unit,
 // an index size that matches the entry count). Run through scripts/fuzz.sh; seeds are in
 // corpus/metadata_fuzzer (tests/fuzz/make_corpus.py), crashes replay under ctest.
@@ -10,9 +11,10 @@
 
 #include "zarr/metadata.h"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto m = lsio::ParseArrayMetadata(std::string_view(reinterpret_cast<const char*>(data), size));
-  if (!m.ok()) return 0;
+namespace {
+
+void Check(const lsio::Result<lsio::ArrayMetadata>& m) {
+  if (!m.ok()) return;
   const lsio::ArrayMetadata& a = *m;
   if (a.chunk_shape.size() != a.shape.size() || a.read_chunk_shape.size() != a.shape.size()) __builtin_trap();
   if (a.chain == nullptr) __builtin_trap();
@@ -23,5 +25,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   (void)a.chain->description();
   (void)a.chain->FixedEncodedSize();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  Check(lsio::ParseArrayMetadata(text));
+  Check(lsio::ParseArrayMetadataV2(text, ""));
   return 0;
 }

@@ -1266,11 +1266,6 @@ def _(p):  # inner [25,10] divides only the transposed outer chunk [50,20]
     )
 
 
-@unsupported("z_v2_store", "zarr-python", ["v2", "zarray", "zarr_format"])
-def _(p):  # lsio reads Zarr v3 only for now
-    return zmake(p, D100, chunks=(32, 32), zarr_format=2)
-
-
 @unsupported("z_string_dtype", "zarr-python", ["string", "vlen"])
 def _(p):
     a = zarr.create_array(str(p), shape=(4,), dtype=str, chunks=(2,))

@@ -61,6 +61,7 @@ struct ArrayInfo {
   std::string attributes_json;            ///< "{...}"
   std::optional<std::vector<std::optional<std::string>>> dimension_names;
   std::string codecs;                     ///< e.g. "sharding_indexed[bytes, zstd]"
+  int zarr_format = 3;                    ///< 3 (zarr.json) or 2 (.zarray)
 };
 
 class Array {
@@ -69,7 +70,7 @@ class Array {
   Array(const Array&) = delete;
   Array& operator=(const Array&) = delete;
 
-  /// Opens the array whose zarr.json is in `path`.
+  /// Opens the array whose zarr.json (Zarr v3) or .zarray (Zarr v2) is in `path`.
   /// Fails with kInvalidFormat / kUnimplemented (metadata), kIoError (cannot read it),
   /// kInvalidArgument (bad options).
   static Result<std::unique_ptr<Array>> Open(const std::string& path, const OpenOptions& options);

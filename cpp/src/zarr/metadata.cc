@@ -116,7 +116,7 @@ Result<ArrayMetadata> ParseArrayMetadata(std::string_view text) {
   if (zf == j.end()) return Status::InvalidFormat("zarr.json lacks \"zarr_format\"");
   if (!zf->is_number_integer() || zf->get<int64_t>() != 3) {
     if (zf->is_number_integer() && zf->get<int64_t>() == 2) {
-      return Status::Unimplemented("Zarr format 2 arrays are not supported by lsio yet");
+      return Status::InvalidFormat("zarr.json says zarr_format 2: a Zarr v2 array keeps its metadata in .zarray");
     }
     return Status::InvalidFormat("zarr_format must be 3, got " + zf->dump());
   }
@@ -252,5 +252,15 @@ Result<ArrayMetadata> ParseArrayMetadata(std::string_view text) {
   m.sharding = std::move(layout);
   return m;
 }
+
+// Shared with the v2 parser (metadata_v2.cc).
+Result<std::vector<int64_t>> ParseArrayShape(const nlohmann::json& j, const char* what, bool allow_zero) {
+  return ParseShape(j, what, allow_zero);
+}
+Status CheckArraySize(const std::vector<int64_t>& shape, size_t itemsize, const char* what) {
+  return CheckSize(shape, itemsize, what);
+}
+std::string RestoreNonFinite(std::string dumped) { return RestoreBareNonFinite(std::move(dumped)); }
+std::string_view BareNonFiniteMarker() { return kBareMarker; }
 
 }  // namespace lsio

@@ -1,6 +1,6 @@
-// Zarr v3 array metadata (zarr.json): parsing and validation into the plain structures the
-// read layer plans with. Pure: bytes in, structures out (no files, no threads), so it can be
-// fuzzed.
+// Zarr v3 array metadata (zarr.json), and Zarr v2's (.zarray, .zattrs; metadata_v2.cc): parsing
+// and validation into the plain structures the read layer plans with. Pure: bytes in,
+// structures out (no files, no threads), so it can be fuzzed.
 //
 // Usage:
 //   LSIO_ASSIGN_OR_RETURN(ArrayMetadata m, ParseArrayMetadata(zarr_json_text));
@@ -13,7 +13,7 @@
 // {"must_understand": false}, storage_transformers empty, regular grid, chunk key encoding
 // default|v2 with "/" or ".", inner chunks dividing the shard. Malformed input fails with
 // kInvalidFormat; valid but unsupported features (transpose before sharding, bytes->bytes
-// after sharding, nested sharding, rectilinear grids, extension types, Zarr v2) fail with
+// after sharding, nested sharding, rectilinear grids, extension types) fail with
 // kUnimplemented naming the feature. Bare NaN/Infinity tokens (written by some old tools)
 // are tolerated.
 #pragma once
@@ -46,10 +46,27 @@ struct ArrayMetadata {
   std::string attributes_json = "{}";       ///< as JSON text; bare NaN/Infinity kept (Python reads them)
   std::optional<std::vector<std::optional<std::string>>> dimension_names;
   std::string codecs_description;          ///< e.g. "sharding_indexed[bytes, zstd]"
+  int zarr_format = 3;                     ///< 2 when parsed from .zarray
 };
 
 /// Parses `zarr.json` text. Fails with kInvalidFormat or kUnimplemented.
 Result<ArrayMetadata> ParseArrayMetadata(std::string_view text);
+
+/// Parses Zarr v2 `.zarray` text and its `.zattrs` text ("" when there is none) into the same
+/// structure (zarr/metadata_v2.cc): the chunks then decode through the v3 codec chain that
+/// does what v2 says (transpose for order F, bytes with the dtype's byte order, the
+/// compressor). Fails with kInvalidFormat or kUnimplemented (naming the dtype, compressor
+/// or filter).
+Result<ArrayMetadata> ParseArrayMetadataV2(std::string_view zarray, std::string_view zattrs);
+
+// Pieces the v3 and v2 parsers share.
+Result<std::vector<int64_t>> ParseArrayShape(const nlohmann::json& j, const char* what, bool allow_zero);
+/// Product of the shape times itemsize must fit in int64.
+Status CheckArraySize(const std::vector<int64_t>& shape, size_t itemsize, const char* what);
+/// attributes.dump() with the bare NaN/Infinity markers of ParseJsonLenient turned back into tokens.
+std::string RestoreNonFinite(std::string dumped);
+/// The prefix ParseJsonLenient gives a bare token ("NaN" -> marker + "NaN") inside a string.
+std::string_view BareNonFiniteMarker();
 
 /// Parses JSON text, tolerating bare NaN / Infinity / -Infinity tokens.
 Result<nlohmann::json> ParseJsonLenient(std::string_view text);

@@ -214,8 +214,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadDoc{"NoZarrFormat", [](J& j) { j.erase("zarr_format"); }, kFmt, "zarr.json lacks \"zarr_format\""},
         BadDoc{"ZarrFormat4", [](J& j) { j["zarr_format"] = 4; }, kFmt, "zarr_format must be 3, got 4"},
         BadDoc{"ZarrFormatString", [](J& j) { j["zarr_format"] = "3"; }, kFmt, "zarr_format must be 3, got \"3\""},
-        BadDoc{"ZarrFormat2", [](J& j) { j["zarr_format"] = 2; }, kUnimpl,
-               "Zarr format 2 arrays are not supported by lsio yet"},
+        BadDoc{"ZarrFormat2", [](J& j) { j["zarr_format"] = 2; }, kFmt,
+               "zarr.json says zarr_format 2: a Zarr v2 array keeps its metadata in .zarray"},
         BadDoc{"NoNodeType", [](J& j) { j.erase("node_type"); }, kFmt, "zarr.json lacks \"node_type\""},
         BadDoc{"GroupNode", [](J& j) { j["node_type"] = "group"; }, kFmt, "node_type is 'group', expected 'array'"},
         BadDoc{"UnknownKey", [](J& j) { j["my_extension"] = {{"x", 1}}; }, kFmt,
@@ -309,6 +309,100 @@ TEST(MetadataTest, InvalidJsonIsInvalidFormat) {
     EXPECT_EQ(m.status().code(), StatusCode::kInvalidFormat) << text;
     EXPECT_EQ(m.status().message(), "zarr.json is not valid JSON") << text;
   }
+}
+
+// Zarr v2: .zarray as zarr-python 2.13 writes it (zarr-format.md §7.5), and variations.
+constexpr const char* kZarray =
+    R"({"chunks": [2, 3], "compressor": {"blocksize": 0, "clevel": 5, "cname": "lz4", "id": "blosc", "shuffle": 1},
+        "dtype": "<u2", "fill_value": 0, "filters": null, "order": "C", "shape": [5, 4], "zarr_format": 2})";
+
+nlohmann::json V2Doc() {
+  nlohmann::json j = nlohmann::json::parse(kZarray);
+  j["compressor"] = {{"id", "zstd"}, {"level", 3}};
+  return j;
+}
+
+TEST(MetadataV2Test, ParsesIntoTheV3Structures) {
+  auto m = ParseArrayMetadataV2(V2Doc().dump(), R"({"_ARRAY_DIMENSIONS": ["y", "x"], "units": "K"})");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->zarr_format, 2);
+  EXPECT_EQ(m->shape, (std::vector<int64_t>{5, 4}));
+  EXPECT_EQ(m->chunk_shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(m->read_chunk_shape, m->chunk_shape);
+  EXPECT_FALSE(m->sharding.has_value());
+  EXPECT_EQ(m->dtype.name, "uint16");
+  EXPECT_TRUE(m->key_encoding.v2);
+  EXPECT_EQ(m->key_encoding.separator, '.');
+  EXPECT_EQ(m->codecs_description, "v2[bytes, zstd]");
+  ASSERT_TRUE(m->dimension_names.has_value());
+  EXPECT_EQ(*m->dimension_names, (std::vector<std::optional<std::string>>{"y", "x"}));
+  EXPECT_EQ(m->attributes["units"], "K");
+}
+
+TEST(MetadataV2Test, OrderFByteOrderSeparatorAndFills) {
+  nlohmann::json j = V2Doc();
+  j["order"] = "F";
+  j["dtype"] = ">f4";
+  j["dimension_separator"] = "/";
+  j["fill_value"] = "-Infinity";
+  auto m = ParseArrayMetadataV2(j.dump(), "");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->codecs_description, "v2[transpose, bytes(big), zstd]");
+  EXPECT_EQ(m->key_encoding.separator, '/');
+  float f;
+  ASSERT_EQ(m->fill_value.size(), sizeof f);
+  std::memcpy(&f, m->fill_value.data(), sizeof f);
+  EXPECT_TRUE(std::isinf(f) && f < 0);
+  // null: the dtype's zero, as zarr-python 3 reads it; a bare NaN token is tolerated.
+  j["fill_value"] = nullptr;
+  m = ParseArrayMetadataV2(j.dump(), "");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->fill_value, std::vector<uint8_t>(4, 0));
+  std::string bare = j.dump();
+  bare.replace(bare.find("null"), 4, "NaN");
+  m = ParseArrayMetadataV2(bare, "");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  std::memcpy(&f, m->fill_value.data(), sizeof f);
+  EXPECT_TRUE(std::isnan(f));
+  // zlib streams are inflated by the gzip codec; the description says what was stored.
+  j["compressor"] = {{"id", "zlib"}, {"level", 1}};
+  j["order"] = "C";
+  m = ParseArrayMetadataV2(j.dump(), "");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->codecs_description, "v2[bytes(big), zlib]");
+}
+
+TEST(MetadataV2Test, UnsupportedAndMalformedAreTypedErrors) {
+  struct Case {
+    std::function<void(nlohmann::json&)> edit;
+    StatusCode code;
+    std::string words;
+  };
+  const std::vector<Case> cases = {
+      {[](nlohmann::json& j) { j["compressor"] = nlohmann::json::parse(kZarray)["compressor"]; }, kUnimpl,
+       "compressor 'blosc' is not supported by lsio yet"},
+      {[](nlohmann::json& j) { j["filters"] = {{{"id", "delta"}, {"dtype", "<u2"}}}; }, kUnimpl,
+       "filter 'delta' is not supported by lsio yet"},
+      {[](nlohmann::json& j) { j["dtype"] = "<U4"; }, kUnimpl, "dtype '<U4' (strings) is not supported by lsio yet"},
+      {[](nlohmann::json& j) { j["dtype"] = nlohmann::json::array({{"a", "<f4"}}); }, kUnimpl, "structured dtypes"},
+      {[](nlohmann::json& j) { j["dtype"] = "|f4"; }, kFmt, "needs a byte order"},
+      {[](nlohmann::json& j) { j["order"] = "K"; }, kFmt, "order must be \"C\" or \"F\""},
+      {[](nlohmann::json& j) { j["chunks"] = {2}; }, kFmt, "chunks has rank 1, shape has rank 2"},
+      {[](nlohmann::json& j) { j.erase("fill_value"); }, kFmt, ".zarray lacks \"fill_value\""},
+      {[](nlohmann::json& j) { j["zarr_format"] = 3; }, kFmt, "zarr_format must be 2"},
+      {[](nlohmann::json& j) { j["dimension_separator"] = "-"; }, kFmt, "dimension_separator"},
+      {[](nlohmann::json& j) { j["compressor"] = {{"level", 1}}; }, kFmt, "compressor lacks a string \"id\""},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json j = V2Doc();
+    c.edit(j);
+    auto m = ParseArrayMetadataV2(j.dump(), "");
+    ASSERT_FALSE(m.ok()) << j.dump();
+    EXPECT_EQ(m.status().code(), c.code) << m.status().ToString();
+    EXPECT_NE(m.status().message().find(c.words), std::string::npos) << m.status().message();
+  }
+  EXPECT_EQ(ParseArrayMetadataV2("{", "").status().message(), ".zarray is not valid JSON");
+  EXPECT_EQ(ParseArrayMetadataV2(V2Doc().dump(), "[1]").status().message(), ".zattrs must hold a JSON object");
 }
 
 }  // namespace

@@ -1,0 +1,195 @@
+// Zarr v2 array metadata (.zarray, .zattrs) into the same ArrayMetadata as v3's zarr.json, so
+// the planner and executor read both formats alike (declared in zarr/metadata.h).
+//
+// A v2 chunk decodes as: compressor, then filters in reverse, then the dtype's byte order,
+// then `order` (zarr-format.md §7.3). That is the v3 chain [transpose (F only), bytes(endian),
+// compressor], built here as v3 codec JSON and parsed by the one CodecChain parser, so v2 adds
+// no decode path of its own: F-order chunks go through the transpose codec's copy, numcodecs'
+// zstd and gzip frames are the v3 codecs' frames, and a zlib stream is inflated by the gzip
+// codec (it accepts zlib and gzip headers alike).
+//
+// Supported now: dtypes b1, i1-i8, u1-u8, f2-f8, c8/c16 in either byte order; order C/F;
+// dimension_separator "." and "/"; every fill_value encoding of those types (null = the
+// dtype's zero, as zarr-python 3 reads it); compressors null, zstd, gzip, zlib. Everything
+// else (other compressors, filters, string/object/datetime/structured dtypes) fails with
+// kUnimplemented naming it.
+#include <set>
+#include <string>
+
+#include "zarr/metadata.h"
+
+namespace lsio {
+namespace {
+
+// "<f4" -> ("float32", little-endian?). kUnimplemented for types lsio does not read yet.
+Status V2DataType(const nlohmann::json& j, std::string* name, std::string* endian) {
+  if (j.is_array()) return Status::Unimplemented("structured dtypes (" + j.dump() + ") are not supported by lsio");
+  if (!j.is_string()) return Status::InvalidFormat(".zarray: dtype must be a string, got " + j.dump());
+  const std::string s = j.get<std::string>();
+  if (s.size() < 3 || (s[0] != '<' && s[0] != '>' && s[0] != '|')) {
+    return Status::InvalidFormat(".zarray: dtype '" + s + "' is not a numpy type string");
+  }
+  const char kind = s[1];
+  const std::string size = s.substr(2);
+  static const auto& kNames = *new std::set<std::string>{"b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4",
+                                                         "u8", "f2", "f4", "f8", "c8", "c16"};
+  if (!kNames.count(std::string(1, kind) + size)) {
+    std::string what = "dtype '" + s + "'";
+    if (kind == 'U' || kind == 'S' || kind == 'O') what += " (strings)";
+    if (kind == 'M' || kind == 'm') what += " (datetime/timedelta)";
+    return Status::Unimplemented(what + " is not supported by lsio yet");
+  }
+  switch (kind) {
+    case 'b': *name = "bool"; break;
+    case 'i': *name = "int" + std::to_string(8 * std::stoi(size)); break;
+    case 'u': *name = "uint" + std::to_string(8 * std::stoi(size)); break;
+    case 'f': *name = "float" + std::to_string(8 * std::stoi(size)); break;
+    default: *name = "complex" + std::to_string(8 * std::stoi(size)); break;
+  }
+  if (s[0] == '|' && size != "1") {
+    return Status::InvalidFormat(".zarray: dtype '" + s + "' needs a byte order ('<' or '>')");
+  }
+  *endian = s[0] == '>' ? "big" : "little";
+  return Status::Ok();
+}
+
+// The compressor as a v3 codec; null when there is none.
+Result<nlohmann::json> V2Compressor(const nlohmann::json& c) {
+  if (c.is_null()) return nlohmann::json();
+  if (!c.is_object()) return Status::InvalidFormat(".zarray: compressor must be an object or null");
+  auto id = c.find("id");
+  if (id == c.end() || !id->is_string()) return Status::InvalidFormat(".zarray: compressor lacks a string \"id\"");
+  const std::string name = id->get<std::string>();
+  auto level = [&](int dflt) -> Result<int> {
+    auto l = c.find("level");
+    if (l == c.end() || l->is_null()) return dflt;
+    if (!l->is_number_integer()) return Status::InvalidFormat(".zarray: compressor level must be an integer");
+    return l->get<int>();
+  };
+  if (name == "zstd") {
+    // numcodecs writes standard frames; "checksum" (numcodecs >= 0.13) is checked by libzstd
+    // from the frame itself, so the flag is informational here.
+    LSIO_ASSIGN_OR_RETURN(int lv, level(0));
+    return nlohmann::json{{"name", "zstd"}, {"configuration", {{"level", lv}, {"checksum", false}}}};
+  }
+  if (name == "gzip" || name == "zlib") {
+    LSIO_ASSIGN_OR_RETURN(int lv, level(1));
+    if (lv < 0 || lv > 9) lv = 1;  // only decoded: the level does not matter, the v3 codec checks it
+    return nlohmann::json{{"name", "gzip"}, {"configuration", {{"level", lv}}}};
+  }
+  return Status::Unimplemented("compressor '" + name + "' is not supported by lsio yet");
+}
+
+}  // namespace
+
+Result<ArrayMetadata> ParseArrayMetadataV2(std::string_view zarray, std::string_view zattrs) {
+  auto parsed = ParseJsonLenient(zarray);
+  if (!parsed.ok()) return Status::InvalidFormat(".zarray is not valid JSON");
+  nlohmann::json j = std::move(parsed).value();
+  if (!j.is_object()) return Status::InvalidFormat(".zarray must hold a JSON object");
+  auto zf = j.find("zarr_format");
+  if (zf == j.end() || !zf->is_number_integer() || zf->get<int64_t>() != 2) {
+    return Status::InvalidFormat(".zarray: zarr_format must be 2, got " + (zf == j.end() ? std::string("nothing") : zf->dump()));
+  }
+  for (const char* req : {"shape", "chunks", "dtype", "compressor", "fill_value", "order"}) {
+    if (!j.contains(req)) return Status::InvalidFormat(std::string(".zarray lacks \"") + req + "\"");
+  }
+
+  std::string dtype_name, endian;
+  LSIO_RETURN_IF_ERROR(V2DataType(j["dtype"], &dtype_name, &endian));
+  ArrayMetadata m;
+  m.zarr_format = 2;
+  LSIO_ASSIGN_OR_RETURN(m.dtype, ParseDataType(nlohmann::json(dtype_name)));
+  LSIO_ASSIGN_OR_RETURN(m.shape, ParseArrayShape(j["shape"], "shape", true));
+  LSIO_ASSIGN_OR_RETURN(m.chunk_shape, ParseArrayShape(j["chunks"], "chunks", false));
+  const size_t rank = m.shape.size();
+  if (m.chunk_shape.size() != rank) {
+    return Status::InvalidFormat(".zarray: chunks has rank " + std::to_string(m.chunk_shape.size()) +
+                                 ", shape has rank " + std::to_string(rank));
+  }
+  LSIO_RETURN_IF_ERROR(CheckArraySize(m.shape, m.dtype.itemsize, "the array"));
+  LSIO_RETURN_IF_ERROR(CheckArraySize(m.chunk_shape, m.dtype.itemsize, "a chunk"));
+  m.read_chunk_shape = m.chunk_shape;
+
+  // Keys: "i.j" (default) or "i/j"; a 0-d array's one chunk is "0".
+  m.key_encoding.v2 = true;
+  m.key_encoding.separator = '.';
+  if (auto ds = j.find("dimension_separator"); ds != j.end() && !ds->is_null()) {
+    if (!ds->is_string() || (ds->get<std::string>() != "." && ds->get<std::string>() != "/")) {
+      return Status::InvalidFormat(".zarray: dimension_separator must be \".\" or \"/\", got " + ds->dump());
+    }
+    m.key_encoding.separator = ds->get<std::string>()[0];
+  }
+
+  // fill_value: null leaves missing chunks undefined; zarr-python 3 reads them as the dtype's
+  // zero, and so does lsio. The other encodings of these types are v3's (§7.4).
+  nlohmann::json fill = j["fill_value"];
+  if (fill.is_null()) {
+    fill = dtype_name == "bool" ? nlohmann::json(false)
+           : dtype_name.rfind("complex", 0) == 0 ? nlohmann::json::array({0, 0})
+                                                 : nlohmann::json(0);
+  }
+  const std::string_view marker = BareNonFiniteMarker();
+  if (fill.is_string() && fill.get<std::string>().rfind(marker, 0) == 0) {
+    fill = fill.get<std::string>().substr(marker.size());  // a bare NaN token -> "NaN"
+  }
+  LSIO_ASSIGN_OR_RETURN(m.fill_value, ParseFillValue(fill, m.dtype));
+
+  const nlohmann::json& order = j["order"];
+  if (!order.is_string() || (order.get<std::string>() != "C" && order.get<std::string>() != "F")) {
+    return Status::InvalidFormat(".zarray: order must be \"C\" or \"F\", got " + order.dump());
+  }
+  if (auto f = j.find("filters"); f != j.end() && !f->is_null()) {
+    if (!f->is_array()) return Status::InvalidFormat(".zarray: filters must be a list or null");
+    if (!f->empty()) {  // [] is not conforming; zarr-python 3 treats it as null
+      const nlohmann::json& f0 = (*f)[0];
+      const std::string id = f0.is_object() && f0.contains("id") && f0["id"].is_string() ? f0["id"].get<std::string>() : f0.dump();
+      return Status::Unimplemented("filter '" + id + "' is not supported by lsio yet");
+    }
+  }
+
+  nlohmann::json codecs = nlohmann::json::array();
+  if (order.get<std::string>() == "F" && rank > 1) {
+    nlohmann::json perm = nlohmann::json::array();
+    for (size_t d = rank; d-- > 0;) perm.push_back(d);
+    codecs.push_back({{"name", "transpose"}, {"configuration", {{"order", perm}}}});
+  }
+  codecs.push_back({{"name", "bytes"}, {"configuration", {{"endian", endian}}}});
+  LSIO_ASSIGN_OR_RETURN(nlohmann::json compressor, V2Compressor(j["compressor"]));
+  if (!compressor.is_null()) codecs.push_back(compressor);
+
+  ChunkSpec spec;
+  spec.itemsize = m.dtype.itemsize;
+  spec.swap_unit = m.dtype.swap_unit;
+  spec.shape = m.read_chunk_shape;
+  LSIO_ASSIGN_OR_RETURN(m.chain, CodecChain::Parse(codecs, spec));
+  std::string description = m.chain->description();
+  if (j["compressor"].is_object() && j["compressor"].value("id", "") == "zlib") {
+    // Stored as zlib, inflated by the gzip codec: say what is stored.
+    const size_t at = description.rfind("gzip");
+    if (at != std::string::npos) description.replace(at, 4, "zlib");
+  }
+  m.codecs_description = "v2[" + description + "]";
+
+  // .zattrs (absent = {}); xarray keeps the dimension names in "_ARRAY_DIMENSIONS".
+  if (!zattrs.empty()) {
+    auto at_parsed = ParseJsonLenient(zattrs);
+    if (!at_parsed.ok()) return Status::InvalidFormat(".zattrs is not valid JSON");
+    nlohmann::json at = std::move(at_parsed).value();
+    if (!at.is_object()) return Status::InvalidFormat(".zattrs must hold a JSON object");
+    m.attributes = std::move(at);
+  }
+  m.attributes_json = RestoreNonFinite(m.attributes.dump());
+  if (auto dims = m.attributes.find("_ARRAY_DIMENSIONS"); dims != m.attributes.end() && dims->is_array() &&
+                                                          dims->size() == rank) {
+    std::vector<std::optional<std::string>> names;
+    for (const auto& v : *dims) {
+      if (v.is_string()) names.emplace_back(v.get<std::string>());
+      else names.emplace_back(std::nullopt);
+    }
+    m.dimension_names = std::move(names);
+  }
+  return m;
+}
+
+}  // namespace lsio
