@@ -1,11 +1,14 @@
-"""Zarr v3 groups: :func:`open_group` and :class:`Group`.
+"""Zarr groups (v3 and v2): :func:`open_group` and :class:`Group`.
 
-A group is a directory whose ``zarr.json`` has ``"node_type": "group"``. Its members are the
-subdirectories holding a ``zarr.json`` (arrays or groups). When the group's ``zarr.json``
-carries zarr-python's inline consolidated metadata (``"consolidated_metadata"``, keys are
-full relative paths), members are listed from it without touching the children; otherwise
-the directory is listed and each child's ``zarr.json`` read. Nothing else is opened until
-an array is requested with ``group[name]`` (which returns an :class:`lsio.Array`).
+A group is a directory whose ``zarr.json`` has ``"node_type": "group"`` (Zarr v2: a directory
+holding ``.zgroup``). Its members are the subdirectories holding a ``zarr.json`` (v2:
+``.zarray`` or ``.zgroup``). When the group's ``zarr.json`` carries zarr-python's inline
+consolidated metadata (``"consolidated_metadata"``, keys are full relative paths), or a v2
+group has ``.zmetadata``, members are listed from it without touching the children;
+otherwise the directory is listed and each child's metadata read. Nothing else is opened
+until an array is requested with ``group[name]`` (which returns an :class:`lsio.Array`).
+v2 nodes are described by v3-shaped dicts (``zarr_format`` 2, ``node_type``,
+``attributes`` from ``.zattrs``, and the ``.zarray`` keys).
 
 Remote groups (``s3://``, ``gs://``, ``http(s)://``) read ``zarr.json`` objects through the
 engine's HTTP client. Consolidated metadata is used when present; otherwise S3 and GCS
@@ -33,41 +36,85 @@ from .errors import FormatError, StorageError, UnsupportedError
 __all__ = ["Group", "open_group"]
 
 
-def _read_json(path: str) -> dict:
-    file = os.path.join(path, "zarr.json")
+def _read_file(file: str) -> Optional[bytes]:
+    """A local metadata file's bytes, None when there is none."""
     try:
         with open(file, "rb") as f:
-            raw = f.read()
+            return f.read()
     except FileNotFoundError:
-        zarray = os.path.join(path, ".zarray")
-        if os.path.exists(zarray):
-            try:
-                with open(zarray, "rb") as f:
-                    return _v2_array_meta(_parse_json(f.read(), zarray))
-            except OSError as e:
-                err = StorageError(e.errno, f"cannot read {zarray!r}: {e.strerror}", zarray)
-                err.path = zarray  # type: ignore[attr-defined]
-                raise err from None
-        if os.path.exists(os.path.join(path, ".zgroup")):
-            err: Exception = UnsupportedError(_V2_GROUP_MESSAGE.format(path=path))
-        else:
-            err = StorageError(2, f"no zarr.json in {path!r}", file)
-        err.path = file  # type: ignore[attr-defined]
-        raise err from None
+        return None
     except OSError as e:
         err = StorageError(e.errno, f"cannot read {file!r}: {e.strerror}", file)
         err.path = file  # type: ignore[attr-defined]
         raise err from None
-    return _parse_json(raw, file)
 
 
-_V2_GROUP_MESSAGE = ("{path!r} is a Zarr v2 group, which lsio cannot list yet; its arrays open by path: "
-                     "lsio.open({path!r}, 'name')")
+def _read_json(path: str) -> dict:
+    """A node's metadata: zarr.json, or a Zarr v2 node's .zarray / .zgroup (+ .zattrs)."""
+    file = os.path.join(path, "zarr.json")
+    raw = _read_file(file)
+    if raw is not None:
+        return _parse_json(raw, file)
+    v2 = _read_v2_node(lambda name: _read_file(os.path.join(path, name)), lambda name: os.path.join(path, name))
+    if v2 is not None:
+        return v2
+    err = StorageError(2, f"no zarr.json (or Zarr v2 .zarray / .zgroup) in {path!r}", file)
+    err.path = file  # type: ignore[attr-defined]
+    raise err
 
 
-def _v2_array_meta(zarray: dict) -> dict:
-    """A Zarr v2 array's .zarray as a node: the engine reads the array itself (lsio.open)."""
-    return {**zarray, "zarr_format": 2, "node_type": "array"}
+def _read_v2_node(get, where) -> Optional[dict]:
+    """A Zarr v2 node as v3-shaped metadata (see _v2_node), or None when it is not one.
+
+    ``get(name)`` returns a file's bytes or None; ``where(name)`` names it in errors.
+    """
+    for kind in ("array", "group"):
+        name = ".zarray" if kind == "array" else ".zgroup"
+        raw = get(name)
+        if raw is None:
+            continue
+        attrs_raw = get(".zattrs")
+        attrs = _parse_json(attrs_raw, where(".zattrs")) if attrs_raw is not None else {}
+        return _v2_node(kind, _parse_json(raw, where(name)), attrs, where(name))
+    return None
+
+
+_V2_SOURCE = "_lsio_v2_source"  # the .zarray / .zgroup a v2 node dict was made from
+
+
+def _v2_node(kind: str, meta: dict, attrs: dict, where: str) -> dict:
+    """Zarr v2 metadata shaped like a v3 node's: ``zarr_format`` 2, ``node_type``,
+    ``attributes`` (.zattrs) and, for arrays, the .zarray keys plus ``data_type`` (numpy's
+    name of the dtype, for listings); the engine reads the array itself from .zarray."""
+    if meta.get("zarr_format") != 2:
+        raise FormatError(f"{where}: zarr_format must be 2, got {meta.get('zarr_format')!r}")
+    node = {**meta, "zarr_format": 2, "node_type": kind, "attributes": attrs, _V2_SOURCE: where}
+    if kind == "array":
+        try:
+            import numpy as np
+
+            node["data_type"] = np.dtype(meta.get("dtype")).newbyteorder("=").name
+        except Exception:  # noqa: BLE001 - listings only; lsio.open says what is wrong
+            node["data_type"] = str(meta.get("dtype"))
+        dims = attrs.get("_ARRAY_DIMENSIONS")
+        if isinstance(dims, list):
+            node["dimension_names"] = dims
+    return node
+
+
+def _v2_consolidated(zmetadata: dict, where: str) -> Dict[str, dict]:
+    """Members (relative path -> node metadata) from a Zarr v2 group's .zmetadata."""
+    meta = zmetadata.get("metadata")
+    if not isinstance(meta, dict):
+        raise FormatError(f"{where}: .zmetadata lacks a \"metadata\" object")
+    members: Dict[str, dict] = {}
+    for key, value in meta.items():
+        for suffix, kind in (("/.zarray", "array"), ("/.zgroup", "group")):
+            if str(key).endswith(suffix) and isinstance(value, dict):
+                rel = str(key)[: -len(suffix)].strip("/")
+                attrs = meta.get(rel + "/.zattrs")
+                members[rel] = _v2_node(kind, value, attrs if isinstance(attrs, dict) else {}, where)
+    return members
 
 
 def _parse_json(raw: bytes, file: str) -> dict:
@@ -103,14 +150,20 @@ class _LocalNodes:
             raise StorageError(e.errno, f"cannot list group {path!r}: {e.strerror}", path) from None
         children: Dict[str, dict] = {}
         for entry in entries:
-            if entry.is_dir() and os.path.isfile(os.path.join(entry.path, "zarr.json")):
+            if entry.is_dir() and any(os.path.isfile(os.path.join(entry.path, f))
+                                      for f in ("zarr.json", ".zarray", ".zgroup")):
                 try:
                     meta = _read_json(entry.path)
                 except FormatError:
-                    continue  # not a v3 node (or unreadable): not a member
+                    continue  # malformed: not a member
                 if meta.get("node_type") in ("array", "group"):
                     children[entry.name] = meta
         return children
+
+    def read_v2_consolidated(self, path: str) -> Optional[Dict[str, dict]]:
+        file = os.path.join(path, ".zmetadata")
+        raw = _read_file(file)
+        return None if raw is None else _v2_consolidated(_parse_json(raw, file), file)
 
     def array_options(self) -> Dict[str, Any]:
         return {}
@@ -162,16 +215,21 @@ class _RemoteNodes:
         raw = store.get(key)
         where = store.location(key)
         if raw is None:
-            zarray = store.get(self._key(path, ".zarray"))
-            if zarray is not None:
-                return _v2_array_meta(_parse_json(zarray, store.location(self._key(path, ".zarray"))))
-            if store.exists(self._key(path, ".zgroup")):
-                err: Exception = UnsupportedError(_V2_GROUP_MESSAGE.format(path=path))
-            else:
-                err = StorageError(errno.ENOENT, f"no zarr.json at {path!r}: not a Zarr v3 group or array", where)
+            v2 = _read_v2_node(lambda name: store.get(self._key(path, name)),
+                               lambda name: store.location(self._key(path, name)))
+            if v2 is not None:
+                return v2
+            err = StorageError(errno.ENOENT, f"no zarr.json (or Zarr v2 .zarray / .zgroup) at {path!r}: "
+                               "not a Zarr group or array", where)
             err.path = where  # type: ignore[attr-defined]
             raise err
         return _parse_json(raw, where)
+
+    def read_v2_consolidated(self, path: str) -> Optional[Dict[str, dict]]:
+        store = self.store()
+        key = self._key(path, ".zmetadata")
+        raw = store.get(key)
+        return None if raw is None else _v2_consolidated(_parse_json(raw, store.location(key)), store.location(key))
 
     def list_children(self, path: str) -> Dict[str, dict]:
         if self._config.to_core().get("list_root") is None:
@@ -189,7 +247,7 @@ class _RemoteNodes:
             except (FormatError, StorageError) as e:
                 if isinstance(e, StorageError) and e.errno != errno.ENOENT:
                     raise
-                continue  # not a v3 node (no zarr.json, v2, malformed): not a member
+                continue  # not a node (no metadata, malformed): not a member
             if meta.get("node_type") in ("array", "group"):
                 children[name] = meta
         return children
@@ -198,11 +256,17 @@ class _RemoteNodes:
         return {"storage_options": self.storage_options}
 
 
+def _public(meta: dict) -> dict:
+    """Node metadata as users see it (without lsio's own bookkeeping key)."""
+    return {k: v for k, v in meta.items() if k != _V2_SOURCE}
+
+
 def _node_type(meta: dict, where: str) -> str:
-    if meta.get("zarr_format") == 2 and meta.get("node_type") == "array":
-        return "array"
-    if meta.get("zarr_format") != 3:
-        raise UnsupportedError(f"{where}: zarr_format is {meta.get('zarr_format')!r}; lsio reads Zarr v3 only")
+    if meta.get("zarr_format") == 2 and _V2_SOURCE not in meta:
+        raise FormatError(f"{where}: zarr.json says zarr_format 2; a Zarr v2 node keeps its metadata in "
+                          ".zarray or .zgroup")
+    if meta.get("zarr_format") not in (2, 3):
+        raise UnsupportedError(f"{where}: zarr_format is {meta.get('zarr_format')!r}; lsio reads Zarr v3 and v2")
     nt = meta.get("node_type")
     if nt not in ("array", "group"):
         raise FormatError(f"{where}: node_type must be 'array' or 'group', got {nt!r}")
@@ -216,10 +280,11 @@ def open_group(
     storage_options: Optional[dict] = None,
     **options: Any,
 ) -> "Group":
-    """Open the Zarr v3 group stored in directory ``path`` (the one holding its ``zarr.json``).
+    """Open the Zarr group stored in directory ``path`` (the one holding its ``zarr.json``, or
+    for Zarr v2 its ``.zgroup``).
 
-    ``consolidated``: ``None`` (default) uses inline consolidated metadata when the group has
-    it and lists the directory otherwise; ``True`` requires it (``FormatError`` if absent);
+    ``consolidated``: ``None`` (default) uses consolidated metadata (v3: inline in
+    ``zarr.json``; v2: ``.zmetadata``) when the group has it and lists the directory otherwise; ``True`` requires it (``FormatError`` if absent);
     ``False`` always lists the directory. Other keyword arguments (``threads``, ``io``, ...)
     are passed to :func:`lsio.open` for the arrays opened through the group.
 
@@ -227,7 +292,7 @@ def open_group(
     for :func:`lsio.open`; see the module docstring for listing remote groups.
 
     Raises ``lsio.FormatError`` if ``path`` is an array (use :func:`lsio.open`) or not a
-    group, ``lsio.StorageError`` if it has no ``zarr.json``.
+    group, ``lsio.StorageError`` if it has neither ``zarr.json`` nor ``.zgroup``.
     """
     nodes: Any
     if isinstance(path, str) and _storage.is_remote(path):
@@ -245,13 +310,15 @@ def open_group(
     cm = meta.get("consolidated_metadata")
     if consolidated is not False and isinstance(cm, dict) and isinstance(cm.get("metadata"), dict):
         members = {str(k).strip("/"): v for k, v in cm["metadata"].items() if isinstance(v, dict)}
+    elif consolidated is not False and meta.get("zarr_format") == 2:
+        members = nodes.read_v2_consolidated(root)  # .zmetadata, when the group has one
     if consolidated and members is None:
         raise FormatError(f"group {root!r} has no consolidated metadata")
     return Group(root, meta, members, options, nodes)
 
 
 class Group:
-    """A Zarr v3 group. Create with :func:`lsio.open_group`.
+    """A Zarr group (v3 or v2). Create with :func:`lsio.open_group`.
 
     ``group[name]`` returns an :class:`lsio.Array` or a :class:`Group` (``name`` may be a
     ``/``-separated path). ``array_names`` / ``group_names`` list the direct members;
@@ -334,8 +401,10 @@ class Group:
         return True
 
     def member_metadata(self, name: str) -> dict:
-        """The ``zarr.json`` content of member ``name`` (from consolidated metadata if used)."""
-        return dict(self._lookup(name)[2])
+        """The ``zarr.json`` content of member ``name`` (from consolidated metadata if used; a
+        Zarr v2 member: its ``.zarray``/``.zgroup`` keys with ``zarr_format``, ``node_type`` and
+        ``attributes``)."""
+        return _public(self._lookup(name)[2])
 
     # -- access ---------------------------------------------------------------------------
 
@@ -415,7 +484,7 @@ class Group:
         """``(relative path, zarr.json metadata)`` of every array below this group, depth first."""
         for n, meta in self._member_meta().items():
             if meta.get("node_type") == "array":
-                yield n, meta
+                yield n, _public(meta)
             else:
                 for sub, m in self._child_group(n, meta).walk_arrays():
                     yield f"{n}/{sub}", m

@@ -261,19 +261,77 @@ def test_corrupt_v2_chunk_is_a_typed_error(tmp_path):
     assert "1" in str(info.value)
 
 
+def _v2_group(path: Path, consolidated: bool) -> dict:
+    """A zarr-python v2 group: arrays at two levels, attributes, a nested group; returns
+    {relative path: numpy data}."""
+    g = zarr.open_group(str(path), mode="w", zarr_format=2, attributes={"title": "v2 test", "n": 3})
+    data = {"t2m": np.arange(48, dtype="<f4").reshape(6, 8), "sub/u10": np.arange(20, dtype=">i2").reshape(4, 5)}
+    a = g.create_array("t2m", shape=(6, 8), chunks=(3, 4), dtype="<f4", compressors=Zstd(level=1),
+                       attributes={"_ARRAY_DIMENSIONS": ["lat", "lon"], "units": "K"})
+    a[...] = data["t2m"]
+    sub = g.create_group("sub", attributes={"level": 1})
+    b = sub.create_array("u10", shape=(4, 5), chunks=(2, 5), dtype=">i2", compressors=Zlib(level=1), order="F")
+    b[...] = data["sub/u10"]
+    if consolidated:
+        zarr.consolidate_metadata(str(path), zarr_format=2)
+    return data
+
+
+@pytest.mark.parametrize("consolidated", [False, True])
+def test_v2_group(tmp_path, consolidated):
+    path = tmp_path / "g.zarr"
+    data = _v2_group(path, consolidated)
+    g = lsio.open_group(path)
+    assert g.consolidated == consolidated
+    assert g.array_names == ("t2m",) and g.group_names == ("sub",)
+    assert g.attrs == {"title": "v2 test", "n": 3}
+    assert dict(g.walk_arrays()).keys() == {"t2m", "sub/u10"}
+    for rel, want in data.items():
+        arr = g[rel]
+        assert arr.zarr_format == 2
+        np.testing.assert_array_equal(arr[...], want)
+    assert g["sub"].attrs == {"level": 1}
+    assert g["t2m"].dimension_names == ("lat", "lon")
+    assert "t2m (6, 8) float32" in g.tree() and "u10 (4, 5) int16" in g.tree()
+    if consolidated:
+        # Listed from .zmetadata: the children's .zarray are not read.
+        (path / "t2m" / ".zarray").write_text("garbage")
+        assert lsio.open_group(path).array_names == ("t2m",)
+        # Listing the directory reads it, and a malformed node is not a member (as for v3).
+        assert lsio.open_group(path, consolidated=False).array_names == ()
+    else:
+        with pytest.raises(lsio.FormatError, match="consolidated"):
+            lsio.open_group(path, consolidated=True)
+
+
+def test_v2_group_over_http_and_s3(nginx_server, moto_s3, tmp_path):
+    root = tmp_path / "www"
+    data = _v2_group(root / "g.zarr", consolidated=True)
+    server = nginx_server(root)
+    g = lsio.open_group(server.url("g.zarr"))  # HTTP cannot list: .zmetadata lists
+    assert g.consolidated and g.array_names == ("t2m",)
+    np.testing.assert_array_equal(g["sub/u10"][...], data["sub/u10"])
+
+    (root / "g.zarr" / ".zmetadata").unlink()  # S3 lists the prefixes instead
+    bucket = moto_s3.create_bucket("lsio-v2group")
+    moto_s3.upload_dir(root / "g.zarr", bucket, "g.zarr")
+    so = {"endpoint_url": moto_s3.endpoint_url, "key": moto_s3.access_key_id,
+          "secret": moto_s3.secret_access_key, "region": moto_s3.region}
+    g = lsio.open_group(f"s3://{bucket}/g.zarr", storage_options=so)
+    assert not g.consolidated and g.array_names == ("t2m",) and g.group_names == ("sub",)
+    np.testing.assert_array_equal(g["t2m"][...], data["t2m"])
+
+
 def test_v2_group_members_open_by_path_and_the_cli_reads_v2(tmp_path):
     g = zarr.open_group(str(tmp_path / "g.zarr"), mode="w", zarr_format=2)
     a = g.create_array("t2m", shape=(6, 8), chunks=(3, 4), dtype="<f4", compressors=Zstd(level=1))
     a[...] = np.arange(48, dtype="<f4").reshape(6, 8)
-    with pytest.raises(lsio.UnsupportedError, match="Zarr v2 group") as info:
-        lsio.open_group(tmp_path / "g.zarr")
-    assert "lsio.open(" in str(info.value)
     arr = lsio.open(str(tmp_path / "g.zarr"), "t2m")
     np.testing.assert_array_equal(arr[...], a[...])
 
     import subprocess
     import sys
-    r = subprocess.run([sys.executable, "-m", "lsio", "info", str(tmp_path / "g.zarr" / "t2m")],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert "(6, 8)" in r.stdout and "zstd" in r.stdout, r.stdout
+    for target in (str(tmp_path / "g.zarr" / "t2m"), str(tmp_path / "g.zarr")):
+        r = subprocess.run([sys.executable, "-m", "lsio", "info", target], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert "(6, 8)" in r.stdout and "zstd" in r.stdout, r.stdout
