@@ -84,9 +84,11 @@ def _decode_fill_attr(value: Any, dtype: np.dtype) -> Any:
 class LsioStore(AbstractDataStore):
     """A read-only xarray data store over an lsio group (or a single array)."""
 
-    def __init__(self, arrays: "dict[str, Array]", attrs: dict) -> None:
+    def __init__(self, arrays: "dict[str, Array]", attrs: dict, metas: Optional[dict] = None) -> None:
         self._arrays = arrays
         self._attrs = attrs
+        # Each array's node metadata (zarr.json, or a v2 .zarray's keys): v2 fill values.
+        self._metas = metas or {}
 
     @classmethod
     def open(
@@ -117,11 +119,11 @@ class LsioStore(AbstractDataStore):
             name = nodes.basename(root)
             url = nodes.url if nodes.remote else root
             arrays = {} if name in drop else {name: Array(url, **options)}
-            return cls(arrays, {})
+            return cls(arrays, {}, {name: meta})
         url = nodes.url if nodes.remote else root
         g: Group = open_group(url, consolidated=consolidated, **options)
-        arrays = {n: g[n] for n in g.array_names if n not in drop}
-        return cls(arrays, g.attrs)
+        names = [n for n in g.array_names if n not in drop]
+        return cls({n: g[n] for n in names}, g.attrs, {n: g.member_metadata(n) for n in names})
 
     def open_store_variable(self, name: str, arr: Array) -> Variable:
         attrs = dict(arr.attrs)
@@ -135,7 +137,12 @@ class LsioStore(AbstractDataStore):
             "fill_value": arr.fill_value,
             "source": arr.path,
         }
-        if "_FillValue" in attrs:
+        if arr.zarr_format == 2:
+            # As xarray's zarr backend does for v2: the array's fill value is the variable's
+            # _FillValue (CF masking), unless .zarray says null (no fill value).
+            if self._metas.get(name, {}).get("fill_value", 0) is not None:
+                attrs["_FillValue"] = arr.fill_value
+        elif "_FillValue" in attrs:
             attrs["_FillValue"] = _decode_fill_attr(attrs["_FillValue"], arr.dtype)
         return Variable(dims, data, attrs, encoding)
 
@@ -158,9 +165,9 @@ class LsioStore(AbstractDataStore):
 
 
 class LsioBackendEntrypoint(BackendEntrypoint):
-    """``engine="lsio"``: Zarr v3 groups and arrays read through lsio."""
+    """``engine="lsio"``: Zarr v3 and v2 groups and arrays read through lsio."""
 
-    description = "Open Zarr v3 groups and arrays with lsio (fast crops, C++ engine)"
+    description = "Open Zarr v3 and v2 groups and arrays with lsio (fast crops, C++ engine)"
     url = "https://github.com/lsio/lsio"
     open_dataset_parameters = (
         "filename_or_obj",

@@ -335,3 +335,27 @@ def test_v2_group_members_open_by_path_and_the_cli_reads_v2(tmp_path):
         r = subprocess.run([sys.executable, "-m", "lsio", "info", target], capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
         assert "(6, 8)" in r.stdout and "zstd" in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("consolidated", [True, False])
+def test_v2_xarray_dataset_is_identical_to_open_zarr(tmp_path, consolidated):
+    xr = pytest.importorskip("xarray")
+    rng = np.random.default_rng(7)
+    t2m = rng.standard_normal((4, 5, 6)).astype("f4")
+    t2m[0, 0, :3] = np.nan
+    q = np.arange(20, dtype="i2").reshape(4, 5)
+    q[1, 1] = -1  # the _FillValue: CF-masked to NaN by both readers
+    ds = xr.Dataset({"t2m": (("time", "lat", "lon"), t2m, {"units": "K"}), "q": (("time", "lat"), q)},
+                    coords={"time": np.arange(4), "lat": np.linspace(0, 1, 5), "lon": np.linspace(0, 2, 6)},
+                    attrs={"title": "v2 dataset"})
+    path = tmp_path / "ds.zarr"
+    encoding = {v: {"compressors": [Zstd(level=1)]} for v in ds.variables}
+    encoding["q"]["_FillValue"] = -1
+    ds.to_zarr(path, zarr_format=2, consolidated=consolidated, encoding=encoding)
+    assert (path / ".zgroup").exists() and (path / ".zmetadata").exists() == consolidated
+    ref = xr.open_zarr(path, consolidated=consolidated).load()
+    got = xr.open_dataset(path, engine="lsio", consolidated=consolidated).load()
+    assert got.identical(ref), (got, ref)
+    assert list(got.dims) == list(ref.dims)
+    assert np.isnan(got["q"].values[1, 1]) and got["q"].dtype == ref["q"].dtype
+    assert got["q"].encoding.get("_FillValue") == ref["q"].encoding.get("_FillValue") == -1
