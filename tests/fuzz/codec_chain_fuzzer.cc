@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "codec/chain.h"
+#include "codec/registry.h"
 
 namespace {
 
@@ -50,7 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   spec.shape = fc.shape;
   spec.itemsize = fc.itemsize;
   spec.swap_unit = fc.swap_unit;
-  auto chain = lsio::CodecChain::Parse(nlohmann::json::parse(fc.codecs), spec);
+  auto chain = lsio::ParseCodecChain(nlohmann::json::parse(fc.codecs), spec);
   if (!chain.ok()) __builtin_trap();  // the fixed chains are all valid
   const size_t n = (*chain)->decoded_size();
   std::unique_ptr<uint8_t, decltype(&std::free)> out(static_cast<uint8_t*>(std::malloc(n)), &std::free);

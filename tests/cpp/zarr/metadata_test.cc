@@ -72,7 +72,8 @@ TEST(MetadataTest, ZarrPythonShardedDocument) {
   EXPECT_EQ(m->sharding->chunks_per_shard, (std::vector<int64_t>{5, 5}));
   EXPECT_EQ(m->sharding->index_size, 25u * 16 + 4);
   EXPECT_TRUE(m->sharding->index_at_end);
-  EXPECT_TRUE(m->sharding->index_has_crc);
+  ASSERT_NE(m->sharding->index_chain, nullptr);
+  EXPECT_EQ(m->sharding->index_chain->description(), "bytes, crc32c");
   ASSERT_NE(m->chain, nullptr);
   EXPECT_EQ(m->chain->decoded_size(), 200u);
   EXPECT_FALSE(m->chain->stored_is_decoded());
@@ -269,8 +270,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadDoc{"CodecsNotList", [](J& j) { j["codecs"] = "bytes"; }, kFmt, "\"codecs\" must be a list"},
         BadDoc{"CodecsEmpty", [](J& j) { j["codecs"] = J::array(); }, kFmt, "\"codecs\" must not be empty"},
         BadDoc{"UnknownCodec", [](J& j) { j["codecs"] = {"bytes", "lzma"}; }, kUnimpl, "unknown codec 'lzma'"},
-        BadDoc{"BloscCodec", [](J& j) { j["codecs"] = {"bytes", {{"name", "blosc"}}}; }, kUnimpl,
-               "codec 'blosc' is not supported by lsio yet"},
+        BadDoc{"PackbitsCodec", [](J& j) { j["codecs"] = {{{"name", "packbits"}}}; }, kUnimpl,
+               "codec 'packbits' is not supported by lsio yet"},
+        BadDoc{"BloscBadShuffle",
+               [](J& j) { j["codecs"] = {"bytes", {{"name", "blosc"}, {"configuration", {{"shuffle", "byte"}}}}}; },
+               kFmt, "blosc codec: \"shuffle\" must be one of bitshuffle, noshuffle, shuffle, got \"byte\""},
         BadDoc{"NoArrayToBytes", [](J& j) { j["codecs"] = {"zstd"}; }, kFmt,
                "codec 'zstd' (bytes -> bytes) before the array -> bytes codec"},
         BadDoc{"CompressionAfterSharding",
