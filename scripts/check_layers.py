@@ -7,7 +7,10 @@ Layers, bottom up: util < {io, net} < {store, codec} < zarr < read < facade (cpp
 transfers and request signing, over util only); store (L2) includes io, net and util only, and
 codec util only, so store and codec never include each other; zarr may not include io, net or
 store (it is pure: the facade reads zarr.json through the store and hands zarr the bytes);
-only cpp/bindings/ may include pybind11 or Python.h. Exits 1 listing every violation.
+only cpp/bindings/ may include pybind11 or Python.h. The read layer runs prepared codec
+chains and shard layouts: neither it nor anything it includes, directly or not, may include
+the headers that parse codec configurations from JSON (JSON_CODEC_HEADERS). Exits 1 listing
+every violation.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ EXCEPTIONS = {
     # backends (benchmarks only; not part of the API).
     "cpp/bindings/limits.cc": {"io"},
 }
+# Headers that parse codec configurations (JSON); the read layer must not reach them.
+JSON_CODEC_HEADERS = {"codec/registry.h", "zarr/sharding_config.h"}
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 
 
@@ -45,6 +50,17 @@ def layer_of(path: pathlib.Path) -> str | None:
         return "facade"
     m = re.match(r"cpp/src/([a-z_]+)/", rel)
     return m.group(1) if m else None
+
+
+def transitive_includes(path: pathlib.Path, seen: set[str]) -> set[str]:
+    """Project headers `path` includes, directly or through other project headers."""
+    for inc in INCLUDE.findall(path.read_text()):
+        for base in (ROOT / "cpp" / "src", ROOT / "cpp" / "include"):
+            target = base / inc
+            if target.is_file() and inc not in seen:
+                seen.add(inc)
+                transitive_includes(target, seen)
+    return seen
 
 
 def main() -> int:
@@ -64,6 +80,9 @@ def main() -> int:
                 continue
             if top in ALLOWED and top not in ALLOWED[layer] and not (layer == "bindings" and top == "lsio"):
                 bad.append(f"{rel} ({layer}) includes {inc} ({top}): upward or sideways")
+        if layer == "read":
+            for inc in sorted(transitive_includes(path, set()) & JSON_CODEC_HEADERS):
+                bad.append(f"{rel} (read) reaches {inc}, which parses codec configurations from JSON")
     for line in bad:
         print(line)
     print(f"layering: {len(bad)} violation(s)")

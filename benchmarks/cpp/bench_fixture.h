@@ -44,11 +44,13 @@
 #include <nlohmann/json.hpp>
 
 #include "codec/chain.h"
+#include "codec/registry.h"
 #include "codec/codec.h"
 #include "lsio/box.h"
 #include "read/planner.h"
 #include "zarr/layout.h"
 #include "zarr/shard_index.h"
+#include "zarr/sharding_config.h"
 
 namespace lsio_bench {
 
@@ -253,7 +255,7 @@ inline BenchLayout MakeShardedLayout(const std::vector<int64_t>& shape, const st
   spec.shape = inner;
   spec.itemsize = itemsize;
   spec.swap_unit = itemsize;
-  auto c = lsio::CodecChain::Parse(nlohmann::json::parse(R"(["bytes", {"name": "zstd", "configuration": {"level": 3}}])"),
+  auto c = lsio::ParseCodecChain(nlohmann::json::parse(R"(["bytes", {"name": "zstd", "configuration": {"level": 3}}])"),
                                    spec);
   if (!c.ok()) Die(c.status().ToString());
   t.meta.chain = std::move(c).value();

@@ -20,9 +20,11 @@
 
 #include "bench_fixture.h"
 #include "codec/chain.h"
+#include "codec/registry.h"
 #include "codec/codec.h"
 #include "util/strided_copy.h"
 #include "zarr/shard_index.h"
+#include "zarr/sharding_config.h"
 
 namespace {
 
@@ -49,7 +51,7 @@ ChunkSet MakeChunks(const std::vector<int64_t>& shape, const std::string& codecs
   if (codecs == "zstd") j = nlohmann::json::parse(R"(["bytes", {"name": "zstd", "configuration": {"level": 3}}])");
   else if (codecs == "transpose") j = nlohmann::json::parse(R"([{"name": "transpose", "configuration": {"order": [1, 0]}}, "bytes"])");
   else j = nlohmann::json::parse(R"(["bytes"])");
-  auto c = lsio::CodecChain::Parse(j, spec);
+  auto c = lsio::ParseCodecChain(j, spec);
   if (!c.ok()) lsio_bench::Die(c.status().ToString());
   s.chain = std::move(c).value();
   for (int i = 0; i < kFrames; ++i) {

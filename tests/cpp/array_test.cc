@@ -206,7 +206,7 @@ TEST(ArrayTest, CorruptShardsAreDataLossNamingTheFile) {
   const uint32_t crc = lsio_test::ReferenceCrc32c(idx);
   std::memcpy(past.data() + 88, &crc, 4);
   const Case cases[] = {
-      {"bad index crc", bad_crc, "shard index crc32c mismatch"},
+      {"bad index crc", bad_crc, "shard index: crc32c checksum mismatch"},
       {"truncated shard", truncated, "shard is 60 bytes, shorter than its 68-byte index"},
       {"entry past the data", past, "shard index entry 1 (offset 20, nbytes 8) lies outside"},
   };

@@ -20,11 +20,14 @@ past EOF, plain truncation, garbage chunks and directories without checking chun
                 that is a FIFO
   chunk level   (message names file, chunk and byte range) bad inner crc32c, garbage zstd,
                 zstd content-checksum mismatch, inner chunk decoding to the wrong size,
+                garbage blosc frame, truncated blosc frame (header patched to match),
+                blosc frame of another size,
                 empty unsharded chunk file, a stored chunk larger than its codecs can
                 produce (1 TiB sparse chunk file; a 1 TiB index entry in a sparse shard)
   metadata      unknown keys that must be understood (a top-level key whose must_understand
                 is not the boolean false, a codec marked must_understand), unsupported
-                codecs (in index_codecs, as the serializer); an unknown key inside a codec
+                codecs (in index_codecs, as the serializer), a variable-size (blosc) index
+                codec; an unknown key inside a codec
                 configuration is tolerated (the store reads back unchanged)
 """
 
@@ -39,7 +42,7 @@ from typing import Callable
 
 import numpy as np
 import zarr
-from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
+from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
 
 SHAPE = (8, 12)
 SHARD = (4, 6)
@@ -53,7 +56,9 @@ def expected_data() -> np.ndarray:
 
 
 def write_base(path: Path, kind: str) -> None:
-    """A valid store written by zarr-python. kind: zstd_end | zstd_start | crc_end | nocrc_end | plain."""
+    """A valid store written by zarr-python.
+
+    kind: zstd_end | zstd_start | crc_end | nocrc_end | blosc_end | plain."""
     if kind == "plain":
         a = zarr.create_array(store=str(path), shape=SHAPE, chunks=SHARD, dtype="uint16",
                               compressors=[ZstdCodec(level=0, checksum=False)], fill_value=0,
@@ -62,7 +67,8 @@ def write_base(path: Path, kind: str) -> None:
         inner = {"zstd_end": [BytesCodec(), ZstdCodec(level=0, checksum=True)],
                  "zstd_start": [BytesCodec(), ZstdCodec(level=0, checksum=True)],
                  "crc_end": [BytesCodec(), Crc32cCodec()],
-                 "nocrc_end": [BytesCodec(), ZstdCodec(level=0, checksum=False)]}[kind]
+                 "nocrc_end": [BytesCodec(), ZstdCodec(level=0, checksum=False)],
+                 "blosc_end": [BytesCodec(), BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")]}[kind]
         index_codecs = [BytesCodec()] + ([] if kind == "nocrc_end" else [Crc32cCodec()])
         a = zarr.create_array(
             store=str(path), shape=SHAPE, chunks=SHARD, dtype="uint16", zarr_format=3,
@@ -251,6 +257,45 @@ def _(p):
                      chunk=global_inner((1, 0), (0, 0)), byte_range=[new_off, new_nb])
 
 
+@case("inner_garbage_blosc", "blosc_end")
+def _(p):
+    s = Shard(p / "c/1/0")
+    off, nb = s.entry(2)  # inner chunk (1, 0)
+    s.blob[off:off + nb] = np.random.default_rng(6).integers(0, 256, nb, np.uint8).tobytes()
+    s.save()
+    return read_case("c/1/0", inner_box((1, 0), (1, 0)), "CorruptDataError",
+                     chunk=global_inner((1, 0), (1, 0)), byte_range=[off, nb], words=["blosc"])
+
+
+@case("inner_blosc_truncated_header_patched", "blosc_end")
+def _(p):
+    # The frame loses its last 4 bytes and the header's compressed size (bytes 12-15) is
+    # patched to match, so only the decoder itself can tell the data is missing.
+    s = Shard(p / "c/0/1")
+    off, nb = s.entry(1)  # inner chunk (0, 1)
+    struct.pack_into("<I", s.blob, off + 12, nb - 4)
+    s.set_entry(1, off, nb - 4)
+    s.save()
+    return read_case("c/0/1", inner_box((0, 1), (0, 1)), "CorruptDataError",
+                     chunk=global_inner((0, 1), (0, 1)), byte_range=[off, nb - 4], words=["blosc"])
+
+
+@case("inner_blosc_wrong_size", "blosc_end")
+def _(p):
+    import numcodecs
+    s = Shard(p / "c/1/1")
+    # 2 bytes too few (2 too many would exceed what blosc can store for the chunk, a check
+    # made before decoding).
+    frame = numcodecs.Blosc(cname="lz4").encode(bytes(INNER[0] * INNER[1] * 2 - 2))
+    end = len(s.blob) - s.index_size
+    s.blob[end:end] = frame  # append before the index
+    s.set_entry(3, end, len(frame))
+    s.save()
+    return read_case("c/1/1", inner_box((1, 1), (1, 1)), "CorruptDataError",
+                     chunk=global_inner((1, 1), (1, 1)), byte_range=[end, len(frame)],
+                     words=["blosc", "decodes to 10 bytes, expected 12"])
+
+
 @case("empty_chunk_unsharded", "plain")
 def _(p):
     (p / "c/0/1").write_bytes(b"")
@@ -286,9 +331,17 @@ def _(p):
 @case("unsupported_index_codec", "zstd_end")
 def _(p):
     edit_metadata(p, lambda d: d["codecs"][0]["configuration"]["index_codecs"].insert(
+        1, {"name": "numcodecs.zlib", "configuration": {"level": 1}}))
+    return open_case("UnsupportedError", ["numcodecs.zlib"])
+
+
+@case("variable_size_index_codec", "zstd_end")
+def _(p):
+    # blosc is supported, but a compressed index has no fixed size, so it cannot be found.
+    edit_metadata(p, lambda d: d["codecs"][0]["configuration"]["index_codecs"].insert(
         1, {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 1, "shuffle": "noshuffle",
                                                "typesize": 8, "blocksize": 0}}))
-    return open_case("UnsupportedError", ["blosc"])
+    return open_case("FormatError", ["index_codecs", "not fixed-size"])
 
 
 @case("unsupported_serializer", "plain")

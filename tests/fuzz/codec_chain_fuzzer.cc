@@ -1,7 +1,7 @@
-// libFuzzer target: codec chain decoding (lsio::CodecChain::Parse + Decode).
+// libFuzzer target: codec chain decoding (lsio::ParseCodecChain + CodecChain::Decode).
 //
-// Byte 0 picks one of a few fixed chains (zstd, gzip, crc32c, bytes big-endian, transpose,
-// and combinations); the rest of the input is a stored chunk, decoded into a heap buffer of
+// Byte 0 picks one of a few fixed chains (zstd, gzip, blosc, crc32c, bytes big-endian,
+// transpose, and combinations); the rest of the input is a stored chunk, decoded into a heap buffer of
 // exactly decoded_size() bytes (so ASan sees any write past it). Decode must succeed or fail
 // with a Status, never crash, hang or write out of bounds.
 #include <cstddef>
@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "codec/chain.h"
+#include "codec/registry.h"
 
 namespace {
 
@@ -37,6 +38,12 @@ const std::vector<FixedChain>& Chains() {
       {R"([{"name":"transpose","configuration":{"order":[2,0,1]}},{"name":"bytes","configuration":{"endian":"big"}},{"name":"zstd","configuration":{"level":0,"checksum":false}},{"name":"crc32c"}])", {2, 3, 4}, 8, 8},
       {R"([{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":0,"checksum":false}},{"name":"gzip","configuration":{"level":1}}])", {8, 8}, 1, 1},
       {R"([{"name":"bytes","configuration":{"endian":"little"}},{"name":"crc32c"},{"name":"zstd","configuration":{"level":0,"checksum":false}}])", {5, 7}, 2, 2},
+      // blosc: decoded straight into the destination, under crc32c, and (under zstd) into a
+      // growable buffer sized from the frame header.
+      {R"([{"name":"bytes","configuration":{"endian":"little"}},{"name":"blosc","configuration":{"cname":"lz4","clevel":5,"shuffle":"shuffle","typesize":2,"blocksize":0}}])", {16, 16}, 2, 2},
+      {R"([{"name":"bytes","configuration":{"endian":"little"}},{"name":"blosc","configuration":{"cname":"zstd","clevel":5,"shuffle":"bitshuffle","typesize":8,"blocksize":0}},{"name":"crc32c"}])", {8, 8}, 8, 8},
+      {R"([{"name":"bytes","configuration":{"endian":"little"}},{"name":"blosc","configuration":{"cname":"blosclz","clevel":5,"shuffle":"noshuffle","typesize":4,"blocksize":0}},{"name":"zstd","configuration":{"level":0,"checksum":false}}])", {64}, 4, 4},
+      {R"([{"name":"transpose","configuration":{"order":[1,0]}},{"name":"bytes","configuration":{"endian":"big"}},{"name":"blosc","configuration":{"cname":"zlib","clevel":5,"shuffle":"shuffle","typesize":4,"blocksize":0}}])", {4, 6}, 4, 4},
   };
   return chains;
 }
@@ -50,7 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   spec.shape = fc.shape;
   spec.itemsize = fc.itemsize;
   spec.swap_unit = fc.swap_unit;
-  auto chain = lsio::CodecChain::Parse(nlohmann::json::parse(fc.codecs), spec);
+  auto chain = lsio::ParseCodecChain(nlohmann::json::parse(fc.codecs), spec);
   if (!chain.ok()) __builtin_trap();  // the fixed chains are all valid
   const size_t n = (*chain)->decoded_size();
   std::unique_ptr<uint8_t, decltype(&std::free)> out(static_cast<uint8_t*>(std::malloc(n)), &std::free);

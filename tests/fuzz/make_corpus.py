@@ -9,7 +9,9 @@ temporary directory:
 * ``shard_index_fuzzer``: the header described in shard_index_fuzzer.cc (flags, rank,
   chunks per shard, data size) followed by the index bytes of a real shard.
 * ``codec_chain_fuzzer``: the chain number of codec_chain_fuzzer.cc's table followed by a
-  chunk file written with exactly that chain.
+  chunk file written with exactly that chain; for the blosc chains also corrupt frames
+  (truncated with the header's compressed size patched to match, a c-blosc2 version byte,
+  a header claiming another decoded size).
 
 Usage (from the repository root, in the test venv):  python tests/fuzz/make_corpus.py
 The corpora are committed; rerun only when a fuzzer's input format or chain table changes.
@@ -27,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import tensorstore as ts
 import zarr
-from zarr.codecs import BytesCodec, Crc32cCodec, GzipCodec, TransposeCodec, ZstdCodec
+from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, TransposeCodec, ZstdCodec
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "corpus"
@@ -76,6 +78,9 @@ def metadata_seeds(tmp: Path) -> dict[str, bytes]:
     zarr.create_array(str(tmp / "v2b"), shape=(9,), chunks=(4,), dtype="<c8", zarr_format=2,
                       compressors=Zlib(level=1), fill_value=None)
     out["v2_zlib_complex_null_fill.zarray"] = (tmp / "v2b" / ".zarray").read_bytes()
+    zp_array(tmp / "m6", (9, 9), (3, 3), "float32", shards=(9, 9),
+             compressors=[BloscCodec(cname="lz4", clevel=5, shuffle="bitshuffle"), Crc32cCodec()])
+    out["zp_shard_blosc_crc.json"] = (tmp / "m6" / "zarr.json").read_bytes()
     # Index at the start: zarr-python 3.1 takes it from ShardingCodec's index_location.
     from zarr.codecs import ShardingCodec
     zarr.create_array(
@@ -164,7 +169,18 @@ def chain_table():
          [ZstdCodec(level=0, checksum=False), Crc32cCodec()]),
         ((8, 8), "uint8", [], BytesCodec(endian="little"), [ZstdCodec(level=0, checksum=False), GzipCodec(level=1)]),
         ((5, 7), "uint16", [], BytesCodec(endian="little"), [Crc32cCodec(), ZstdCodec(level=0, checksum=False)]),
+        ((16, 16), "uint16", [], BytesCodec(endian="little"),
+         [BloscCodec(cname="lz4", clevel=5, shuffle="shuffle", typesize=2)]),
+        ((8, 8), "float64", [], BytesCodec(endian="little"),
+         [BloscCodec(cname="zstd", clevel=5, shuffle="bitshuffle", typesize=8), Crc32cCodec()]),
+        ((64,), "int32", [], BytesCodec(endian="little"),
+         [BloscCodec(cname="blosclz", clevel=5, shuffle="noshuffle", typesize=4), ZstdCodec(level=0, checksum=False)]),
+        ((4, 6), "int32", [TransposeCodec(order=(1, 0))], BytesCodec(endian="big"),
+         [BloscCodec(cname="zlib", clevel=5, shuffle="shuffle", typesize=4)]),
     ]
+
+
+BLOSC_DIRECT_CHAINS = (10, 13)  # chains whose stored chunk is the blosc frame itself
 
 
 def codec_chain_seeds(tmp: Path) -> dict[str, bytes]:
@@ -177,6 +193,17 @@ def codec_chain_seeds(tmp: Path) -> dict[str, bytes]:
         arr[...] = data(shape, dtype, k)
         chunk = (path / "c" / "/".join(["0"] * len(shape))).read_bytes()
         out[f"chain{k:02d}_zp"] = bytes([k]) + chunk
+        if k in BLOSC_DIRECT_CHAINS:
+            # Corrupt frames: what the decoder must refuse without writing past the chunk.
+            cut = bytearray(chunk[:len(chunk) * 2 // 3])
+            cut[12:16] = struct.pack("<I", len(cut))  # passes c-blosc's header validation
+            out[f"chain{k:02d}_blosc_truncated_patched"] = bytes([k]) + bytes(cut)
+            v3 = bytearray(chunk)
+            v3[0] = 3  # a c-blosc2 frame version
+            out[f"chain{k:02d}_blosc_version3"] = bytes([k]) + bytes(v3)
+            big = bytearray(chunk)
+            big[4:8] = struct.pack("<I", struct.unpack_from("<I", chunk, 4)[0] * 2)  # claims 2x the data
+            out[f"chain{k:02d}_blosc_nbytes_doubled"] = bytes([k]) + bytes(big)
     return out
 
 

@@ -21,7 +21,11 @@ void Check(const lsio::Result<lsio::ArrayMetadata>& m) {
   if (a.fill_value.size() != a.dtype.itemsize) __builtin_trap();
   if (a.sharding) {
     const lsio::ShardLayout& l = *a.sharding;
-    if (l.index_size != 16 * l.num_entries + (l.index_has_crc ? 4 : 0)) __builtin_trap();
+    // The index chain decodes exactly the entries, from exactly index_size stored bytes.
+    if (l.index_chain == nullptr || l.index_chain->decoded_size() != 16 * l.num_entries ||
+        l.index_chain->FixedEncodedSize() != l.index_size) {
+      __builtin_trap();
+    }
   }
   (void)a.chain->description();
   (void)a.chain->FixedEncodedSize();

@@ -2,7 +2,8 @@
 //
 // Input layout (so that one input describes both the layout and the index bytes):
 //   byte 0      flags: bit0 index at end, bit1 big-endian index, bit2 crc32c,
-//               bit3 fix up the crc32c (so entry validation is reached past the checksum)
+//               bit3 fix up the crc32c (so entry validation is reached past the checksum),
+//               bit4 a transpose (axes reversed) before bytes in index_codecs
 //   byte 1      rank - 1 (mod 3)
 //   bytes 2..4  chunks per shard in each dimension - 1 (mod 4)
 //   bytes 5..8  shard size in bytes minus index_size, little endian (mod 2^20)
@@ -19,6 +20,7 @@
 
 #include "codec/codec.h"
 #include "zarr/shard_index.h"
+#include "zarr/sharding_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 9) return 0;
@@ -32,6 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     shard_shape.push_back(inner_extent * (data[2 + d] % 4 + 1));
   }
   nlohmann::json index_codecs = nlohmann::json::array();
+  if (flags & 16) index_codecs.push_back({{"name", "transpose"}, {"configuration", {{"order", "F"}}}});
   index_codecs.push_back({{"name", "bytes"}, {"configuration", {{"endian", (flags & 2) ? "big" : "little"}}}});
   if (flags & 4) index_codecs.push_back({{"name", "crc32c"}});
   const nlohmann::json config = {{"chunk_shape", inner},

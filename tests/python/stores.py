@@ -558,6 +558,69 @@ for _dt in NUMERIC:
 
 
 # --------------------------------------------------------------------------
+# v3 blosc (c-blosc 1.x frames, written by zarr-python 3 through numcodecs)
+# --------------------------------------------------------------------------
+
+
+@store("z_blosc", "zarr-python")
+def _(p):  # zarr-python's BloscCodec() defaults: zstd, clevel 5, shuffle from the dtype
+    return zmake(p, D100, chunks=(32, 32), compressors=BloscCodec())
+
+
+@store("z_shard_blosc_inner", "zarr-python")
+def _(p):
+    return zmake(
+        p, D100, chunks=(10, 20), shards=(50, 100),
+        compressors=BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"),
+    )
+
+
+BLOSC_CNAMES = ["lz4", "lz4hc", "blosclz", "zstd", "zlib"]
+BLOSC_SHUFFLES = ["noshuffle", "shuffle", "bitshuffle"]
+BLOSC_DTYPES = ["uint8", "int16", "float32", "float64", "complex128",
+                "uint64", "bool", "int32"]
+
+
+def _blosc_data(dt, shape, rng):
+    """Half random values (incompressible: c-blosc stores those blocks raw),
+    half smooth ones (compressed, and shuffled when asked)."""
+    v = sample(dt, shape, rng)
+    smooth = arange(shape, "int64") // 7
+    half = shape[0] // 2
+    v[half:] = smooth[half:].astype(dt) if np.dtype(dt).kind != "b" else (smooth[half:] % 3 == 0)
+    return v
+
+
+# Every cname x shuffle, once each; dtype (typesize 1 to 16), sharding, a
+# crc32c after blosc, an explicit typesize other than the itemsize and a
+# forced small blocksize (many blocks per chunk) rotate over the 15 cases.
+for _i, (_cname, _shuffle) in enumerate(
+        (c, s) for c in BLOSC_CNAMES for s in BLOSC_SHUFFLES):
+    def _blosc_builder(i=_i, cname=_cname, shuffle=_shuffle):
+        dt = BLOSC_DTYPES[i % len(BLOSC_DTYPES)]
+        sharded, crc = i % 2 == 1, i % 3 == 2
+        name = f"z_blosc_{cname}_{shuffle}"
+
+        def build(p):
+            opts = dict(cname=cname, clevel=1 + i % 9, shuffle=shuffle)
+            if i % 5 == 4:
+                opts["typesize"] = 4  # not the itemsize: only the shuffle changes
+            if i % 4 == 3:
+                opts["blocksize"] = 256
+            compressors = [BloscCodec(**opts)] + ([Crc32cCodec()] if crc else [])
+            v = _blosc_data(dt, (37, 50), rng_for(name))
+            kw = (dict(chunks=(8, 12), shards=(16, 24)) if sharded
+                  else dict(chunks=(16, 24)))
+            # [:30, :40] written: missing chunks (and inner chunks) read as fill.
+            return zmake(p, v, region=np.s_[:30, :40], compressors=compressors, **kw)
+
+        return name, build
+
+    _n, _b = _blosc_builder()
+    store(_n, "zarr-python")(_b)
+
+
+# --------------------------------------------------------------------------
 # TensorStore stores
 # --------------------------------------------------------------------------
 
@@ -1214,19 +1277,6 @@ def _(p):
 # --------------------------------------------------------------------------
 # Unsupported stores (lsio must raise UnsupportedError naming the feature)
 # --------------------------------------------------------------------------
-
-
-@unsupported("z_blosc", "zarr-python", ["blosc"])
-def _(p):
-    return zmake(p, D100, chunks=(32, 32), compressors=BloscCodec())
-
-
-@unsupported("z_shard_blosc_inner", "zarr-python", ["blosc"])
-def _(p):
-    return zmake(
-        p, D100, chunks=(10, 20), shards=(50, 100),
-        compressors=BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"),
-    )
 
 
 @unsupported("z_nested_shard", "zarr-python", ["shard", "nest"])

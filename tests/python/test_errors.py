@@ -1,6 +1,6 @@
 """Errors: unsupported features, malformed metadata, corrupt and odd storage.
 
-* Unsupported features (blosc, nested sharding, transpose before
+* Unsupported features (nested sharding, transpose before
   ``sharding_indexed``, Zarr v2 stores, string dtype, unknown codecs,
   rectilinear grid) raise ``UnsupportedError`` from ``lsio.open``, naming the
   feature and the file.
@@ -11,7 +11,7 @@
 * Corrupt data, made by editing bytes of stores that zarr-python or
   TensorStore wrote in the test: a flipped shard index byte (crc32c),
   truncated shards, index entries past the end of the file or overflowing,
-  garbage zstd/gzip chunks, inner crc32c and zstd checksum mismatches, chunks
+  garbage zstd/gzip/blosc chunks, inner crc32c and zstd checksum mismatches, chunks
   that decode to the wrong size -> ``CorruptDataError`` (truncation may also
   be ``StorageError``); a shard or chunk path that is a directory ->
   ``StorageError``.  Every message must name the file involved.  Corrupt
@@ -408,6 +408,36 @@ def test_garbage_gzip_chunk(stores, tmp_path, io):
     with pytest.raises(lsio.CorruptDataError) as info:
         arr[30:60, 30:60]
     assert_names_file(info.value, chunk, "1.1")
+
+
+def test_garbage_blosc_unsharded(stores, tmp_path, io):
+    s = stores.fresh("z_blosc", tmp_path)
+    chunk = s.path / "c" / "1" / "2"
+    chunk.write_bytes(garbage(chunk.stat().st_size, 4))
+    arr = lsio.open(str(s.path), io=io)
+    with pytest.raises(lsio.CorruptDataError, match="blosc") as info:
+        arr[40, 70]
+    assert_names_file(info.value, chunk, "c/1/2")
+    assert_same_bits(arr[:32, :], s.expected[:32, :])
+
+
+@pytest.mark.parametrize("cut", [1, 17, "half"])
+def test_truncated_blosc_unsharded(stores, tmp_path, io, cut):
+    """A blosc frame missing its tail, with or without the header's compressed size
+    patched to match (then only the decompressor can notice), is corrupt."""
+    s = stores.fresh("z_blosc", tmp_path)
+    chunk = s.path / "c" / "0" / "1"
+    frame = bytearray(chunk.read_bytes())
+    n = len(frame) // 2 if cut == "half" else len(frame) - cut
+    for patch in (False, True):
+        t = bytearray(frame[:n])
+        if patch:
+            t[12:16] = n.to_bytes(4, "little")
+        chunk.write_bytes(bytes(t))
+        arr = lsio.open(str(s.path), io=io)
+        with pytest.raises(lsio.CorruptDataError, match="blosc") as info:
+            arr[0:32, 32:64]
+        assert_names_file(info.value, chunk, "c/0/1")
 
 
 def test_inner_crc32c_mismatch_sharded(stores, tmp_path, io):

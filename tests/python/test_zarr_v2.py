@@ -2,11 +2,12 @@
 TensorStore's ``zarr`` driver, read by lsio and compared bit for bit with zarr-python.
 
 The matrix crosses dtype x byte order x order (C/F) x dimension_separator x compressor
-(none, zstd, gzip, zlib) x fill value (numbers, null, NaN/Infinity, bool, complex) with
+(none, zstd, gzip, zlib, blosc with each inner codec and shuffle) x fill value (numbers, null,
+NaN/Infinity, bool, complex) with
 partially written arrays (missing chunks read as the fill value); a seeded sample of it runs
 (all of it with LSIO_TEST_FULL_MATRIX=1). Every store is read whole, by random numpy keys and
 by read_crops batches, with both I/O paths and 1 or 2 threads. What lsio does not read yet
-(v2 blosc and lz4 compressors, filters, string dtypes) raises UnsupportedError naming it.
+(the lz4 compressor, filters, string dtypes) raises UnsupportedError naming it.
 """
 
 from __future__ import annotations
@@ -33,7 +34,13 @@ WRITTEN = (slice(0, 9), slice(None), slice(0, 4))  # the rest is missing: reads 
 
 DTYPES = ["|b1", "|i1", "|u1", "<i2", ">i2", "<u4", ">u4", "<i8", ">i8", "<u8",
           "<f2", ">f2", "<f4", ">f4", "<f8", ">f8", "<c8", ">c16"]
-COMPRESSORS = {"none": None, "zstd": Zstd(level=3), "gzip": GZip(level=1), "zlib": Zlib(level=2)}
+COMPRESSORS = {"none": None, "zstd": Zstd(level=3), "gzip": GZip(level=1), "zlib": Zlib(level=2),
+               # zarr-python 2's default, and the other shuffles and inner codecs of c-blosc
+               "blosc-lz4-byte": Blosc(cname="lz4", clevel=5, shuffle=Blosc.SHUFFLE),
+               "blosc-zstd-bit": Blosc(cname="zstd", clevel=3, shuffle=Blosc.BITSHUFFLE),
+               "blosc-blosclz-none": Blosc(cname="blosclz", clevel=9, shuffle=Blosc.NOSHUFFLE),
+               "blosc-zlib-auto": Blosc(cname="zlib", clevel=1, shuffle=Blosc.AUTOSHUFFLE, blocksize=256),
+               "blosc-lz4hc-byte": Blosc(cname="lz4hc", clevel=4, shuffle=Blosc.SHUFFLE)}
 
 
 def _fill_for(dt: np.dtype, k: int):
@@ -56,7 +63,7 @@ def _cases():
     if os.environ.get("LSIO_TEST_FULL_MATRIX") == "1":
         return cases
     rng = np.random.default_rng(2)
-    picked = sorted(rng.choice(len(cases), size=40, replace=False))
+    picked = sorted(rng.choice(len(cases), size=60, replace=False))
     # Every dtype, order, separator and compressor is in the sample (checked below).
     return [cases[i] for i in picked]
 
@@ -163,7 +170,8 @@ def test_v2_attributes_and_dimension_names(tmp_path):
     np.testing.assert_array_equal(a[...], np.arange(20).reshape(4, 5))
 
 
-@pytest.mark.parametrize("compressor", [None, {"id": "zlib", "level": 3}, {"id": "zstd", "level": 1}])
+@pytest.mark.parametrize("compressor", [None, {"id": "zlib", "level": 3}, {"id": "zstd", "level": 1},
+                                        {"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": -1}])
 @pytest.mark.parametrize("order", ["C", "F"])
 def test_v2_written_by_tensorstore(tmp_path, compressor, order):
     path = tmp_path / "t.zarr"
@@ -202,7 +210,6 @@ def test_v2_over_http(nginx_server, tmp_path):
 
 
 @pytest.mark.parametrize("kw,words", [
-    ({"compressors": Blosc(cname="lz4")}, "blosc"),
     ({"compressors": LZ4()}, "lz4"),
     ({"filters": [Delta(dtype="<i4")], "compressors": None}, "delta"),
 ])

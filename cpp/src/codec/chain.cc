@@ -3,14 +3,12 @@
 
 #include <cstring>
 
-#include "codec/registry.h"
 #include "util/strided_copy.h"
 
 namespace lsio {
 
-Result<std::unique_ptr<CodecChain>> CodecChain::Parse(const nlohmann::json& codecs,
+Result<std::unique_ptr<CodecChain>> CodecChain::Build(std::vector<std::unique_ptr<Codec>> codecs,
                                                       const ChunkSpec& decoded) {
-  if (!codecs.is_array()) return Status::InvalidFormat("\"codecs\" must be a list");
   if (codecs.empty()) return Status::InvalidFormat("\"codecs\" must not be empty");
 
   std::unique_ptr<CodecChain> chain(new CodecChain());
@@ -22,37 +20,36 @@ Result<std::unique_ptr<CodecChain>> CodecChain::Parse(const nlohmann::json& code
   bool have_array_to_bytes = false;
   std::string desc;
 
-  for (const auto& element : codecs) {
-    LSIO_ASSIGN_OR_RETURN(std::unique_ptr<Codec> codec, ParseCodec(element));
+  for (auto& codec : codecs) {
     if (!desc.empty()) desc += ", ";
+    // Each kind class fixes kind() and is the only way to derive from Codec (codec.h), so
+    // these casts always name the object's real base.
     switch (codec->kind()) {
       case CodecKind::kArrayToArray: {
         if (have_array_to_bytes) {
           return Status::InvalidFormat("codec '" + codec->name() +
                                        "' (array -> array) after the array -> bytes codec");
         }
-        auto* t = static_cast<TransposeCodec*>(codec.get());
-        std::vector<int> order = t->order();
-        if (order.size() == 1 && order[0] < 0) {  // "C" or "F"
-          const bool f = order[0] == -2;
-          order.resize(rank);
-          for (size_t i = 0; i < rank; ++i) order[i] = static_cast<int>(f ? rank - 1 - i : i);
+        const auto& aa = static_cast<const ArrayToArrayCodec&>(*codec);
+        LSIO_ASSIGN_OR_RETURN(spec, aa.EncodedSpec(spec));
+        std::optional<std::vector<int>> order = aa.AxisOrder(rank);
+        if (!order) {
+          return Status::Unimplemented("array -> array codec '" + codec->name() +
+                                       "' is not an axis permutation; lsio cannot decode it yet");
         }
-        TransposeCodec resolved(order);
-        LSIO_ASSIGN_OR_RETURN(spec, resolved.EncodedSpec(spec));
         // encoded[b] = previous[a], b[i] = a[order[i]]; compose with what came before.
         std::vector<int> next(rank);
-        for (size_t i = 0; i < rank; ++i) next[i] = perm[static_cast<size_t>(order[i])];
+        for (size_t i = 0; i < rank; ++i) next[i] = perm[static_cast<size_t>((*order)[i])];
         perm = next;
-        desc += "transpose";
+        desc += codec->name();
         break;
       }
       case CodecKind::kArrayToBytes: {
         if (have_array_to_bytes) return Status::InvalidFormat("more than one array -> bytes codec");
         have_array_to_bytes = true;
-        auto* b = static_cast<BytesCodec*>(codec.get());
-        chain->swap_ = b->big_endian() && decoded.swap_unit > 1;
-        desc += b->big_endian() ? "bytes(big)" : "bytes";
+        const bool big = static_cast<const ArrayToBytesCodec&>(*codec).big_endian();
+        chain->swap_ = big && decoded.swap_unit > 1;
+        desc += codec->name() + (big ? "(big)" : "");
         break;
       }
       case CodecKind::kBytesToBytes: {
@@ -61,7 +58,7 @@ Result<std::unique_ptr<CodecChain>> CodecChain::Parse(const nlohmann::json& code
                                        "' (bytes -> bytes) before the array -> bytes codec");
         }
         desc += codec->name();
-        chain->bb_.push_back(std::move(codec));
+        chain->bb_.emplace_back(static_cast<BytesToBytesCodec*>(codec.release()));
         break;
       }
     }

@@ -1,11 +1,13 @@
 // CodecChain: a Zarr v3 codec list prepared for one chunk shape and element type.
 //
 // Usage:
-//   1. At open(): LSIO_ASSIGN_OR_RETURN(auto chain, CodecChain::Parse(codecs_json, spec));
-//      This validates the list (array->array*, exactly one array->bytes, bytes->bytes*),
+//   1. At open(): the zarr layer parses the JSON list through the registry
+//      (ParseCodecChain in registry.h), which calls CodecChain::Build with the parsed codecs.
+//      Build validates the order (array->array*, exactly one array->bytes, bytes->bytes*),
 //      threads the shape forwards and records the expected size after every stage.
 //   2. Per chunk: chain->Decode(stored_bytes, out, ThreadDecodeScratch());
 //      `out` receives decoded_size() bytes: the chunk in native byte order, C order.
+// This header holds no JSON: the read layer includes it to run prepared chains only.
 //
 // What the read layer asks of a chain:
 //   - stored_is_decoded(): the stored bytes *are* the decoded chunk (bytes codec in host
@@ -14,8 +16,9 @@
 //   - FixedEncodedSize(): the stored size when every codec is fixed-size (shard indexes).
 //
 // Decoding writes the last stage straight into `out` whenever no transpose follows, so a
-// zstd chunk is decompressed once, into its final place. Big-endian data is swapped in
-// place afterwards; transposes are composed into one permutation applied by a strided copy.
+// zstd or blosc chunk is decompressed once, into its final place. Big-endian data is
+// swapped in place afterwards; transposes are composed into one permutation applied by a
+// strided copy.
 //
 // Thread-safety: a prepared chain is immutable; Decode may run on many threads at once,
 // each with its own DecodeScratch.
@@ -27,17 +30,16 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "codec/codec.h"
 
 namespace lsio {
 
 class CodecChain {
  public:
-  /// Parses and prepares `codecs` (a JSON list) for chunks described by `decoded`.
-  /// Fails with kInvalidFormat (malformed list) or kUnimplemented (unsupported codec).
-  static Result<std::unique_ptr<CodecChain>> Parse(const nlohmann::json& codecs,
+  /// Prepares `codecs` (in metadata order, i.e. encode order) for chunks described by
+  /// `decoded`. Fails with kInvalidFormat (empty list, wrong kind order, a codec that does
+  /// not fit the shape) or kUnimplemented (an array -> array codec that is not a permutation).
+  static Result<std::unique_ptr<CodecChain>> Build(std::vector<std::unique_ptr<Codec>> codecs,
                                                    const ChunkSpec& decoded);
 
   const ChunkSpec& decoded_spec() const { return decoded_; }
@@ -59,10 +61,10 @@ class CodecChain {
   CodecChain() = default;
 
   ChunkSpec decoded_;
-  ChunkSpec encoded_;                       // after all array->array codecs
-  std::vector<int> perm_;                   // composed transpose order; empty = identity
-  bool swap_ = false;                       // bytes codec is big endian
-  std::vector<std::unique_ptr<Codec>> bb_;  // bytes->bytes codecs, encode order
+  ChunkSpec encoded_;                                   // after all array->array codecs
+  std::vector<int> perm_;                               // composed transpose order; empty = identity
+  bool swap_ = false;                                   // bytes codec is big endian
+  std::vector<std::unique_ptr<BytesToBytesCodec>> bb_;  // bytes->bytes codecs, encode order
   // sizes_[k] = size of the input of bb_[k] (sizes_[0] = raw bytes; sizes_.back() = stored)
   std::vector<std::optional<uint64_t>> sizes_;
   uint64_t max_stored_ = 0;

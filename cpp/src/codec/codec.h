@@ -1,18 +1,25 @@
-// Codec interfaces of the Zarr v3 chunk encoding, and the per-thread decode scratch.
+// Codec interfaces of the Zarr v3 chunk encoding, typed by kind, and the per-thread decode
+// scratch.
 //
 // Lifecycle (as in TensorStore's codec.h):
-//   1. Parse: the registry (registry.h) builds a Codec from its Zarr name and JSON
-//      configuration, validating the configuration.
+//   1. Parse: the registry (registry.h) builds a codec from its Zarr name and JSON
+//      configuration, validating the configuration. Parsing is the only place that sees JSON.
 //   2. Prepare: a CodecChain (chain.h) threads the chunk's shape and item size forwards
 //      through the codecs once per array (transpose changes the shape later codecs see),
 //      so every decode knows its expected sizes up front.
 //   3. Run: CodecChain::Decode runs the codecs in reverse on one stored chunk.
 //
-// Codec kinds follow the spec: array->array (transpose), array->bytes (bytes),
-// bytes->bytes (zstd, gzip, crc32c). sharding_indexed is handled by the zarr and read
-// layers, which read shards partially; it never appears inside a CodecChain.
+// Kinds follow the spec, one interface each (as zarrs' ArrayToArray/ArrayToBytes/
+// BytesToBytes traits and TensorStore's codec specs):
+//   - ArrayToArrayCodec (transpose): maps a decoded chunk spec to an encoded one. Codecs that
+//     only permute axes say so (AxisOrder), and the chain composes them into one strided copy.
+//   - ArrayToBytesCodec (bytes): says how elements are laid out as bytes (byte order).
+//   - BytesToBytesCodec (zstd, gzip, blosc, crc32c): decodes a byte string.
+// Each kind class fixes kind() (final), so code holding a Codec may static_cast to the class
+// its kind() names and nothing else. sharding_indexed is handled by the zarr and read layers,
+// which read shards partially; it never appears inside a CodecChain.
 //
-// Thread-safety: Codec objects are immutable after parsing and may be shared by threads.
+// Thread-safety: codec objects are immutable after parsing and may be shared by threads.
 // Per-thread mutable state (zstd and zlib contexts, buffers) lives in DecodeScratch.
 #pragma once
 
@@ -70,6 +77,9 @@ struct BytesOut {
   std::span<const uint8_t> result;  ///< set by Decode: the decoded bytes
 };
 
+/// Common base: what every codec can say about itself. Only the three kind classes below
+/// can derive from it (private constructor), and each fixes kind(), so kind() always names
+/// the class a Codec may be cast to.
 class Codec {
  public:
   virtual ~Codec() = default;
@@ -77,48 +87,84 @@ class Codec {
   /// Zarr name, e.g. "zstd".
   virtual std::string name() const = 0;
 
-  /// array->array: the encoded representation for a decoded one (transpose permutes).
-  virtual Result<ChunkSpec> EncodedSpec(const ChunkSpec& decoded) const { return decoded; }
+ private:
+  Codec() = default;
+  friend class ArrayToArrayCodec;
+  friend class ArrayToBytesCodec;
+  friend class BytesToBytesCodec;
+};
 
-  /// bytes->bytes: the encoded size for `decoded` bytes when fixed (crc32c: +4), else nullopt.
+/// array -> array codecs (transpose). Applied at prepare time to specs; decoding of codecs
+/// that permute axes is done by the chain as one strided copy for all of them together.
+class ArrayToArrayCodec : public Codec {
+ public:
+  CodecKind kind() const final { return CodecKind::kArrayToArray; }
+
+  /// The encoded representation of a `decoded` chunk. Fails with kInvalidFormat when the
+  /// codec does not fit the chunk (a transpose order of the wrong rank).
+  virtual Result<ChunkSpec> EncodedSpec(const ChunkSpec& decoded) const = 0;
+
+  /// For a codec that only permutes axes: the order for a chunk of `rank` dimensions, with
+  /// encoded axis i = decoded axis order[i]. nullopt for any other kind of array -> array
+  /// codec, which the chain then refuses (kUnimplemented) until it grows an element-wise
+  /// decode stage: no such codec is registered yet.
+  virtual std::optional<std::vector<int>> AxisOrder(size_t rank) const { return std::nullopt; }
+};
+
+/// array -> bytes codecs (bytes). The encoded bytes are the elements in C order of the
+/// encoded spec; the codec decides only their byte order.
+class ArrayToBytesCodec : public Codec {
+ public:
+  CodecKind kind() const final { return CodecKind::kArrayToBytes; }
+  /// True when each element's components (swap_unit bytes) are stored big endian.
+  virtual bool big_endian() const = 0;
+};
+
+/// bytes -> bytes codecs (zstd, gzip, blosc, crc32c).
+class BytesToBytesCodec : public Codec {
+ public:
+  CodecKind kind() const final { return CodecKind::kBytesToBytes; }
+
+  /// The encoded size for `decoded` bytes when fixed (crc32c: +4), else nullopt.
   virtual std::optional<uint64_t> EncodedSize(uint64_t decoded) const { return std::nullopt; }
 
-  /// bytes->bytes: the most bytes any conforming encoder can store for `decoded` bytes
-  /// (worst case plus framing a writer may add). Stored data above it is corrupt: the read
-  /// layer refuses it before allocating a buffer for it. The default is the fixed size.
+  /// The most bytes any conforming encoder can store for `decoded` bytes (worst case plus
+  /// framing a writer may add). Stored data above it is corrupt: the read layer refuses it
+  /// before allocating a buffer for it. The default is the fixed size.
   virtual uint64_t MaxEncodedSize(uint64_t decoded) const { return EncodedSize(decoded).value_or(decoded); }
 
-  /// bytes->bytes decode. With out.fixed set, must produce exactly out.size bytes there or
-  /// fail with kDataLoss; may instead leave out.result pointing into `in` (crc32c strips).
+  /// Decodes `in`. With out.fixed set, must produce exactly out.size bytes there (writing
+  /// nothing past them) or fail with kDataLoss; may instead leave out.result pointing into
+  /// `in` (crc32c strips). With out.grow set, decodes into that buffer, growing it.
   virtual Status DecodeBytes(std::span<const uint8_t> in, BytesOut& out,
-                             DecodeScratch& scratch) const {
-    return Status::Internal("not a bytes->bytes codec");
-  }
+                             DecodeScratch& scratch) const = 0;
 };
 
 /// array->bytes `bytes` codec: only the byte order matters for decoding.
-class BytesCodec final : public Codec {
+class BytesCodec final : public ArrayToBytesCodec {
  public:
   explicit BytesCodec(bool big_endian) : big_endian_(big_endian) {}
-  CodecKind kind() const override { return CodecKind::kArrayToBytes; }
   std::string name() const override { return "bytes"; }
-  bool big_endian() const { return big_endian_; }
+  bool big_endian() const override { return big_endian_; }
 
  private:
   bool big_endian_;
 };
 
-/// array->array `transpose`: encoded[b] = decoded[a] with b[i] = a[order[i]].
-class TransposeCodec final : public Codec {
+/// array->array `transpose`: encoded[b] = decoded[a] with b[i] = a[order[i]]. The order is
+/// a permutation, or the pre-spec "C" / "F" resolved against the rank when prepared.
+class TransposeCodec final : public ArrayToArrayCodec {
  public:
+  enum class Named { kNone, kC, kF };
   explicit TransposeCodec(std::vector<int> order) : order_(std::move(order)) {}
-  CodecKind kind() const override { return CodecKind::kArrayToArray; }
+  explicit TransposeCodec(Named named) : named_(named) {}
   std::string name() const override { return "transpose"; }
   Result<ChunkSpec> EncodedSpec(const ChunkSpec& decoded) const override;
-  const std::vector<int>& order() const { return order_; }
+  std::optional<std::vector<int>> AxisOrder(size_t rank) const override;
 
  private:
   std::vector<int> order_;
+  Named named_ = Named::kNone;
 };
 
 /// CRC-32C (Castagnoli) of data, as the crc32c codec and shard indexes use it.

@@ -68,9 +68,8 @@ bool HasSse42() {
 }
 #endif
 
-class Crc32cCodec final : public Codec {
+class Crc32cCodec final : public BytesToBytesCodec {
  public:
-  CodecKind kind() const override { return CodecKind::kBytesToBytes; }
   std::string name() const override { return "crc32c"; }
   std::optional<uint64_t> EncodedSize(uint64_t decoded) const override { return decoded + 4; }
 

@@ -59,9 +59,8 @@ Status InflateInto(z_stream* zs, std::span<const uint8_t> in, uint8_t* dst, size
   return Status::Ok();
 }
 
-class GzipCodec final : public Codec {
+class GzipCodec final : public BytesToBytesCodec {
  public:
-  CodecKind kind() const override { return CodecKind::kBytesToBytes; }
   std::string name() const override { return "gzip"; }
   // Deflate's worst case is stored blocks (5 bytes per 64 KiB); a member header may carry
   // up to 64 KiB of extra field plus a name and comment, and writers may emit several

@@ -19,12 +19,13 @@ const std::map<std::string, Parser>& Registry() {
       {"zstd", &ParseZstdCodec},
       {"gzip", &ParseGzipCodec},
       {"crc32c", &ParseCrc32cCodec},
+      {"blosc", &ParseBloscCodec},
   };
   return kRegistry;
 }
 
 bool KnownButUnsupported(const std::string& name) {
-  static const char* const kNames[] = {"blosc", "sharding_indexed", "vlen-utf8", "vlen-bytes",
+  static const char* const kNames[] = {"sharding_indexed", "vlen-utf8", "vlen-bytes",
                                        "packbits", "bitround", "cast_value", "scale_offset"};
   for (const char* n : kNames) if (name == n) return true;
   return name.rfind("numcodecs.", 0) == 0;
@@ -66,6 +67,19 @@ Result<std::unique_ptr<Codec>> ParseCodec(const nlohmann::json& element) {
     return Status::Unimplemented("codec '" + name + "' is not supported by lsio yet");
   }
   return Status::Unimplemented("unknown codec '" + name + "'");
+}
+
+Result<std::unique_ptr<CodecChain>> ParseCodecChain(const nlohmann::json& codecs,
+                                                    const ChunkSpec& decoded) {
+  if (!codecs.is_array()) return Status::InvalidFormat("\"codecs\" must be a list");
+  if (codecs.empty()) return Status::InvalidFormat("\"codecs\" must not be empty");
+  std::vector<std::unique_ptr<Codec>> parsed;
+  parsed.reserve(codecs.size());
+  for (const auto& element : codecs) {
+    LSIO_ASSIGN_OR_RETURN(std::unique_ptr<Codec> c, ParseCodec(element));
+    parsed.push_back(std::move(c));
+  }
+  return CodecChain::Build(std::move(parsed), decoded);
 }
 
 }  // namespace lsio

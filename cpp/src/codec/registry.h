@@ -1,11 +1,16 @@
-// Codec registry: Zarr codec name -> parser of its JSON configuration.
+// Codec registry: Zarr codec name -> parser of its JSON configuration, and the JSON entry
+// point that parses a whole codec list into a prepared CodecChain.
 //
 // Usage:
+//   LSIO_ASSIGN_OR_RETURN(std::unique_ptr<CodecChain> chain, ParseCodecChain(codecs_json, spec));
 //   LSIO_ASSIGN_OR_RETURN(std::unique_ptr<Codec> c, ParseCodec(json_element));
 // `json_element` is a codec object {"name", "configuration"?, "must_understand"?} or the
 // short-hand string "name". Each codec file registers itself in registry.cc with one line.
 // Unknown or unsupported names fail with kUnimplemented naming the codec; bad
 // configurations fail with kInvalidFormat.
+//
+// This is the only codec header that knows JSON. The zarr layer includes it to parse
+// metadata; the read layer must not (it runs prepared chains through chain.h).
 #pragma once
 
 #include <memory>
@@ -13,11 +18,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "codec/chain.h"
 #include "codec/codec.h"
 
 namespace lsio {
 
+/// Parses one codec element. Fails with kInvalidFormat or kUnimplemented.
 Result<std::unique_ptr<Codec>> ParseCodec(const nlohmann::json& element);
+
+/// Parses `codecs` (a JSON list) and prepares it for chunks described by `decoded`
+/// (CodecChain::Build). Fails with kInvalidFormat (malformed list) or kUnimplemented
+/// (unsupported codec).
+Result<std::unique_ptr<CodecChain>> ParseCodecChain(const nlohmann::json& codecs,
+                                                    const ChunkSpec& decoded);
 
 /// Splits a codec element into its name and configuration (an empty object when absent).
 Status CodecNameAndConfig(const nlohmann::json& element, std::string* name,
@@ -29,5 +42,10 @@ Result<std::unique_ptr<Codec>> ParseTransposeCodec(const nlohmann::json& config)
 Result<std::unique_ptr<Codec>> ParseZstdCodec(const nlohmann::json& config);
 Result<std::unique_ptr<Codec>> ParseGzipCodec(const nlohmann::json& config);
 Result<std::unique_ptr<Codec>> ParseCrc32cCodec(const nlohmann::json& config);
+Result<std::unique_ptr<Codec>> ParseBloscCodec(const nlohmann::json& config);
+
+/// The blosc frame decoder without a configuration (frames describe themselves): shared by
+/// the v3 `blosc` codec and Zarr v2's numcodecs `blosc` compressor.
+std::unique_ptr<BytesToBytesCodec> NewBloscDecoder();
 
 }  // namespace lsio

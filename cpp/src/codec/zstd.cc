@@ -73,9 +73,8 @@ Status StreamInto(ZSTD_DCtx* dctx, std::span<const uint8_t> in, uint8_t* dst, si
   }
 }
 
-class ZstdCodec final : public Codec {
+class ZstdCodec final : public BytesToBytesCodec {
  public:
-  CodecKind kind() const override { return CodecKind::kBytesToBytes; }
   std::string name() const override { return "zstd"; }
   // One frame's worst case, plus slack for writers that split data into several frames or
   // blocks (3 bytes a block, up to 18 bytes of header and 4 of checksum a frame) or add

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "codec/registry.h"
+#include "zarr/sharding_config.h"
 
 namespace lsio {
 namespace {
@@ -219,7 +220,7 @@ Result<ArrayMetadata> ParseArrayMetadata(std::string_view text) {
   if (shard_pos < 0) {
     m.read_chunk_shape = m.chunk_shape;
     spec.shape = m.read_chunk_shape;
-    LSIO_ASSIGN_OR_RETURN(m.chain, CodecChain::Parse(codecs, spec));
+    LSIO_ASSIGN_OR_RETURN(m.chain, ParseCodecChain(codecs, spec));
     m.codecs_description = m.chain->description();
     return m;
   }
@@ -247,7 +248,7 @@ Result<ArrayMetadata> ParseArrayMetadata(std::string_view text) {
   }
   m.read_chunk_shape = layout.inner_shape;
   spec.shape = m.read_chunk_shape;
-  LSIO_ASSIGN_OR_RETURN(m.chain, CodecChain::Parse(*inner, spec));
+  LSIO_ASSIGN_OR_RETURN(m.chain, ParseCodecChain(*inner, spec));
   m.codecs_description = "sharding_indexed[" + m.chain->description() + "]";
   m.sharding = std::move(layout);
   return m;

@@ -10,12 +10,15 @@
 //
 // Supported now: dtypes b1, i1-i8, u1-u8, f2-f8, c8/c16 in either byte order; order C/F;
 // dimension_separator "." and "/"; every fill_value encoding of those types (null = the
-// dtype's zero, as zarr-python 3 reads it); compressors null, zstd, gzip, zlib. Everything
+// dtype's zero, as zarr-python 3 reads it); compressors null, zstd, gzip, zlib, blosc (as the
+// v3 blosc codec: the same c-blosc frames). Everything
 // else (other compressors, filters, string/object/datetime/structured dtypes) fails with
 // kUnimplemented naming it.
+#include <algorithm>
 #include <set>
 #include <string>
 
+#include "codec/registry.h"
 #include "zarr/metadata.h"
 
 namespace lsio {
@@ -54,7 +57,7 @@ Status V2DataType(const nlohmann::json& j, std::string* name, std::string* endia
 }
 
 // The compressor as a v3 codec; null when there is none.
-Result<nlohmann::json> V2Compressor(const nlohmann::json& c) {
+Result<nlohmann::json> V2Compressor(const nlohmann::json& c, size_t typesize) {
   if (c.is_null()) return nlohmann::json();
   if (!c.is_object()) return Status::InvalidFormat(".zarray: compressor must be an object or null");
   auto id = c.find("id");
@@ -76,6 +79,32 @@ Result<nlohmann::json> V2Compressor(const nlohmann::json& c) {
     LSIO_ASSIGN_OR_RETURN(int lv, level(1));
     if (lv < 0 || lv > 9) lv = 1;  // only decoded: the level does not matter, the v3 codec checks it
     return nlohmann::json{{"name", "gzip"}, {"configuration", {{"level", lv}}}};
+  }
+  if (name == "blosc") {
+    // Blosc frames describe themselves (codec, shuffle, typesize); the v3 codec validates
+    // the configuration, so it gets v3's spelling of numcodecs' keys.
+    auto cname = c.find("cname");
+    auto shuffle = c.find("shuffle");
+    LSIO_ASSIGN_OR_RETURN(int clevel, [&]() -> Result<int> {
+      auto l = c.find("clevel");
+      if (l == c.end() || l->is_null()) return 5;
+      if (!l->is_number_integer()) return Status::InvalidFormat(".zarray: blosc clevel must be an integer");
+      return l->get<int>();
+    }());
+    std::string shuffle_name = "shuffle";  // numcodecs' default: 1 (byte)
+    if (shuffle != c.end() && !shuffle->is_null()) {
+      if (!shuffle->is_number_integer()) return Status::InvalidFormat(".zarray: blosc shuffle must be an integer");
+      const int s = shuffle->get<int>();
+      // -1 (AUTOSHUFFLE): bit for 1-byte items, byte otherwise; the frame says which was used.
+      if (s < -1 || s > 2) return Status::InvalidFormat(".zarray: blosc shuffle must be -1, 0, 1 or 2");
+      shuffle_name = s == 0 ? "noshuffle" : s == 2 ? "bitshuffle" : "shuffle";
+    }
+    nlohmann::json config = {{"cname", cname != c.end() && cname->is_string() ? cname->get<std::string>() : "lz4"},
+                             {"clevel", clevel},
+                             {"shuffle", shuffle_name},
+                             {"typesize", std::max<size_t>(1, typesize)}};
+    if (auto bs = c.find("blocksize"); bs != c.end() && bs->is_number_integer()) config["blocksize"] = bs->get<int64_t>();
+    return nlohmann::json{{"name", "blosc"}, {"configuration", config}};
   }
   return Status::Unimplemented("compressor '" + name + "' is not supported by lsio yet");
 }
@@ -155,14 +184,14 @@ Result<ArrayMetadata> ParseArrayMetadataV2(std::string_view zarray, std::string_
     codecs.push_back({{"name", "transpose"}, {"configuration", {{"order", perm}}}});
   }
   codecs.push_back({{"name", "bytes"}, {"configuration", {{"endian", endian}}}});
-  LSIO_ASSIGN_OR_RETURN(nlohmann::json compressor, V2Compressor(j["compressor"]));
+  LSIO_ASSIGN_OR_RETURN(nlohmann::json compressor, V2Compressor(j["compressor"], m.dtype.itemsize));
   if (!compressor.is_null()) codecs.push_back(compressor);
 
   ChunkSpec spec;
   spec.itemsize = m.dtype.itemsize;
   spec.swap_unit = m.dtype.swap_unit;
   spec.shape = m.read_chunk_shape;
-  LSIO_ASSIGN_OR_RETURN(m.chain, CodecChain::Parse(codecs, spec));
+  LSIO_ASSIGN_OR_RETURN(m.chain, ParseCodecChain(codecs, spec));
   std::string description = m.chain->description();
   if (j["compressor"].is_object() && j["compressor"].value("id", "") == "zlib") {
     // Stored as zlib, inflated by the gzip codec: say what is stored.

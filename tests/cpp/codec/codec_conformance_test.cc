@@ -1,8 +1,8 @@
 // The codec conformance suite, run by every bytes -> bytes codec (zstd with and without a
-// content size, gzip, crc32c): round trips at several sizes, as the only codec and stacked
+// content size, gzip, crc32c, blosc): round trips at several sizes, as the only codec and stacked
 // under zstd (the growable-buffer path), and kDataLoss for truncation, wrong decoded size,
-// garbage, empty input and trailing bytes. Test data is encoded with libzstd / zlib / a
-// reference CRC-32C, never with lsio.
+// garbage, empty input and trailing bytes. Test data is encoded with libzstd / zlib /
+// c-blosc / a reference CRC-32C, never with lsio.
 #include <string>
 #include <vector>
 
@@ -32,6 +32,19 @@ struct GzipTraits {
   static constexpr const char* kJson = R"({"name": "gzip", "configuration": {"level": 5}})";
   static Bytes Encode(const Bytes& d) { return lsio_test::Deflate(d, true, 5); }
 };
+struct BloscTraits {
+  static constexpr const char* kJson =
+      R"({"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 1, "blocksize": 0}})";
+  static Bytes Encode(const Bytes& d) { return lsio_test::BloscCompress(d); }
+};
+struct BloscZstdBitshuffleTraits {
+  static constexpr const char* kJson =
+      R"({"name": "blosc", "configuration": {"cname": "zstd", "clevel": 3, "shuffle": "bitshuffle", "typesize": 4, "blocksize": 256}})";
+  static Bytes Encode(const Bytes& d) {
+    return lsio_test::BloscCompress(d, {.cname = "zstd", .clevel = 3, .shuffle = BLOSC_BITSHUFFLE, .typesize = 4,
+                                        .blocksize = 256});
+  }
+};
 struct Crc32cTraits {
   static constexpr const char* kJson = R"({"name": "crc32c"})";
   static Bytes Encode(const Bytes& d) { return lsio_test::WithCrc(d); }
@@ -53,7 +66,8 @@ class CodecConformanceTest : public testing::Test {
   }
 };
 
-using Codecs = testing::Types<ZstdTraits, ZstdNoContentSizeTraits, GzipTraits, Crc32cTraits>;
+using Codecs = testing::Types<ZstdTraits, ZstdNoContentSizeTraits, GzipTraits, BloscTraits,
+                              BloscZstdBitshuffleTraits, Crc32cTraits>;
 class CodecNames {
  public:
   template <typename T>
@@ -61,6 +75,8 @@ class CodecNames {
     if (std::is_same_v<T, ZstdTraits>) return "Zstd";
     if (std::is_same_v<T, ZstdNoContentSizeTraits>) return "ZstdNoContentSize";
     if (std::is_same_v<T, GzipTraits>) return "Gzip";
+    if (std::is_same_v<T, BloscTraits>) return "Blosc";
+    if (std::is_same_v<T, BloscZstdBitshuffleTraits>) return "BloscZstdBitshuffle";
     return "Crc32c";
   }
 };

@@ -1,7 +1,8 @@
 // Helpers for the codec tests: parse a chain from JSON text, decode into a fresh buffer, and
-// encode test data with the reference libraries (libzstd, zlib) themselves.
+// encode test data with the reference libraries (libzstd, zlib, c-blosc) themselves.
 #pragma once
 
+#include <blosc.h>
 #include <zlib.h>
 #include <zstd.h>
 
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "codec/chain.h"
+#include "codec/registry.h"
 #include "codec/codec.h"
 #include "test_util.h"
 
@@ -28,7 +30,7 @@ inline lsio::ChunkSpec Spec(std::vector<int64_t> shape, size_t itemsize = 1, siz
 
 inline lsio::Result<std::unique_ptr<lsio::CodecChain>> ParseChain(const std::string& json_text,
                                                                   const lsio::ChunkSpec& spec) {
-  return lsio::CodecChain::Parse(nlohmann::json::parse(json_text), spec);
+  return lsio::ParseCodecChain(nlohmann::json::parse(json_text), spec);
 }
 
 /// Decodes `in` with `chain` into a buffer of decoded_size() bytes.
@@ -79,6 +81,24 @@ inline Bytes Deflate(const Bytes& data, bool gzip = true, int level = 6) {
   EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
   out.resize(zs.total_out);
   deflateEnd(&zs);
+  return out;
+}
+
+struct BloscOptions {
+  const char* cname = "lz4";
+  int clevel = 5;
+  int shuffle = BLOSC_SHUFFLE;  ///< BLOSC_NOSHUFFLE, BLOSC_SHUFFLE or BLOSC_BITSHUFFLE
+  size_t typesize = 1;
+  size_t blocksize = 0;         ///< 0: c-blosc chooses
+};
+
+/// A c-blosc 1.x frame of `data`, made by c-blosc's own compressor (as numcodecs does).
+inline Bytes BloscCompress(const Bytes& data, BloscOptions o = {}) {
+  Bytes out(data.size() + BLOSC_MAX_OVERHEAD);
+  const int n = blosc_compress_ctx(o.clevel, o.shuffle, o.typesize, data.size(), data.data(), out.data(),
+                                   out.size(), o.cname, o.blocksize, 1);
+  EXPECT_GT(n, 0) << "blosc_compress_ctx failed for cname " << o.cname;
+  out.resize(n > 0 ? static_cast<size_t>(n) : 0);
   return out;
 }
 

@@ -136,7 +136,7 @@ TEST(ExecutorTest, ShardIndexIsReadOnceThenServedFromTheCache) {
   Status fresh = s->Read({Box({0, 0}, {4, 4})}, {View(out.data(), {4, 4}, 2)});
   ASSERT_FALSE(fresh.ok());
   EXPECT_EQ(fresh.code(), StatusCode::kDataLoss);
-  EXPECT_EQ(fresh.message().rfind("shard index crc32c mismatch (stored 0xa99d79ba", 0), 0u) << fresh.message();
+  EXPECT_EQ(fresh.message().rfind("shard index: crc32c checksum mismatch (stored 0xa99d79ba", 0), 0u) << fresh.message();
   EXPECT_EQ(fresh.path(), path);
   EXPECT_TRUE(fresh.has_range());
   EXPECT_EQ(fresh.range_offset(), 24u);

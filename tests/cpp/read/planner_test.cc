@@ -10,9 +10,11 @@
 #include <gtest/gtest.h>
 
 #include "codec/chain.h"
+#include "codec/registry.h"
 #include "test_util.h"
 #include "zarr/layout.h"
 #include "zarr/shard_index.h"
+#include "zarr/sharding_config.h"
 
 namespace lsio {
 namespace {
@@ -35,7 +37,7 @@ TestLayout MakeLayout(std::vector<int64_t> shape, std::vector<int64_t> chunk, si
   spec.shape = chunk;
   spec.itemsize = itemsize;
   spec.swap_unit = itemsize;
-  auto c = CodecChain::Parse(nlohmann::json::parse(codecs), spec);
+  auto c = ParseCodecChain(nlohmann::json::parse(codecs), spec);
   EXPECT_TRUE(c.ok()) << c.status().ToString();
   t.meta.chain = std::move(c).value();
   t.meta.shape = shape;

@@ -72,7 +72,8 @@ TEST(MetadataTest, ZarrPythonShardedDocument) {
   EXPECT_EQ(m->sharding->chunks_per_shard, (std::vector<int64_t>{5, 5}));
   EXPECT_EQ(m->sharding->index_size, 25u * 16 + 4);
   EXPECT_TRUE(m->sharding->index_at_end);
-  EXPECT_TRUE(m->sharding->index_has_crc);
+  ASSERT_NE(m->sharding->index_chain, nullptr);
+  EXPECT_EQ(m->sharding->index_chain->description(), "bytes, crc32c");
   ASSERT_NE(m->chain, nullptr);
   EXPECT_EQ(m->chain->decoded_size(), 200u);
   EXPECT_FALSE(m->chain->stored_is_decoded());
@@ -269,8 +270,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadDoc{"CodecsNotList", [](J& j) { j["codecs"] = "bytes"; }, kFmt, "\"codecs\" must be a list"},
         BadDoc{"CodecsEmpty", [](J& j) { j["codecs"] = J::array(); }, kFmt, "\"codecs\" must not be empty"},
         BadDoc{"UnknownCodec", [](J& j) { j["codecs"] = {"bytes", "lzma"}; }, kUnimpl, "unknown codec 'lzma'"},
-        BadDoc{"BloscCodec", [](J& j) { j["codecs"] = {"bytes", {{"name", "blosc"}}}; }, kUnimpl,
-               "codec 'blosc' is not supported by lsio yet"},
+        BadDoc{"PackbitsCodec", [](J& j) { j["codecs"] = {{{"name", "packbits"}}}; }, kUnimpl,
+               "codec 'packbits' is not supported by lsio yet"},
+        BadDoc{"BloscBadShuffle",
+               [](J& j) { j["codecs"] = {"bytes", {{"name", "blosc"}, {"configuration", {{"shuffle", "byte"}}}}}; },
+               kFmt, "blosc codec: \"shuffle\" must be one of bitshuffle, noshuffle, shuffle, got \"byte\""},
         BadDoc{"NoArrayToBytes", [](J& j) { j["codecs"] = {"zstd"}; }, kFmt,
                "codec 'zstd' (bytes -> bytes) before the array -> bytes codec"},
         BadDoc{"CompressionAfterSharding",
@@ -339,6 +343,18 @@ TEST(MetadataV2Test, ParsesIntoTheV3Structures) {
   EXPECT_EQ(m->attributes["units"], "K");
 }
 
+TEST(MetadataV2Test, BloscIsTheV3BloscCodec) {
+  // zarr-python 2's default compressor, as written (numcodecs keys).
+  auto m = ParseArrayMetadataV2(kZarray, "");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->codecs_description, "v2[bytes, blosc]");
+  nlohmann::json j = nlohmann::json::parse(kZarray);
+  j["compressor"]["shuffle"] = -1;  // TensorStore's AUTOSHUFFLE
+  j["compressor"].erase("blocksize");
+  m = ParseArrayMetadataV2(j.dump(), "");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+}
+
 TEST(MetadataV2Test, OrderFByteOrderSeparatorAndFills) {
   nlohmann::json j = V2Doc();
   j["order"] = "F";
@@ -379,8 +395,10 @@ TEST(MetadataV2Test, UnsupportedAndMalformedAreTypedErrors) {
     std::string words;
   };
   const std::vector<Case> cases = {
-      {[](nlohmann::json& j) { j["compressor"] = nlohmann::json::parse(kZarray)["compressor"]; }, kUnimpl,
-       "compressor 'blosc' is not supported by lsio yet"},
+      {[](nlohmann::json& j) { j["compressor"] = {{"id", "lzma"}, {"preset", 1}}; }, kUnimpl,
+       "compressor 'lzma' is not supported by lsio yet"},
+      {[](nlohmann::json& j) { j["compressor"] = nlohmann::json::parse(kZarray)["compressor"]; j["compressor"]["shuffle"] = 3; },
+       kFmt, "blosc shuffle must be -1, 0, 1 or 2"},
       {[](nlohmann::json& j) { j["filters"] = {{{"id", "delta"}, {"dtype", "<u2"}}}; }, kUnimpl,
        "filter 'delta' is not supported by lsio yet"},
       {[](nlohmann::json& j) { j["dtype"] = "<U4"; }, kUnimpl, "dtype '<U4' (strings) is not supported by lsio yet"},

@@ -3,6 +3,7 @@
 // nbytes alone at 2^64-1), bad crc, entries past EOF, overflow, zero length, overlapping
 // the index, short index, big-endian index, index without crc.
 #include "zarr/shard_index.h"
+#include "zarr/sharding_config.h"
 
 #include <string>
 #include <vector>
@@ -66,8 +67,8 @@ TEST(ShardLayoutTest, ZarrPythonDefaults) {
   EXPECT_EQ(l.chunks_per_shard, (std::vector<int64_t>{2, 2}));
   EXPECT_EQ(l.num_entries, 4u);
   EXPECT_TRUE(l.index_at_end);
-  EXPECT_FALSE(l.index_big_endian);
-  EXPECT_TRUE(l.index_has_crc);
+  ASSERT_NE(l.index_chain, nullptr);
+  EXPECT_EQ(l.index_chain->description(), "bytes, crc32c");
   EXPECT_EQ(l.index_size, 68u);
   EXPECT_EQ(l.IndexOffset(92), 24u);
 }
@@ -75,8 +76,8 @@ TEST(ShardLayoutTest, ZarrPythonDefaults) {
 TEST(ShardLayoutTest, NoIndexLocationMeansEndAndCrcIsOptional) {
   const ShardLayout l = Layout(kConfigBigNoCrc, {4, 4});
   EXPECT_TRUE(l.index_at_end);
-  EXPECT_TRUE(l.index_big_endian);
-  EXPECT_FALSE(l.index_has_crc);
+  ASSERT_NE(l.index_chain, nullptr);
+  EXPECT_EQ(l.index_chain->description(), "bytes(big)");
   EXPECT_EQ(l.index_size, 64u) << "no crc32c: no 4 extra bytes";
   const ShardLayout s = Layout(kConfigStart, {4, 4});
   EXPECT_FALSE(s.index_at_end);
@@ -115,12 +116,16 @@ TEST(ShardLayoutTest, MalformedConfigurations) {
       {R"({"chunk_shape": [2, 2], "index_codecs": []})", {4, 4}, StatusCode::kInvalidFormat,
        "sharding_indexed: missing \"index_codecs\" list"},
       {R"({"chunk_shape": [2, 2], "index_codecs": ["bytes", "zstd"]})", {4, 4}, StatusCode::kInvalidFormat,
-       "sharding_indexed: index codec 'zstd' is not fixed-size"},
-      {R"({"chunk_shape": [2, 2], "index_codecs": ["bytes", "crc32c", "crc32c"]})", {4, 4},
-       StatusCode::kUnimplemented, "sharding_indexed: index codecs other than [bytes, crc32c?] (found 'crc32c')"},
-      {R"({"chunk_shape": [2, 2], "index_codecs": ["crc32c", "bytes"]})", {4, 4}, StatusCode::kUnimplemented,
-       "sharding_indexed: index codecs other than [bytes, crc32c?] (found 'crc32c')"},
-      {R"({"chunk_shape": [2, 2], "index_codecs": ["foo"]})", {4, 4}, StatusCode::kUnimplemented, "unknown codec 'foo'"},
+       "sharding_indexed: index_codecs (bytes, zstd) are not fixed-size, so the index cannot be located"},
+      {R"({"chunk_shape": [2, 2], "index_codecs": ["crc32c", "bytes"]})", {4, 4}, StatusCode::kInvalidFormat,
+       "sharding_indexed: index_codecs: codec 'crc32c' (bytes -> bytes) before the array -> bytes codec"},
+      {R"({"chunk_shape": [2, 2], "index_codecs": ["crc32c"]})", {4, 4}, StatusCode::kInvalidFormat,
+       "sharding_indexed: index_codecs: codec 'crc32c' (bytes -> bytes) before the array -> bytes codec"},
+      {R"({"chunk_shape": [2, 2], "index_codecs": [{"name": "transpose", "configuration": {"order": [1, 0]}}, "bytes"]})",
+       {4, 4}, StatusCode::kInvalidFormat,
+       "sharding_indexed: index_codecs: transpose codec: order has 2 entries for a chunk of rank 3"},
+      {R"({"chunk_shape": [2, 2], "index_codecs": ["foo"]})", {4, 4}, StatusCode::kUnimplemented,
+       "sharding_indexed: index_codecs: unknown codec 'foo'"},
       {R"({"chunk_shape": [1, 1], "index_codecs": ["bytes"]})", {65536, 65537}, StatusCode::kInvalidFormat,
        "sharding_indexed: more than 2^32 inner chunks per shard"},
   };
@@ -212,7 +217,7 @@ TEST(ShardIndexTest, BadCrcIsDataLossNamingBothValues) {
   EXPECT_EQ(e.status().code(), StatusCode::kDataLoss);
   const Bytes body(blob.begin() + 24, blob.begin() + 88);
   char want[128];
-  std::snprintf(want, sizeof want, "shard index crc32c mismatch (stored 0x569d79ba, computed 0x%08x)",
+  std::snprintf(want, sizeof want, "shard index: crc32c checksum mismatch (stored 0x569d79ba, computed 0x%08x)",
                 lsio_test::ReferenceCrc32c(body));
   EXPECT_EQ(e.status().message(), want);
 }
@@ -223,7 +228,7 @@ TEST(ShardIndexTest, BadCrcOnTheStoredChecksumItself) {
   auto e = DecodeIndex(idx, Layout(kConfigEnd, {4, 4}), 92);
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().code(), StatusCode::kDataLoss);
-  EXPECT_EQ(e.status().message().rfind("shard index crc32c mismatch", 0), 0u);
+  EXPECT_EQ(e.status().message().rfind("shard index: crc32c checksum mismatch", 0), 0u);
 }
 
 TEST(ShardIndexTest, EntryPastEndOfFileIsDataLoss) {
@@ -319,6 +324,47 @@ TEST(ShardIndexTest, BigEndianIndexWithCrc) {
   EXPECT_TRUE((*e)[1].missing());
   ExpectEntry((*e)[2], 0, 8);
   ExpectEntry((*e)[3], 16, 8);
+}
+
+TEST(ShardIndexTest, IndexDecodesThroughItsOwnCodecChain) {
+  // index_codecs are a codec chain like any other: a transpose of the (2, 2, 2) index array
+  // ("F": stored as all offsets, then all nbytes, in Fortran order of the inner grid) and
+  // two crc32c layers both decode; a failure names the shard index.
+  const ShardLayout l = Layout(R"({"chunk_shape": [2, 2], "index_codecs": [
+      {"name": "transpose", "configuration": {"order": "F"}}, "bytes", "crc32c", "crc32c"]})", {4, 4});
+  ASSERT_NE(l.index_chain, nullptr);
+  EXPECT_EQ(l.index_chain->description(), "transpose, bytes, crc32c, crc32c");
+  EXPECT_EQ(l.index_size, 72u);
+  // Entries in C order of the inner grid: (0,0) (0,1) (1,0) (1,1).
+  const std::vector<std::pair<uint64_t, uint64_t>> entries = {{0, 8}, {8, 8}, {16, 8}, {kMax, kMax}};
+  Bytes body;
+  for (int field = 0; field < 2; ++field) {
+    for (int j = 0; j < 2; ++j) {
+      for (int i = 0; i < 2; ++i) {
+        const auto& e = entries[static_cast<size_t>(i * 2 + j)];
+        lsio_test::PutLE<uint64_t>(body, field == 0 ? e.first : e.second);
+      }
+    }
+  }
+  const Bytes idx = lsio_test::WithCrc(lsio_test::WithCrc(body));
+  auto e = DecodeIndex(idx, l, 24 + 72);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  ExpectEntry((*e)[0], 0, 8);
+  ExpectEntry((*e)[1], 8, 8);
+  ExpectEntry((*e)[2], 16, 8);
+  EXPECT_TRUE((*e)[3].missing());
+  // The same bytes read without the transpose give other entries.
+  const ShardLayout plain = Layout(R"({"chunk_shape": [2, 2], "index_codecs": ["bytes", "crc32c", "crc32c"]})", {4, 4});
+  auto p = DecodeIndex(idx, plain, 24 + 72);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ExpectEntry((*p)[0], 0, 16);
+  EXPECT_TRUE((*p)[1].missing());
+  Bytes bad = idx;
+  bad[3] ^= 1;
+  auto b = DecodeIndex(bad, l, 24 + 72);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(b.status().message().rfind("shard index: crc32c checksum mismatch", 0), 0u) << b.status().message();
 }
 
 TEST(ShardIndexTest, IndexOnlyShardWithAllEntriesMissing) {

@@ -1,0 +1,124 @@
+// `blosc` codec (bytes -> bytes): Zarr v3 configuration parsing, and a decoder of c-blosc
+// 1.x frames through the library's context API.
+//
+// Usage: the registry maps the v3 name "blosc" to ParseBloscCodec, which validates the
+// configuration and returns the decoder. Decoding needs none of the configuration (the
+// frame header records codec, shuffle, typesize and sizes), so the decoder itself is
+// configuration-free: NewBloscDecoder() is what Zarr v2's numcodecs `blosc` compressor
+// (same frame format) will reuse.
+//
+// Why the context API with one thread: blosc_decompress_ctx keeps no global state and takes
+// no global lock (blosc_decompress does both and reads BLOSC_NTHREADS), and lsio's workers
+// already decode chunks in parallel, so one internal thread means no threads of c-blosc's
+// own (fork-safe, no oversubscription).
+//
+// Why validate first: c-blosc trusts the header's sizes; blosc_cbuffer_validate checks that
+// the header's compressed size equals the bytes we hold and that the decoded size is in
+// range, so a truncated or padded frame is refused before decompression, and the decoded
+// size is compared with the chunk's before anything is written. blosc_decompress_ctx never
+// writes past destsize, which is exactly the chunk.
+#include <blosc.h>
+
+#include <set>
+
+#include "codec/registry.h"
+
+namespace lsio {
+namespace {
+
+class BloscCodec final : public BytesToBytesCodec {
+ public:
+  std::string name() const override { return "blosc"; }
+  // c-blosc 1.x stores incompressible data raw (MEMCPYED): never more than the data plus
+  // its 16-byte header.
+  uint64_t MaxEncodedSize(uint64_t decoded) const override { return decoded + BLOSC_MAX_OVERHEAD; }
+
+  Status DecodeBytes(std::span<const uint8_t> in, BytesOut& out,
+                     DecodeScratch& scratch) const override {
+    if (in.size() < BLOSC_MIN_HEADER_LENGTH) {
+      return Status::DataLoss("blosc: frame of " + std::to_string(in.size()) +
+                              " bytes is shorter than its 16-byte header");
+    }
+    size_t nbytes = 0;
+    if (blosc_cbuffer_validate(in.data(), in.size(), &nbytes) != 0) {
+      if (in[0] != BLOSC_VERSION_FORMAT) {
+        return Status::DataLoss("blosc: not a c-blosc 1.x frame (format version " + std::to_string(in[0]) +
+                                ", expected " + std::to_string(BLOSC_VERSION_FORMAT) + ")");
+      }
+      size_t header_nbytes = 0, header_cbytes = 0, blocksize = 0;
+      blosc_cbuffer_sizes(in.data(), &header_nbytes, &header_cbytes, &blocksize);
+      return Status::DataLoss("blosc: corrupt or truncated frame (header says " + std::to_string(header_cbytes) +
+                              " compressed bytes for " + std::to_string(header_nbytes) + ", " +
+                              std::to_string(in.size()) + " stored)");
+    }
+    if (out.fixed != nullptr) {
+      if (nbytes != out.size) return WrongSize(nbytes, out.size);
+      LSIO_RETURN_IF_ERROR(Decompress(in, out.fixed, out.size));
+      out.result = {out.fixed, out.size};
+      return Status::Ok();
+    }
+    // Under another bytes->bytes codec: the header says the size (validated to be at most
+    // BLOSC_MAX_BUFFERSIZE, about 2 GiB).
+    if (!out.grow->Reserve(nbytes)) return Status::ResourceExhausted("blosc: out of memory");
+    LSIO_RETURN_IF_ERROR(Decompress(in, out.grow->data(), nbytes));
+    out.result = {out.grow->data(), nbytes};
+    return Status::Ok();
+  }
+
+ private:
+  // Decompresses a validated frame whose header says `size` decoded bytes into dst[0, size).
+  static Status Decompress(std::span<const uint8_t> in, uint8_t* dst, size_t size) {
+    if (size == 0) return Status::Ok();  // c-blosc returns 0 for empty frames, as for errors
+    const int r = blosc_decompress_ctx(in.data(), dst, size, /*numinternalthreads=*/1);
+    if (r < 0 || static_cast<size_t>(r) != size) {
+      return Status::DataLoss("blosc: corrupt data (c-blosc returned " + std::to_string(r) + " for a frame of " +
+                              std::to_string(size) + " bytes)");
+    }
+    return Status::Ok();
+  }
+
+  static Status WrongSize(uint64_t got, uint64_t want) {
+    return Status::DataLoss("blosc: chunk decodes to " + std::to_string(got) + " bytes, expected " +
+                            std::to_string(want));
+  }
+};
+
+// Integer option in [lo, hi]; absent is fine (zarr-python fills defaults for missing keys).
+Status CheckInt(const nlohmann::json& config, const char* key, int64_t lo, int64_t hi) {
+  auto it = config.find(key);
+  if (it == config.end()) return Status::Ok();
+  if (!it->is_number_integer() || it->get<int64_t>() < lo || it->get<int64_t>() > hi) {
+    return Status::InvalidFormat(std::string("blosc codec: \"") + key + "\" must be an integer in " +
+                                 std::to_string(lo) + ".." + std::to_string(hi) + ", got " + it->dump());
+  }
+  return Status::Ok();
+}
+
+Status CheckString(const nlohmann::json& config, const char* key, const std::set<std::string>& allowed) {
+  auto it = config.find(key);
+  if (it == config.end()) return Status::Ok();
+  if (!it->is_string() || allowed.count(it->get<std::string>()) == 0) {
+    std::string list;
+    for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+    return Status::InvalidFormat(std::string("blosc codec: \"") + key + "\" must be one of " + list + ", got " +
+                                 it->dump());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::unique_ptr<BytesToBytesCodec> NewBloscDecoder() { return std::make_unique<BloscCodec>(); }
+
+Result<std::unique_ptr<Codec>> ParseBloscCodec(const nlohmann::json& config) {
+  // The configuration only steers compression; each frame's header says how to decode it.
+  // It is still validated so that malformed metadata is reported as such.
+  LSIO_RETURN_IF_ERROR(CheckString(config, "cname", {"lz4", "lz4hc", "blosclz", "zstd", "snappy", "zlib"}));
+  LSIO_RETURN_IF_ERROR(CheckString(config, "shuffle", {"noshuffle", "shuffle", "bitshuffle"}));
+  LSIO_RETURN_IF_ERROR(CheckInt(config, "clevel", 0, 9));
+  LSIO_RETURN_IF_ERROR(CheckInt(config, "typesize", 1, INT64_MAX));
+  LSIO_RETURN_IF_ERROR(CheckInt(config, "blocksize", 0, INT64_MAX));
+  return std::unique_ptr<Codec>(NewBloscDecoder());
+}
+
+}  // namespace lsio

@@ -1,0 +1,289 @@
+// The `blosc` codec beyond the conformance suite: frames made by c-blosc's own compressor
+// for every cname x shuffle x typesize (and forced block sizes, raw MEMCPYED frames) decode
+// bit for bit, straight into the destination and under other codecs; corrupt headers,
+// truncated frames (also with the header patched to the truncated length, which passes
+// c-blosc's validation) and frames claiming another size fail with kDataLoss naming blosc,
+// never writing past the chunk; decoding starts no threads; the configuration-free decoder
+// (for Zarr v2's numcodecs blosc) decodes the same frames.
+#include <dirent.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "codec/codec_test_util.h"
+#include "codec/registry.h"
+
+namespace lsio {
+namespace {
+
+using lsio_test::BloscCompress;
+using lsio_test::BloscOptions;
+using lsio_test::Bytes;
+using lsio_test::ParseChain;
+using lsio_test::Spec;
+
+constexpr size_t kGuard = 64;
+
+std::string BloscJson(const char* cname, const char* shuffle, size_t typesize, size_t blocksize = 0) {
+  return std::string(R"(["bytes", {"name": "blosc", "configuration": {"cname": ")") + cname +
+         R"(", "clevel": 5, "shuffle": ")" + shuffle + R"(", "typesize": )" + std::to_string(typesize) +
+         R"(, "blocksize": )" + std::to_string(blocksize) + "}}]";
+}
+
+// Decodes with a chain into a buffer followed by kGuard guard bytes and checks the guard.
+Result<Bytes> DecodeGuarded(const CodecChain& chain, const Bytes& in) {
+  Bytes out(chain.decoded_size() + kGuard, 0x5A);
+  Status st = chain.Decode(std::span<const uint8_t>(in.data(), in.size()), out.data(), ThreadDecodeScratch());
+  for (size_t i = chain.decoded_size(); i < out.size(); ++i) {
+    if (out[i] != 0x5A) return Status::Internal("decode wrote past the chunk at byte " + std::to_string(i));
+  }
+  if (!st.ok()) return st;
+  out.resize(chain.decoded_size());
+  return out;
+}
+
+void ExpectBloscDataLoss(const Result<Bytes>& r, const std::string& what) {
+  ASSERT_FALSE(r.ok()) << what << ": decoded without error";
+  EXPECT_EQ(r.status().code(), StatusCode::kDataLoss) << what << ": " << r.status().ToString();
+  EXPECT_EQ(r.status().message().rfind("blosc: ", 0), 0u) << what << ": " << r.status().message();
+}
+
+// Typed test data: elements of `typesize` bytes that shuffle well (small high bytes).
+Bytes TypedData(size_t n_bytes, size_t typesize, uint64_t seed) {
+  Bytes b = lsio_test::PatternBytes(n_bytes, seed);
+  for (size_t i = 0; i < n_bytes; ++i) {
+    if (i % typesize != 0) b[i] = static_cast<uint8_t>((i / typesize / 97) & 3);
+  }
+  return b;
+}
+
+TEST(BloscCodecTest, EveryCnameShuffleAndTypesizeRoundTrips) {
+  const char* cnames[] = {"blosclz", "lz4", "lz4hc", "zlib", "zstd"};
+  const std::pair<int, const char*> shuffles[] = {
+      {BLOSC_NOSHUFFLE, "noshuffle"}, {BLOSC_SHUFFLE, "shuffle"}, {BLOSC_BITSHUFFLE, "bitshuffle"}};
+  for (const char* cname : cnames) {
+    for (const auto& [shuffle, shuffle_name] : shuffles) {
+      for (size_t typesize : {1u, 2u, 4u, 8u, 16u}) {
+        for (size_t blocksize : {0u, 1024u}) {
+          // 6000 elements: several blocks when forced to 1 KiB, and a partial last block.
+          const int64_t n = 6000;
+          const Bytes data = TypedData(static_cast<size_t>(n) * typesize, typesize, typesize * 31 + blocksize);
+          const std::string what = std::string(cname) + "/" + shuffle_name + "/typesize " +
+                                   std::to_string(typesize) + "/blocksize " + std::to_string(blocksize);
+          const Bytes frame = BloscCompress(data, {.cname = cname, .clevel = 5, .shuffle = shuffle,
+                                                   .typesize = typesize, .blocksize = blocksize});
+          ASSERT_FALSE(frame.empty()) << what;
+          auto chain = ParseChain(BloscJson(cname, shuffle_name, typesize, blocksize), Spec({n}, typesize, 1));
+          ASSERT_TRUE(chain.ok()) << what << ": " << chain.status().ToString();
+          auto out = DecodeGuarded(**chain, frame);
+          ASSERT_TRUE(out.ok()) << what << ": " << out.status().ToString();
+          EXPECT_EQ(out.value(), data) << what;
+        }
+      }
+    }
+  }
+}
+
+TEST(BloscCodecTest, IncompressibleDataIsStoredRawAndDecodes) {
+  const Bytes data = lsio_test::PatternBytes(4096, 7);  // random: c-blosc falls back to MEMCPYED
+  const Bytes frame = BloscCompress(data, {.cname = "lz4", .shuffle = BLOSC_NOSHUFFLE});
+  ASSERT_EQ(frame.size(), data.size() + BLOSC_MAX_OVERHEAD);
+  ASSERT_TRUE(frame[2] & BLOSC_MEMCPYED) << "expected a raw (MEMCPYED) frame";
+  auto chain = ParseChain(BloscJson("lz4", "noshuffle", 1), Spec({4096}));
+  ASSERT_TRUE(chain.ok());
+  EXPECT_EQ((*chain)->max_stored_size(), 4096u + BLOSC_MAX_OVERHEAD);
+  auto out = DecodeGuarded(**chain, frame);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out.value(), data);
+}
+
+TEST(BloscCodecTest, DecodesStraightIntoTheDestination) {
+  // The last stage writes into the caller's memory: nothing is staged in the scratch buffers.
+  const Bytes data = TypedData(8000, 4, 3);
+  const Bytes frame = BloscCompress(data, {.typesize = 4});
+  auto chain = ParseChain(BloscJson("lz4", "shuffle", 4), Spec({2000}, 4, 4));
+  ASSERT_TRUE(chain.ok());
+  DecodeScratch scratch;
+  Bytes out(8000);
+  ASSERT_TRUE((*chain)->Decode(std::span<const uint8_t>(frame.data(), frame.size()), out.data(), scratch).ok());
+  EXPECT_EQ(out, data);
+  EXPECT_EQ(scratch.buf[0].data(), nullptr);
+  EXPECT_EQ(scratch.buf[1].data(), nullptr);
+}
+
+TEST(BloscCodecTest, BigEndianTransposedChunkUnderCrc32c) {
+  // [transpose, bytes(big), blosc, crc32c] on a 2x3 uint32 chunk.
+  const uint32_t decoded[2][3] = {{1, 2, 3}, {0x01020304, 0xA0B0C0D0, 6}};
+  Bytes stored;  // transposed (3x2), big endian
+  for (int j = 0; j < 3; ++j) {
+    for (int i = 0; i < 2; ++i) lsio_test::PutBE<uint32_t>(stored, decoded[i][j]);
+  }
+  const Bytes frame = lsio_test::WithCrc(BloscCompress(stored, {.cname = "zstd", .typesize = 4}));
+  auto chain = ParseChain(R"([{"name": "transpose", "configuration": {"order": [1, 0]}},
+                              {"name": "bytes", "configuration": {"endian": "big"}},
+                              {"name": "blosc", "configuration": {"cname": "zstd", "clevel": 5, "shuffle": "shuffle", "typesize": 4}},
+                              "crc32c"])",
+                          Spec({2, 3}, 4, 4));
+  ASSERT_TRUE(chain.ok()) << chain.status().ToString();
+  EXPECT_EQ((*chain)->description(), "transpose, bytes(big), blosc, crc32c");
+  auto out = DecodeGuarded(**chain, frame);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  Bytes want(24);
+  std::memcpy(want.data(), decoded, 24);
+  EXPECT_EQ(out.value(), want);
+}
+
+TEST(BloscCodecTest, TruncationAtEveryLengthIsDataLoss) {
+  const Bytes data = TypedData(3000, 2, 5);
+  const Bytes frame = BloscCompress(data, {.cname = "zstd", .typesize = 2, .blocksize = 512});
+  auto chain = ParseChain(BloscJson("zstd", "shuffle", 2, 512), Spec({1500}, 2, 1));
+  ASSERT_TRUE(chain.ok());
+  for (size_t cut = 0; cut < frame.size(); ++cut) {
+    ExpectBloscDataLoss(DecodeGuarded(**chain, Bytes(frame.begin(), frame.begin() + static_cast<long>(cut))),
+                        "truncated to " + std::to_string(cut));
+  }
+}
+
+TEST(BloscCodecTest, TruncationWithThePatchedHeaderIsDataLossWithoutOverrun) {
+  // The header's cbytes is patched to the truncated length, so c-blosc's validation passes
+  // and the decompressor itself must notice the missing blocks.
+  const Bytes data = TypedData(20000, 4, 6);
+  for (const char* cname : {"blosclz", "lz4", "lz4hc", "zlib", "zstd"}) {
+    const Bytes frame = BloscCompress(data, {.cname = cname, .typesize = 4, .blocksize = 2048});
+    auto chain = ParseChain(BloscJson(cname, "shuffle", 4, 2048), Spec({5000}, 4, 1));
+    ASSERT_TRUE(chain.ok());
+    for (size_t cut = BLOSC_MIN_HEADER_LENGTH; cut < frame.size(); cut += 7) {
+      Bytes t(frame.begin(), frame.begin() + static_cast<long>(cut));
+      const uint32_t cbytes = static_cast<uint32_t>(cut);
+      std::memcpy(t.data() + 12, &cbytes, 4);
+      auto out = DecodeGuarded(**chain, t);
+      ASSERT_FALSE(out.ok() && out.value() == data) << cname << " cut " << cut;
+      if (!out.ok()) {
+        ASSERT_NE(out.status().code(), StatusCode::kInternal) << cname << " cut " << cut << ": " << out.status().ToString();
+        ExpectBloscDataLoss(out, std::string(cname) + " cut " + std::to_string(cut));
+      }
+    }
+  }
+}
+
+TEST(BloscCodecTest, EveryHeaderByteFlipIsRefusedOrHarmless) {
+  const Bytes data = TypedData(4000, 4, 8);
+  const Bytes frame = BloscCompress(data, {.cname = "lz4", .typesize = 4, .blocksize = 1024});
+  auto chain = ParseChain(BloscJson("lz4", "shuffle", 4, 1024), Spec({1000}, 4, 1));
+  ASSERT_TRUE(chain.ok());
+  // Header (16 bytes) plus the block-start table (4 blocks x 4 bytes).
+  for (size_t pos = 0; pos < 32; ++pos) {
+    for (uint8_t mask : {0x01, 0x08, 0x80, 0xFF}) {
+      Bytes bad = frame;
+      bad[pos] ^= mask;
+      auto out = DecodeGuarded(**chain, bad);
+      const std::string what = "byte " + std::to_string(pos) + " ^ " + std::to_string(mask);
+      if (out.ok()) continue;  // e.g. versionlz or a typesize that only changes the shuffle
+      ASSERT_NE(out.status().code(), StatusCode::kInternal) << what << ": " << out.status().ToString();
+      ExpectBloscDataLoss(out, what);
+    }
+  }
+}
+
+TEST(BloscCodecTest, FrameOfAnotherSizeIsDataLossBeforeDecoding) {
+  auto chain = ParseChain(BloscJson("lz4", "shuffle", 1), Spec({1000}));
+  ASSERT_TRUE(chain.ok());
+  for (size_t n : {999u, 1001u, 100000u}) {
+    auto out = DecodeGuarded(**chain, BloscCompress(TypedData(n, 1, n)));
+    ExpectBloscDataLoss(out, std::to_string(n) + " bytes for 1000");
+    EXPECT_NE(out.status().message().find("decodes to " + std::to_string(n) + " bytes, expected 1000"),
+              std::string::npos)
+        << out.status().message();
+  }
+}
+
+TEST(BloscCodecTest, HeaderErrorsSayWhatIsWrong) {
+  auto chain = ParseChain(BloscJson("lz4", "shuffle", 1), Spec({1000}));
+  ASSERT_TRUE(chain.ok());
+  const Bytes frame = BloscCompress(TypedData(1000, 1, 1));
+  auto short_frame = DecodeGuarded(**chain, Bytes(frame.begin(), frame.begin() + 10));
+  ExpectBloscDataLoss(short_frame, "10 bytes");
+  EXPECT_EQ(short_frame.status().message(), "blosc: frame of 10 bytes is shorter than its 16-byte header");
+  Bytes v3 = frame;
+  v3[0] = 3;  // a c-blosc2 frame version
+  auto future = DecodeGuarded(**chain, v3);
+  ExpectBloscDataLoss(future, "version 3");
+  EXPECT_EQ(future.status().message(), "blosc: not a c-blosc 1.x frame (format version 3, expected 2)");
+  Bytes padded = frame;
+  padded.push_back(0);
+  auto trailing = DecodeGuarded(**chain, padded);
+  ExpectBloscDataLoss(trailing, "one trailing byte");
+  EXPECT_EQ(trailing.status().message(),
+            "blosc: corrupt or truncated frame (header says " + std::to_string(frame.size()) +
+                " compressed bytes for 1000, " + std::to_string(padded.size()) + " stored)");
+}
+
+TEST(BloscCodecTest, HugeClaimUnderAnotherCodecIsRefusedWithoutAllocating) {
+  // Under zstd the blosc stage decodes into a growable buffer sized from the header: a
+  // header claiming more than c-blosc's 2 GiB limit is refused by validation.
+  Bytes frame = BloscCompress(TypedData(1000, 1, 2));
+  const uint32_t huge = 0xFFFFFFF0u;
+  std::memcpy(frame.data() + 4, &huge, 4);
+  auto chain = ParseChain(R"(["bytes", {"name": "blosc", "configuration": {"cname": "lz4"}}, {"name": "zstd"}])",
+                          Spec({1000}));
+  ASSERT_TRUE(chain.ok()) << chain.status().ToString();
+  ExpectBloscDataLoss(DecodeGuarded(**chain, lsio_test::ZstdCompress(frame)), "nbytes 0xFFFFFFF0");
+}
+
+size_t ThreadCount() {
+  size_t n = 0;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+    closedir(d);
+  }
+  return n;
+}
+
+TEST(BloscCodecTest, DecodingStartsNoThreads) {
+  // lsio's workers are the parallelism: c-blosc must decode on the calling thread.
+  const Bytes data = TypedData(1 << 20, 4, 9);  // many blocks, where c-blosc would split work
+  const Bytes frame = BloscCompress(data, {.cname = "lz4", .typesize = 4, .blocksize = 16384});
+  auto chain = ParseChain(BloscJson("lz4", "shuffle", 4, 16384), Spec({1 << 18}, 4, 1));
+  ASSERT_TRUE(chain.ok());
+  const size_t before = ThreadCount();
+  ASSERT_GT(before, 0u);
+  auto out = DecodeGuarded(**chain, frame);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out.value(), data);
+  EXPECT_EQ(ThreadCount(), before);
+}
+
+TEST(BloscCodecTest, ConfigurationFreeDecoderReadsTheSameFrames) {
+  // What Zarr v2's numcodecs `blosc` compressor will use: no v3 configuration at all.
+  std::unique_ptr<BytesToBytesCodec> decoder = NewBloscDecoder();
+  EXPECT_EQ(decoder->name(), "blosc");
+  EXPECT_EQ(decoder->kind(), CodecKind::kBytesToBytes);
+  const Bytes data = TypedData(5000, 8, 4);
+  const Bytes frame = BloscCompress(data, {.cname = "zlib", .shuffle = BLOSC_BITSHUFFLE, .typesize = 8});
+  Bytes out(5000);
+  BytesOut o;
+  o.fixed = out.data();
+  o.size = out.size();
+  ASSERT_TRUE(decoder->DecodeBytes(std::span<const uint8_t>(frame.data(), frame.size()), o, ThreadDecodeScratch()).ok());
+  EXPECT_EQ(out, data);
+  EXPECT_EQ(o.result.data(), out.data());
+}
+
+TEST(BloscCodecTest, ConfigurationKeysAreOptionalAndValidated) {
+  EXPECT_TRUE(ParseCodec(nlohmann::json("blosc")).ok());
+  EXPECT_TRUE(ParseCodec(nlohmann::json::parse(R"({"name": "blosc", "configuration": {"cname": "snappy", "shuffle": "noshuffle"}})")).ok());
+  EXPECT_TRUE(ParseCodec(nlohmann::json::parse(R"({"name": "blosc", "configuration": {"typesize": 1024}})")).ok());
+  for (const char* bad : {R"({"cname": 1})", R"({"cname": "LZ4"})", R"({"clevel": -1})", R"({"clevel": "5"})",
+                          R"({"shuffle": "byte"})", R"({"typesize": 1.5})", R"({"blocksize": "auto"})"}) {
+    auto c = ParseCodec({{"name", "blosc"}, {"configuration", nlohmann::json::parse(bad)}});
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidFormat) << bad;
+    EXPECT_EQ(c.status().message().rfind("blosc codec: ", 0), 0u) << c.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace lsio
