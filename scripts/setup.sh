@@ -33,6 +33,8 @@ LSIO_APT_PACKAGES=(
   liburing-dev libzstd-dev zlib1g-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   # c-blosc 1.x (1.21 on Debian 12): the Zarr `blosc` codec (cpp/src/codec/blosc.cc).
   libblosc-dev
+  # liblz4: numcodecs' lz4 compressor of Zarr v2 arrays (cpp/src/codec/numcodecs.cc).
+  liblz4-dev
   # Remote stores (cpp/src/net/): libcrypto for SigV4 signing, libcurl for the HTTP client
   # (Debian 12: OpenSSL 3.0, curl 7.88). Needed by every build, the wheel included.
   libssl-dev libcurl4-openssl-dev

@@ -44,6 +44,8 @@ const std::vector<FixedChain>& Chains() {
       {R"([{"name":"bytes","configuration":{"endian":"little"}},{"name":"blosc","configuration":{"cname":"zstd","clevel":5,"shuffle":"bitshuffle","typesize":8,"blocksize":0}},{"name":"crc32c"}])", {8, 8}, 8, 8},
       {R"([{"name":"bytes","configuration":{"endian":"little"}},{"name":"blosc","configuration":{"cname":"blosclz","clevel":5,"shuffle":"noshuffle","typesize":4,"blocksize":0}},{"name":"zstd","configuration":{"level":0,"checksum":false}}])", {64}, 4, 4},
       {R"([{"name":"transpose","configuration":{"order":[1,0]}},{"name":"bytes","configuration":{"endian":"big"}},{"name":"blosc","configuration":{"cname":"zlib","clevel":5,"shuffle":"shuffle","typesize":4,"blocksize":0}}])", {4, 6}, 4, 4},
+      // numcodecs' shuffle and lz4 (Zarr v2 filters/compressor, v3 numcodecs.zarr3 names).
+      {R"([{"name":"bytes","configuration":{"endian":"little"}},{"name":"numcodecs.shuffle","configuration":{"elementsize":4}},{"name":"numcodecs.lz4","configuration":{"acceleration":1}}])", {16, 16}, 4, 4},
   };
   return chains;
 }

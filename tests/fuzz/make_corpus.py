@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import tensorstore as ts
 import zarr
+from numcodecs import zarr3 as numcodecs_zarr3
 from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, TransposeCodec, ZstdCodec
 
 HERE = Path(__file__).resolve().parent
@@ -177,6 +178,8 @@ def chain_table():
          [BloscCodec(cname="blosclz", clevel=5, shuffle="noshuffle", typesize=4), ZstdCodec(level=0, checksum=False)]),
         ((4, 6), "int32", [TransposeCodec(order=(1, 0))], BytesCodec(endian="big"),
          [BloscCodec(cname="zlib", clevel=5, shuffle="shuffle", typesize=4)]),
+        ((16, 16), "float32", [], BytesCodec(endian="little"),
+         [numcodecs_zarr3.Shuffle(elementsize=4), numcodecs_zarr3.LZ4(acceleration=1)]),
     ]
 
 

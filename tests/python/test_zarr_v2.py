@@ -2,12 +2,13 @@
 TensorStore's ``zarr`` driver, read by lsio and compared bit for bit with zarr-python.
 
 The matrix crosses dtype x byte order x order (C/F) x dimension_separator x compressor
-(none, zstd, gzip, zlib, blosc with each inner codec and shuffle) x fill value (numbers, null,
+(none, zstd, gzip, zlib, lz4, blosc with each inner codec and shuffle) x fill value (numbers, null,
 NaN/Infinity, bool, complex) with
 partially written arrays (missing chunks read as the fill value); a seeded sample of it runs
 (all of it with LSIO_TEST_FULL_MATRIX=1). Every store is read whole, by random numpy keys and
 by read_crops batches, with both I/O paths and 1 or 2 threads. What lsio does not read yet
-(the lz4 compressor, filters, string dtypes) raises UnsupportedError naming it.
+(bz2/lzma, filters other than delta and shuffle, string dtypes) raises UnsupportedError naming it.
+Filters (delta, shuffle, both) are crossed with dtypes and compressors separately.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 import pytest
 import tensorstore as ts
 import zarr
-from numcodecs import GZip, LZ4, Blosc, Delta, Zlib, Zstd
+from numcodecs import BZ2, LZ4, Blosc, Delta, FixedScaleOffset, GZip, Shuffle, Zlib, Zstd
 
 import lsio
 from selections import crop_slices, random_crops, random_keys
@@ -40,7 +41,8 @@ COMPRESSORS = {"none": None, "zstd": Zstd(level=3), "gzip": GZip(level=1), "zlib
                "blosc-zstd-bit": Blosc(cname="zstd", clevel=3, shuffle=Blosc.BITSHUFFLE),
                "blosc-blosclz-none": Blosc(cname="blosclz", clevel=9, shuffle=Blosc.NOSHUFFLE),
                "blosc-zlib-auto": Blosc(cname="zlib", clevel=1, shuffle=Blosc.AUTOSHUFFLE, blocksize=256),
-               "blosc-lz4hc-byte": Blosc(cname="lz4hc", clevel=4, shuffle=Blosc.SHUFFLE)}
+               "blosc-lz4hc-byte": Blosc(cname="lz4hc", clevel=4, shuffle=Blosc.SHUFFLE),
+               "lz4": LZ4(acceleration=1)}
 
 
 def _fill_for(dt: np.dtype, k: int):
@@ -210,8 +212,9 @@ def test_v2_over_http(nginx_server, tmp_path):
 
 
 @pytest.mark.parametrize("kw,words", [
-    ({"compressors": LZ4()}, "lz4"),
-    ({"filters": [Delta(dtype="<i4")], "compressors": None}, "delta"),
+    ({"compressors": BZ2()}, "bz2"),
+    ({"filters": [FixedScaleOffset(offset=1, scale=2, dtype="<i4")], "compressors": None}, "fixedscaleoffset"),
+    ({"filters": [Delta(dtype="<i4", astype="<i2")], "compressors": None}, "astype"),
 ])
 def test_v2_unsupported_names_the_codec(tmp_path, kw, words):
     path = tmp_path / "u.zarr"
@@ -221,6 +224,65 @@ def test_v2_unsupported_names_the_codec(tmp_path, kw, words):
         lsio.open(str(path))
     assert words in str(info.value).lower()
     assert ".zarray" in str(info.value)
+
+
+FILTER_CASES = [
+    ("<i4", [Delta(dtype="<i4")], Zstd(level=1)),
+    (">i8", [Delta(dtype=">i8")], None),
+    ("|u1", [Delta(dtype="|u1")], LZ4()),  # wraps around
+    ("<u2", [Delta(dtype="<u2"), Shuffle(elementsize=2)], Blosc(cname="lz4", shuffle=Blosc.NOSHUFFLE)),
+    ("<f8", [Delta(dtype="<f8")], Zlib(level=1)),  # a running sum in float64, as np.cumsum
+    (">f4", [Shuffle(elementsize=4)], GZip(level=1)),
+    ("<c16", [Shuffle(elementsize=16)], None),
+    ("<i2", [Shuffle(elementsize=2), Delta(dtype="<i2")], Zstd(level=1)),
+]
+
+
+@pytest.mark.parametrize("dt,filters,compressor", FILTER_CASES,
+                         ids=[f"{c[0]}-{'+'.join(f.codec_id for f in c[1])}" for c in FILTER_CASES])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_v2_filters(tmp_path, dt, filters, compressor, order):
+    path = tmp_path / "f.zarr"
+    z = zarr.create_array(str(path), shape=SHAPE, chunks=CHUNKS, dtype=np.dtype(dt), zarr_format=2, order=order,
+                          filters=filters, compressors=compressor, fill_value=3)
+    z[WRITTEN] = sample(np.dtype(dt).newbyteorder("="), SHAPE, np.random.default_rng(5))[WRITTEN]
+    arr = lsio.open(str(path), threads=2)
+    want = zarr.open_array(str(path), mode="r")[...]
+    _same(arr[...], want, f"{dt} {filters}")
+    starts, crop = random_crops(11, SHAPE, arr.chunks)
+    _same(arr.read_crops(starts, crop), np.stack([want[crop_slices(s, crop)] for s in starts]), "crops")
+
+
+def test_v3_numcodecs_lz4_and_shuffle(tmp_path):
+    # zarr-python's numcodecs.zarr3 codecs of the same formats (bytes -> bytes there too).
+    import warnings
+
+    from numcodecs import zarr3
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        z = zarr.create_array(str(tmp_path / "n.zarr"), shape=(40, 30), chunks=(16, 16), dtype="<i4",
+                              compressors=[zarr3.Shuffle(elementsize=4), zarr3.LZ4(acceleration=2)])
+        z[...] = np.arange(1200, dtype="<i4").reshape(40, 30) * 1001
+        want = z[...]
+    arr = lsio.open(str(tmp_path / "n.zarr"))
+    assert "numcodecs.lz4" in arr.codecs
+    np.testing.assert_array_equal(arr[...], want)
+
+
+def test_corrupt_lz4_and_shuffle_chunks_are_typed_errors(tmp_path):
+    path = tmp_path / "c.zarr"
+    z = zarr.create_array(str(path), shape=(64,), chunks=(32,), dtype="<i4", zarr_format=2,
+                          filters=[Shuffle(elementsize=4)], compressors=LZ4())
+    z[...] = np.arange(64)
+    good = (path / "0").read_bytes()
+    a = lsio.open(str(path))
+    for bad in (good[:3], good[:-5], b"\xff\xff\xff\x7f" + good[4:], good[:4] + b"\x00" * 8):
+        (path / "0").write_bytes(bad)
+        with pytest.raises(lsio.CorruptDataError, match="lz4") as info:
+            a[:32]
+        assert "0" in str(info.value)
+        np.testing.assert_array_equal(a[32:], np.arange(32, 64))
 
 
 def test_v2_string_dtype_is_unsupported(tmp_path):

@@ -20,6 +20,9 @@ const std::map<std::string, Parser>& Registry() {
       {"gzip", &ParseGzipCodec},
       {"crc32c", &ParseCrc32cCodec},
       {"blosc", &ParseBloscCodec},
+      {"numcodecs.lz4", &ParseNumcodecsLz4Codec},
+      {"numcodecs.shuffle", &ParseNumcodecsShuffleCodec},
+      {"lsio.v2.delta", &ParseV2DeltaCodec},  // Zarr v2's delta filter (metadata_v2.cc)
   };
   return kRegistry;
 }

@@ -43,6 +43,10 @@ Result<std::unique_ptr<Codec>> ParseZstdCodec(const nlohmann::json& config);
 Result<std::unique_ptr<Codec>> ParseGzipCodec(const nlohmann::json& config);
 Result<std::unique_ptr<Codec>> ParseCrc32cCodec(const nlohmann::json& config);
 Result<std::unique_ptr<Codec>> ParseBloscCodec(const nlohmann::json& config);
+// numcodecs.cc: numcodecs' lz4 and shuffle (v2, and v3's numcodecs.zarr3 names), v2's delta.
+Result<std::unique_ptr<Codec>> ParseNumcodecsLz4Codec(const nlohmann::json& config);
+Result<std::unique_ptr<Codec>> ParseNumcodecsShuffleCodec(const nlohmann::json& config);
+Result<std::unique_ptr<Codec>> ParseV2DeltaCodec(const nlohmann::json& config);
 
 /// The blosc frame decoder without a configuration (frames describe themselves): shared by
 /// the v3 `blosc` codec and Zarr v2's numcodecs `blosc` compressor.

@@ -11,9 +11,10 @@
 // Supported now: dtypes b1, i1-i8, u1-u8, f2-f8, c8/c16 in either byte order; order C/F;
 // dimension_separator "." and "/"; every fill_value encoding of those types (null = the
 // dtype's zero, as zarr-python 3 reads it); compressors null, zstd, gzip, zlib, blosc (as the
-// v3 blosc codec: the same c-blosc frames). Everything
-// else (other compressors, filters, string/object/datetime/structured dtypes) fails with
-// kUnimplemented naming it.
+// v3 blosc codec: the same c-blosc frames), lz4 (codec/numcodecs.cc); filters delta and shuffle
+// (bytes -> bytes codecs between `bytes` and the compressor, where numcodecs applies them).
+// Everything else (bz2, lzma, other filters, string/object/datetime/structured dtypes) fails
+// with kUnimplemented naming it.
 #include <algorithm>
 #include <set>
 #include <string>
@@ -106,7 +107,25 @@ Result<nlohmann::json> V2Compressor(const nlohmann::json& c, size_t typesize) {
     if (auto bs = c.find("blocksize"); bs != c.end() && bs->is_number_integer()) config["blocksize"] = bs->get<int64_t>();
     return nlohmann::json{{"name", "blosc"}, {"configuration", config}};
   }
+  if (name == "lz4") {
+    nlohmann::json config = nlohmann::json::object();
+    if (auto a = c.find("acceleration"); a != c.end()) config["acceleration"] = *a;
+    return nlohmann::json{{"name", "numcodecs.lz4"}, {"configuration", config}};
+  }
   return Status::Unimplemented("compressor '" + name + "' is not supported by lsio yet");
+}
+
+// A filter as a bytes -> bytes codec (filters see the chunk's bytes in stored byte order).
+Result<nlohmann::json> V2Filter(const nlohmann::json& f) {
+  if (!f.is_object() || !f.contains("id") || !f["id"].is_string()) {
+    return Status::InvalidFormat(".zarray: filters must be objects with a string \"id\", got " + f.dump());
+  }
+  const std::string id = f["id"].get<std::string>();
+  nlohmann::json config = f;
+  config.erase("id");
+  if (id == "delta") return nlohmann::json{{"name", "lsio.v2.delta"}, {"configuration", config}};
+  if (id == "shuffle") return nlohmann::json{{"name", "numcodecs.shuffle"}, {"configuration", config}};
+  return Status::Unimplemented("filter '" + id + "' is not supported by lsio yet");
 }
 
 }  // namespace
@@ -168,12 +187,12 @@ Result<ArrayMetadata> ParseArrayMetadataV2(std::string_view zarray, std::string_
   if (!order.is_string() || (order.get<std::string>() != "C" && order.get<std::string>() != "F")) {
     return Status::InvalidFormat(".zarray: order must be \"C\" or \"F\", got " + order.dump());
   }
+  std::vector<nlohmann::json> filters;  // [] is not conforming; zarr-python 3 treats it as null
   if (auto f = j.find("filters"); f != j.end() && !f->is_null()) {
     if (!f->is_array()) return Status::InvalidFormat(".zarray: filters must be a list or null");
-    if (!f->empty()) {  // [] is not conforming; zarr-python 3 treats it as null
-      const nlohmann::json& f0 = (*f)[0];
-      const std::string id = f0.is_object() && f0.contains("id") && f0["id"].is_string() ? f0["id"].get<std::string>() : f0.dump();
-      return Status::Unimplemented("filter '" + id + "' is not supported by lsio yet");
+    for (const auto& one : *f) {
+      LSIO_ASSIGN_OR_RETURN(nlohmann::json codec, V2Filter(one));
+      filters.push_back(std::move(codec));
     }
   }
 
@@ -184,6 +203,7 @@ Result<ArrayMetadata> ParseArrayMetadataV2(std::string_view zarray, std::string_
     codecs.push_back({{"name", "transpose"}, {"configuration", {{"order", perm}}}});
   }
   codecs.push_back({{"name", "bytes"}, {"configuration", {{"endian", endian}}}});
+  for (auto& f : filters) codecs.push_back(std::move(f));  // encoding order; decoded in reverse
   LSIO_ASSIGN_OR_RETURN(nlohmann::json compressor, V2Compressor(j["compressor"], m.dtype.itemsize));
   if (!compressor.is_null()) codecs.push_back(compressor);
 

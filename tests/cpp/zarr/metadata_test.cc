@@ -343,6 +343,16 @@ TEST(MetadataV2Test, ParsesIntoTheV3Structures) {
   EXPECT_EQ(m->attributes["units"], "K");
 }
 
+TEST(MetadataV2Test, FiltersAndLz4BecomeBytesToBytesCodecs) {
+  nlohmann::json j = V2Doc();
+  j["filters"] = {{{"id", "delta"}, {"dtype", "<u2"}}, {{"id", "shuffle"}, {"elementsize", 2}}};
+  j["compressor"] = {{"id", "lz4"}, {"acceleration", 1}};
+  auto m = ParseArrayMetadataV2(j.dump(), "");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  // Encoding order (filters in order, then the compressor); decoded in reverse.
+  EXPECT_EQ(m->codecs_description, "v2[bytes, delta, numcodecs.shuffle, numcodecs.lz4]");
+}
+
 TEST(MetadataV2Test, BloscIsTheV3BloscCodec) {
   // zarr-python 2's default compressor, as written (numcodecs keys).
   auto m = ParseArrayMetadataV2(kZarray, "");
@@ -399,8 +409,9 @@ TEST(MetadataV2Test, UnsupportedAndMalformedAreTypedErrors) {
        "compressor 'lzma' is not supported by lsio yet"},
       {[](nlohmann::json& j) { j["compressor"] = nlohmann::json::parse(kZarray)["compressor"]; j["compressor"]["shuffle"] = 3; },
        kFmt, "blosc shuffle must be -1, 0, 1 or 2"},
-      {[](nlohmann::json& j) { j["filters"] = {{{"id", "delta"}, {"dtype", "<u2"}}}; }, kUnimpl,
-       "filter 'delta' is not supported by lsio yet"},
+      {[](nlohmann::json& j) { j["filters"] = {{{"id", "fixedscaleoffset"}, {"scale", 2}}}; }, kUnimpl,
+       "filter 'fixedscaleoffset' is not supported by lsio yet"},
+      {[](nlohmann::json& j) { j["filters"] = {"delta"}; }, kFmt, "filters must be objects with a string \"id\""},
       {[](nlohmann::json& j) { j["dtype"] = "<U4"; }, kUnimpl, "dtype '<U4' (strings) is not supported by lsio yet"},
       {[](nlohmann::json& j) { j["dtype"] = nlohmann::json::array({{"a", "<f4"}}); }, kUnimpl, "structured dtypes"},
       {[](nlohmann::json& j) { j["dtype"] = "|f4"; }, kFmt, "needs a byte order"},

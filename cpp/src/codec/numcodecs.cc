@@ -1,0 +1,222 @@
+// numcodecs' byte formats as bytes -> bytes codecs: the Zarr v2 `lz4` compressor and the
+// `shuffle` and `delta` filters (zarr/metadata_v2.cc maps them here), also reachable from v3
+// metadata as zarr-python's numcodecs.zarr3 names `numcodecs.lz4` and `numcodecs.shuffle`
+// (bytes -> bytes there too).
+//
+// v2 filters work on the chunk's bytes in the stored byte order (numcodecs sees the raw
+// buffer), which is where a bytes -> bytes codec sits in the chain: after the compressor is
+// undone and before `bytes` swaps to native order. So `delta` is one here too, under the
+// internal name `lsio.v2.delta` (numcodecs.zarr3's Delta is array -> array, on native-order
+// elements, and is not this codec).
+//
+// Formats (numcodecs 0.13-0.16):
+//   lz4:     4-byte little-endian decoded size, then one raw LZ4 block (LZ4_compress_fast).
+//   shuffle: byte planes: decoded[i * E + j] = encoded[j * n + i], n = size / E (E <= 1: copy).
+//   delta:   elements of `dtype` (with its byte order): encoded[0] = x[0],
+//            encoded[i] = x[i] - x[i-1]; decoded by a running sum in `dtype` (np.cumsum),
+//            integers wrapping around as numpy's do.
+#include <lz4.h>
+
+#include <bit>
+#include <cstring>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+#include "codec/registry.h"
+
+namespace lsio {
+namespace {
+
+// Where a bytes -> bytes decode of `n` bytes goes: the fixed destination (which must be
+// exactly n bytes) or the growable buffer (n is at most LZ4's 2 GiB limit or the input's size).
+Result<uint8_t*> Destination(BytesOut& out, uint64_t n, const char* codec) {
+  if (out.fixed != nullptr) {
+    if (n != out.size) {
+      return Status::DataLoss(std::string(codec) + ": chunk decodes to " + std::to_string(n) + " bytes, expected " +
+                              std::to_string(out.size));
+    }
+    return out.fixed;
+  }
+  if (!out.grow->Reserve(n)) return Status::ResourceExhausted(std::string(codec) + ": out of memory");
+  return out.grow->data();
+}
+
+class Lz4Codec final : public BytesToBytesCodec {
+ public:
+  std::string name() const override { return "numcodecs.lz4"; }
+  uint64_t MaxEncodedSize(uint64_t decoded) const override {
+    // LZ4_compressBound: n + n/255 + 16, plus the 4-byte size header.
+    return decoded + decoded / 255 + 16 + 4;
+  }
+  Status DecodeBytes(std::span<const uint8_t> in, BytesOut& out, DecodeScratch&) const override {
+    if (in.size() < 4) return Status::DataLoss("lz4: chunk shorter than its 4-byte size header");
+    const uint64_t n = uint64_t{in[0]} | uint64_t{in[1]} << 8 | uint64_t{in[2]} << 16 | uint64_t{in[3]} << 24;
+    if (n > static_cast<uint64_t>(LZ4_MAX_INPUT_SIZE) || in.size() - 4 > static_cast<uint64_t>(INT32_MAX)) {
+      return Status::DataLoss("lz4: block of " + std::to_string(n) + " bytes is beyond LZ4's limits");
+    }
+    LSIO_ASSIGN_OR_RETURN(uint8_t * dst, Destination(out, n, "lz4"));
+    // LZ4_decompress_safe never writes past dst + n, whatever the input.
+    const int got = LZ4_decompress_safe(reinterpret_cast<const char*>(in.data() + 4), reinterpret_cast<char*>(dst),
+                                        static_cast<int>(in.size() - 4), static_cast<int>(n));
+    if (got < 0) return Status::DataLoss("lz4: corrupt block");
+    if (static_cast<uint64_t>(got) != n) {
+      return Status::DataLoss("lz4: block decodes to " + std::to_string(got) + " bytes, its header says " +
+                              std::to_string(n));
+    }
+    out.result = {dst, static_cast<size_t>(n)};
+    return Status::Ok();
+  }
+};
+
+class ShuffleCodec final : public BytesToBytesCodec {
+ public:
+  explicit ShuffleCodec(uint64_t elementsize) : e_(elementsize) {}
+  std::string name() const override { return "numcodecs.shuffle"; }
+  std::optional<uint64_t> EncodedSize(uint64_t decoded) const override { return decoded; }
+  Status DecodeBytes(std::span<const uint8_t> in, BytesOut& out, DecodeScratch&) const override {
+    LSIO_ASSIGN_OR_RETURN(uint8_t * dst, Destination(out, in.size(), "shuffle"));
+    if (e_ <= 1) {
+      std::memcpy(dst, in.data(), in.size());
+    } else {
+      if (in.size() % e_ != 0) {
+        return Status::DataLoss("shuffle: " + std::to_string(in.size()) + " bytes are not a whole number of " +
+                                std::to_string(e_) + "-byte elements");
+      }
+      const uint64_t n = in.size() / e_;
+      for (uint64_t j = 0; j < e_; ++j) {
+        const uint8_t* plane = in.data() + j * n;
+        for (uint64_t i = 0; i < n; ++i) dst[i * e_ + j] = plane[i];
+      }
+    }
+    out.result = {dst, in.size()};
+    return Status::Ok();
+  }
+
+ private:
+  uint64_t e_;
+};
+
+template <typename T>
+T Load(const uint8_t* p, bool swap) {
+  uint8_t b[sizeof(T)];
+  std::memcpy(b, p, sizeof(T));
+  if (swap) for (size_t k = 0; k < sizeof(T) / 2; ++k) std::swap(b[k], b[sizeof(T) - 1 - k]);
+  T v;
+  std::memcpy(&v, b, sizeof(T));
+  return v;
+}
+
+template <typename T>
+void Store(uint8_t* p, T v, bool swap) {
+  uint8_t b[sizeof(T)];
+  std::memcpy(b, &v, sizeof(T));
+  if (swap) for (size_t k = 0; k < sizeof(T) / 2; ++k) std::swap(b[k], b[sizeof(T) - 1 - k]);
+  std::memcpy(p, b, sizeof(T));
+}
+
+// The running sum over `n` elements of T; integers in their unsigned type (wrap-around, no UB).
+template <typename T, bool = std::is_integral_v<T>>
+struct Accumulator {
+  using type = T;  // floats: summed in their own type, as np.cumsum
+};
+template <typename T>
+struct Accumulator<T, true> {
+  using type = std::make_unsigned_t<T>;  // integers: wrap around without UB
+};
+
+template <typename T>
+void UndoDelta(const uint8_t* in, uint8_t* out, uint64_t n, bool swap) {
+  using Acc = typename Accumulator<T>::type;
+  Acc sum = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const Acc d = static_cast<Acc>(Load<T>(in + i * sizeof(T), swap));
+    sum = i == 0 ? d : static_cast<Acc>(sum + d);
+    Store<T>(out + i * sizeof(T), static_cast<T>(sum), swap);
+  }
+}
+
+class DeltaCodec final : public BytesToBytesCodec {
+ public:
+  DeltaCodec(char kind, size_t size, bool big, std::string dtype)
+      : kind_(kind), size_(size), big_(big), dtype_(std::move(dtype)) {}
+  std::string name() const override { return "delta"; }
+  std::optional<uint64_t> EncodedSize(uint64_t decoded) const override { return decoded; }
+  Status DecodeBytes(std::span<const uint8_t> in, BytesOut& out, DecodeScratch&) const override {
+    if (in.size() % size_ != 0) {
+      return Status::DataLoss("delta: " + std::to_string(in.size()) + " bytes are not a whole number of '" + dtype_ +
+                              "' elements");
+    }
+    LSIO_ASSIGN_OR_RETURN(uint8_t * dst, Destination(out, in.size(), "delta"));
+    const uint64_t n = in.size() / size_;
+    const bool swap = big_ != (std::endian::native == std::endian::big);
+    const uint8_t* src = in.data();
+    switch (kind_ * 16 + static_cast<int>(size_)) {
+      case 'i' * 16 + 1: UndoDelta<int8_t>(src, dst, n, false); break;
+      case 'i' * 16 + 2: UndoDelta<int16_t>(src, dst, n, swap); break;
+      case 'i' * 16 + 4: UndoDelta<int32_t>(src, dst, n, swap); break;
+      case 'i' * 16 + 8: UndoDelta<int64_t>(src, dst, n, swap); break;
+      case 'u' * 16 + 1: UndoDelta<uint8_t>(src, dst, n, false); break;
+      case 'u' * 16 + 2: UndoDelta<uint16_t>(src, dst, n, swap); break;
+      case 'u' * 16 + 4: UndoDelta<uint32_t>(src, dst, n, swap); break;
+      case 'u' * 16 + 8: UndoDelta<uint64_t>(src, dst, n, swap); break;
+      case 'f' * 16 + 4: UndoDelta<float>(src, dst, n, swap); break;
+      case 'f' * 16 + 8: UndoDelta<double>(src, dst, n, swap); break;
+      default: return Status::Internal("delta: unexpected dtype " + dtype_);
+    }
+    out.result = {dst, in.size()};
+    return Status::Ok();
+  }
+
+ private:
+  char kind_;
+  size_t size_;
+  bool big_;
+  std::string dtype_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Codec>> ParseNumcodecsLz4Codec(const nlohmann::json& config) {
+  auto a = config.find("acceleration");
+  if (a != config.end() && !a->is_number_integer()) {
+    return Status::InvalidFormat("lz4 codec: \"acceleration\" must be an integer");
+  }
+  return std::unique_ptr<Codec>(new Lz4Codec());
+}
+
+Result<std::unique_ptr<Codec>> ParseNumcodecsShuffleCodec(const nlohmann::json& config) {
+  auto e = config.find("elementsize");
+  int64_t size = 4;  // numcodecs' default
+  if (e != config.end()) {
+    if (!e->is_number_integer() || e->get<int64_t>() < 0 || e->get<int64_t>() > (1 << 20)) {
+      return Status::InvalidFormat("shuffle codec: \"elementsize\" must be an integer in 0..2^20");
+    }
+    size = e->get<int64_t>();
+  }
+  return std::unique_ptr<Codec>(new ShuffleCodec(static_cast<uint64_t>(size)));
+}
+
+Result<std::unique_ptr<Codec>> ParseV2DeltaCodec(const nlohmann::json& config) {
+  auto d = config.find("dtype");
+  if (d == config.end() || !d->is_string()) return Status::InvalidFormat("delta filter: \"dtype\" must be a string");
+  const std::string dtype = d->get<std::string>();
+  if (auto a = config.find("astype"); a != config.end() && !a->is_null() && *a != *d) {
+    return Status::Unimplemented("delta filter with astype '" + (a->is_string() ? a->get<std::string>() : a->dump()) +
+                                 "' other than its dtype '" + dtype + "' is not supported by lsio yet");
+  }
+  if (dtype.size() < 3 || (dtype[0] != '<' && dtype[0] != '>' && dtype[0] != '|') ||
+      (dtype[1] != 'i' && dtype[1] != 'u' && dtype[1] != 'f')) {
+    return Status::Unimplemented("delta filter of dtype '" + dtype + "' is not supported by lsio yet");
+  }
+  const std::string size = dtype.substr(2);
+  if (size != "1" && size != "2" && size != "4" && size != "8") {
+    return Status::Unimplemented("delta filter of dtype '" + dtype + "' is not supported by lsio yet");
+  }
+  if (dtype[1] == 'f' && size != "4" && size != "8") {
+    return Status::Unimplemented("delta filter of dtype '" + dtype + "' is not supported by lsio yet");
+  }
+  return std::unique_ptr<Codec>(new DeltaCodec(dtype[1], std::stoul(size), dtype[0] == '>', dtype));
+}
+
+}  // namespace lsio

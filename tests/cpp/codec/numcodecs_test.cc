@@ -1,0 +1,107 @@
+// numcodecs' formats (codec/numcodecs.cc): lz4 frames made with liblz4 itself (4-byte LE size
+// + raw block, as numcodecs writes them), shuffle byte planes and delta running sums built
+// here by the definitions in numcodecs' source, and corrupt inputs that must fail with
+// kDataLoss without writing past the chunk.
+#include <lz4.h>
+
+#include <cstring>
+#include <limits>
+
+#include "codec/codec_test_util.h"
+
+namespace lsio {
+namespace {
+
+using lsio_test::Bytes;
+using lsio_test::Decode;
+using lsio_test::ParseChain;
+using lsio_test::Spec;
+
+Bytes Lz4Frame(const Bytes& data) {
+  Bytes out(4 + LZ4_compressBound(static_cast<int>(data.size())));
+  const uint32_t n = static_cast<uint32_t>(data.size());
+  for (int k = 0; k < 4; ++k) out[k] = static_cast<uint8_t>(n >> (8 * k));
+  const int c = LZ4_compress_default(reinterpret_cast<const char*>(data.data()), reinterpret_cast<char*>(out.data() + 4),
+                                     static_cast<int>(data.size()), static_cast<int>(out.size() - 4));
+  out.resize(4 + static_cast<size_t>(c));
+  return out;
+}
+
+Bytes Pattern(size_t n) {
+  Bytes b(n);
+  for (size_t i = 0; i < n; ++i) b[i] = static_cast<uint8_t>((i * 7) % 13 + (i / 64));
+  return b;
+}
+
+TEST(NumcodecsTest, Lz4FramesDecodeAndCorruptOnesFail) {
+  auto chain = ParseChain(R"(["bytes", {"name": "numcodecs.lz4", "configuration": {"acceleration": 1}}])", Spec({4000}));
+  ASSERT_TRUE(chain.ok()) << chain.status().ToString();
+  const Bytes data = Pattern(4000);
+  const Bytes frame = Lz4Frame(data);
+  auto got = Decode(**chain, frame);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, data);
+
+  Bytes wrong_size = frame;
+  wrong_size[0] ^= 1;  // header says 3999 or 4001 bytes
+  Bytes truncated(frame.begin(), frame.end() - 7);
+  Bytes garbage = frame;
+  for (size_t i = 4; i < garbage.size(); i += 3) garbage[i] = 0xFF;
+  for (const Bytes& bad : {wrong_size, truncated, garbage, Bytes{1, 2, 3}}) {
+    auto r = Decode(**chain, bad);  // Decode checks the guard byte after the chunk
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kDataLoss) << r.status().ToString();
+    EXPECT_NE(r.status().message().find("lz4"), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(NumcodecsTest, ShuffleUndoesBytePlanes) {
+  auto chain = ParseChain(R"(["bytes", {"name": "numcodecs.shuffle", "configuration": {"elementsize": 4}}])",
+                          Spec({6}, 4));
+  ASSERT_TRUE(chain.ok()) << chain.status().ToString();
+  const Bytes data = Pattern(24);
+  Bytes planes(24);
+  for (size_t i = 0; i < 6; ++i)
+    for (size_t j = 0; j < 4; ++j) planes[j * 6 + i] = data[i * 4 + j];
+  auto got = Decode(**chain, planes);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, data);
+  auto bad = ParseChain(R"(["bytes", {"name": "numcodecs.shuffle", "configuration": {"elementsize": -1}}])", Spec({6}, 4));
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidFormat);
+}
+
+TEST(NumcodecsTest, DeltaIsARunningSumThatWrapsAndKeepsByteOrder) {
+  // int16, big endian: values 32767, -32768 (wrapped), -32767 from deltas 32767, 1, 1.
+  auto chain = ParseChain(
+      R"([{"name": "bytes", "configuration": {"endian": "big"}}, {"name": "lsio.v2.delta", "configuration": {"dtype": ">i2"}}])",
+      Spec({3}, 2));
+  ASSERT_TRUE(chain.ok()) << chain.status().ToString();
+  const Bytes deltas = {0x7F, 0xFF, 0x00, 0x01, 0x00, 0x01};
+  auto got = Decode(**chain, deltas);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  int16_t v[3];
+  std::memcpy(v, got->data(), 6);  // `bytes` swapped them to native order
+  EXPECT_EQ(v[0], 32767);
+  EXPECT_EQ(v[1], -32768);
+  EXPECT_EQ(v[2], -32767);
+  // float64: summed in float64, in order (np.cumsum), so rounding matches numpy's.
+  auto fchain = ParseChain(R"(["bytes", {"name": "lsio.v2.delta", "configuration": {"dtype": "<f8"}}])", Spec({3}, 8));
+  ASSERT_TRUE(fchain.ok());
+  const double d[3] = {0.1, 0.2, 1e16};
+  Bytes fin(24);
+  std::memcpy(fin.data(), d, 24);
+  auto fgot = Decode(**fchain, fin);
+  ASSERT_TRUE(fgot.ok());
+  double f[3];
+  std::memcpy(f, fgot->data(), 24);
+  EXPECT_EQ(f[1], 0.1 + 0.2);
+  EXPECT_EQ(f[2], (0.1 + 0.2) + 1e16);
+  for (const char* cfg : {R"({"dtype": "<i4", "astype": "<i2"})", R"({"dtype": "<f2"})", R"({"dtype": "<M8[ns]"})"}) {
+    auto r = ParseChain(std::string(R"(["bytes", {"name": "lsio.v2.delta", "configuration": )") + cfg + "}]",
+                        Spec({3}, 4));
+    EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented) << cfg;
+  }
+}
+
+}  // namespace
+}  // namespace lsio
