@@ -170,7 +170,9 @@ class TensorStoreReader(Reader):
             "file_io_concurrency": {"limit": self.threads},
         })
         kvstore = self.path.rstrip("/") + "/" if is_url(self.path) else {"driver": "file", "path": self.path}
-        self.t = ts.open({"driver": "zarr3", "kvstore": kvstore}, read=True, context=ctx).result()
+        # driver "zarr" (Zarr v2) for W8's store; "zarr3" otherwise.
+        self.t = ts.open({"driver": self.options.get("driver", "zarr3"), "kvstore": kvstore}, read=True,
+                         context=ctx).result()
 
     def crops(self, starts, shape):
         with self.ts.Batch() as batch:

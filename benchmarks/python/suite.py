@@ -10,8 +10,9 @@ What it does, in one process (W6 forks one child per reader):
   1. Writes the stores it needs once with zarr-python (sharded, zstd level 3) under
      benchmarks/.cache/ and prints each one's compression ratio (stores.py).
   2. Checks once that dropping a store from the page cache works (mincore before/after).
-  3. Runs the workloads W1..W7 (WORKLOADS below; W7, the W1 crops over HTTP from an emulated
-     object store on loopback, is in w7.py). Within a workload every reader gets the same
+  3. Runs the workloads W1..W8 (WORKLOADS below; W7, the W1 crops over HTTP from an emulated
+     object store on loopback, is in w7.py; W8, the W1 crops from a Zarr v2 blosc-lz4 copy of
+     the store, in w8.py). Within a workload every reader gets the same
      thread count and the same batches; contenders (readers and machine limits) run
      interleaved, round by round, in a rotating order; round 0 is an untimed warm-up whose
      results are checked bit for bit against zarr-python's (a mismatching reader is flagged
@@ -52,6 +53,7 @@ import limits  # noqa: E402
 import readers as readers_mod  # noqa: E402
 import report  # noqa: E402
 import w7  # noqa: E402
+import w8  # noqa: E402
 from stores import ShardLayout, StoreSpec, byte_ranges, data_files, ensure_store, stored_bytes  # noqa: E402
 
 BENCH_DIR = HERE.parent
@@ -110,6 +112,8 @@ WORKLOADS = [
                 "remote", "crops", "crops", list(readers_mod.REMOTE_READERS),
                 "lsio >= 2x best peer's crops/s; requests/batch <= best peer's; >= 0.8x link bound when capped",
                 "", (4, 256, 256), 16, 8, 5),
+    WorkloadDef("W8", "W1's crops on the same data as Zarr v2, blosc-lz4 + byte shuffle, hot (w8.py)", "weather",
+                "hot", "crops", "crops", ["lsio"] + PEERS, "lsio >= 2x best peer", "blosc", (4, 256, 256), 16, 16, 10),
 ]
 
 
@@ -500,6 +504,8 @@ def evaluate_targets(rows: list[dict]) -> list[dict]:
         lim = None
         if w.primary_limit == "zstd":
             lim = next((v for n, v in rate.items() if n.startswith("limit: zstd")), None)
+        elif w.primary_limit == "blosc":
+            lim = next((v for n, v in rate.items() if n.startswith("limit: blosc")), None)
         elif w.primary_limit == "raw":
             raws = [v for n, v in rate.items() if n.startswith("limit: raw")]
             lim = max(raws) if raws else None
@@ -514,7 +520,7 @@ def evaluate_targets(rows: list[dict]) -> list[dict]:
         for n in lsio_names:
             v = rate[n]
             checks = []
-            if wid in ("W1", "W2") and peers:
+            if wid in ("W1", "W2", "W8") and peers:
                 best = max(peers, key=peers.get)
                 checks.append((v >= 2 * peers[best], f"{v / peers[best]:.2f}x {best}"))
             if wid == "W2" and lim:
@@ -670,6 +676,8 @@ def main(argv=None) -> int:
             res = run_memory(w, args, path, spec, versions)
         elif w.id == "W7":
             res = w7.run(w, args, path, spec, make_batches, report.short_line)
+        elif w.id == "W8":
+            res = w8.run(w, args, path, spec, make_batches, report.short_line)
         else:
             res = run_workload(w, args, path, spec, versions, uring)
         res["seconds"] = time.perf_counter() - t0
