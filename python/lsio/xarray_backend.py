@@ -36,6 +36,7 @@ from xarray.core.variable import Variable
 
 from .array import Array
 from . import _storage
+from .errors import UnsupportedError
 from .group import Group, _LocalNodes, _node_type, _RemoteNodes, open_group
 
 __all__ = ["LsioBackendEntrypoint", "LsioBackendArray", "LsioStore"]
@@ -123,7 +124,17 @@ class LsioStore(AbstractDataStore):
         url = nodes.url if nodes.remote else root
         g: Group = open_group(url, consolidated=consolidated, **options)
         names = [n for n in g.array_names if n not in drop]
-        return cls({n: g[n] for n in names}, g.attrs, {n: g.member_metadata(n) for n in names})
+        arrays = {}
+        for n in names:
+            try:
+                arrays[n] = g[n]
+            except UnsupportedError as e:
+                # Say how to open the rest of the dataset.
+                err = UnsupportedError(f"variable {n!r}: {e} (open the dataset without it: "
+                                       f"xr.open_dataset(..., engine='lsio', drop_variables=[{n!r}]))")
+                err.path = getattr(e, "path", None)  # type: ignore[attr-defined]
+                raise err from e
+        return cls(arrays, g.attrs, {n: g.member_metadata(n) for n in names})
 
     def open_store_variable(self, name: str, arr: Array) -> Variable:
         attrs = dict(arr.attrs)

@@ -36,6 +36,8 @@ Result<ConvertFn> For(DataType src) {
     case DataType::kFloat64: return &ConvertRun<double, D>;
     case DataType::kComplex64:
     case DataType::kComplex128: break;
+    case DataType::kFixedUtf32:
+    case DataType::kFixedBytes: return Status::InvalidType("string arrays cannot be converted to a numeric output type");
   }
   return Status::InvalidType("complex arrays cannot be converted to a real output type");
 }

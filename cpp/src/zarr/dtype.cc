@@ -12,6 +12,21 @@ Result<DataTypeInfo> ParseDataType(const nlohmann::json& j) {
   if (j.is_object()) {
     auto n = j.find("name");
     const std::string name = (n != j.end() && n->is_string()) ? n->get<std::string>() : "?";
+    if (name == "fixed_length_utf32" || name == "null_terminated_bytes") {
+      auto c = j.find("configuration");
+      auto lb = c != j.end() && c->is_object() ? c->find("length_bytes") : j.end();
+      const bool utf32 = name == "fixed_length_utf32";
+      if (c == j.end() || !c->is_object() || lb == c->end() || !lb->is_number_integer() || lb->get<int64_t>() < 1 ||
+          lb->get<int64_t>() > (1 << 30) || (utf32 && lb->get<int64_t>() % 4 != 0)) {
+        return Status::InvalidFormat("data type '" + name + "' needs a positive integer \"length_bytes\"" +
+                                     (utf32 ? std::string(" that is a multiple of 4") : std::string()));
+      }
+      const size_t bytes = static_cast<size_t>(lb->get<int64_t>());
+      if (utf32) {
+        return DataTypeInfo{DataType::kFixedUtf32, name, "<U" + std::to_string(bytes / 4), bytes, 4};
+      }
+      return DataTypeInfo{DataType::kFixedBytes, name, "|S" + std::to_string(bytes), bytes, 1};
+    }
     return Status::Unimplemented("data type '" + name + "' (extension data types) is not supported by lsio yet");
   }
   if (!j.is_string()) return Status::InvalidFormat("\"data_type\" must be a string");

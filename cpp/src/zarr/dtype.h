@@ -9,8 +9,11 @@
 // every form the spec allows: integers (64-bit exact), numbers, "NaN", "Infinity",
 // "-Infinity", "0x..." bit patterns (1..2*itemsize hex digits, bit-cast to the array's type;
 // also per component of complex values), [re, im] pairs. Integral floats are accepted for
-// integer types (zarr-python >= 3.1.3 reads them). Extension types (string, datetime, r<N>,
-// structs) fail with kUnimplemented naming the type.
+// integer types (zarr-python >= 3.1.3 reads them). Fixed-width strings as zarr-python 3 names
+// them, {"name": "fixed_length_utf32" | "null_terminated_bytes", "configuration":
+// {"length_bytes": n}}, with string fill values (utf32: the text; bytes: base64). Other
+// extension types (variable-length "string", datetime, r<N>, structs) fail with
+// kUnimplemented naming the type.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +29,9 @@ namespace lsio {
 enum class DataType {
   kBool, kInt8, kInt16, kInt32, kInt64, kUInt8, kUInt16, kUInt32, kUInt64,
   kFloat16, kFloat32, kFloat64, kComplex64, kComplex128,
+  // Fixed-width strings: opaque elements to the engine (copied, never converted).
+  kFixedUtf32,  ///< "fixed_length_utf32" (numpy <U N): N UTF-32 code units, zero-padded
+  kFixedBytes,  ///< "null_terminated_bytes" (numpy |S N): N bytes, zero-padded
 };
 
 struct DataTypeInfo {

@@ -109,6 +109,56 @@ Status PutInt(const nlohmann::json& j, const DataTypeInfo& dt, std::vector<uint8
   return Bad(dt, j, "expected an integer");
 }
 
+// UTF-8 -> code points; false for malformed input (overlong forms, surrogates, > U+10FFFF).
+bool DecodeUtf8(const std::string& s, std::vector<uint32_t>* out) {
+  static const uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+  for (size_t i = 0; i < s.size();) {
+    const uint8_t c = static_cast<uint8_t>(s[i]);
+    int n;
+    uint32_t cp;
+    if (c < 0x80) { n = 0; cp = c; }
+    else if ((c >> 5) == 6) { n = 1; cp = c & 0x1F; }
+    else if ((c >> 4) == 14) { n = 2; cp = c & 0x0F; }
+    else if ((c >> 3) == 30) { n = 3; cp = c & 0x07; }
+    else return false;
+    for (int k = 1; k <= n; ++k) {
+      if (i + static_cast<size_t>(k) >= s.size()) return false;
+      const uint8_t cc = static_cast<uint8_t>(s[i + static_cast<size_t>(k)]);
+      if ((cc >> 6) != 2) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    out->push_back(cp);
+    i += static_cast<size_t>(n) + 1;
+  }
+  return true;
+}
+
+// Standard base64 (RFC 4648, padding optional); false for anything else.
+bool DecodeBase64(const std::string& s, std::string* out) {
+  uint32_t acc = 0;
+  int bits = 0;
+  size_t pad = 0;
+  for (char ch : s) {
+    int v;
+    if (ch >= 'A' && ch <= 'Z') v = ch - 'A';
+    else if (ch >= 'a' && ch <= 'z') v = ch - 'a' + 26;
+    else if (ch >= '0' && ch <= '9') v = ch - '0' + 52;
+    else if (ch == '+') v = 62;
+    else if (ch == '/') v = 63;
+    else if (ch == '=') { ++pad; continue; }
+    else return false;
+    if (pad > 0) return false;  // data after padding
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out->push_back(static_cast<char>((acc >> bits) & 0xFF));
+    }
+  }
+  return pad <= 2;
+}
+
 }  // namespace
 
 Result<std::vector<uint8_t>> ParseFillValue(const nlohmann::json& j, const DataTypeInfo& dt) {
@@ -141,6 +191,22 @@ Result<std::vector<uint8_t>> ParseFillValue(const nlohmann::json& j, const DataT
       if (!j.is_array() || j.size() != 2) return Bad(dt, j, "expected [real, imaginary]");
       LSIO_RETURN_IF_ERROR(PutFloat(j[0], dt, w, out, 0));
       LSIO_RETURN_IF_ERROR(PutFloat(j[1], dt, w, out, w));
+      break;
+    }
+    case DataType::kFixedUtf32: {
+      if (!j.is_string()) return Bad(dt, j, "expected a string");
+      std::vector<uint32_t> cps;
+      if (!DecodeUtf8(j.get<std::string>(), &cps)) return Bad(dt, j, "not valid UTF-8");
+      if (cps.size() * 4 > dt.itemsize) return Bad(dt, j, "longer than the string length");
+      for (size_t k = 0; k < cps.size(); ++k) Put<uint32_t>(out, 4 * k, cps[k]);  // native (little) order
+      break;
+    }
+    case DataType::kFixedBytes: {
+      if (!j.is_string()) return Bad(dt, j, "expected a base64 string");
+      std::string raw;
+      if (!DecodeBase64(j.get<std::string>(), &raw)) return Bad(dt, j, "not valid base64");
+      if (raw.size() > dt.itemsize) return Bad(dt, j, "longer than the string length");
+      std::memcpy(out.data(), raw.data(), raw.size());
       break;
     }
   }

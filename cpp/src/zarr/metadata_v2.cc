@@ -8,13 +8,14 @@
 // zstd and gzip frames are the v3 codecs' frames, and a zlib stream is inflated by the gzip
 // codec (it accepts zlib and gzip headers alike).
 //
-// Supported now: dtypes b1, i1-i8, u1-u8, f2-f8, c8/c16 in either byte order; order C/F;
+// Supported now: dtypes b1, i1-i8, u1-u8, f2-f8, c8/c16 and fixed-width strings U<n>, S<n>
+// (v3's fixed_length_utf32 / null_terminated_bytes) in either byte order; order C/F;
 // dimension_separator "." and "/"; every fill_value encoding of those types (null = the
 // dtype's zero, as zarr-python 3 reads it); compressors null, zstd, gzip, zlib, blosc (as the
 // v3 blosc codec: the same c-blosc frames), lz4 (codec/numcodecs.cc); filters delta and shuffle
 // (bytes -> bytes codecs between `bytes` and the compressor, where numcodecs applies them).
-// Everything else (bz2, lzma, other filters, string/object/datetime/structured dtypes) fails
-// with kUnimplemented naming it.
+// Everything else (bz2, lzma, other filters, object (vlen-utf8), datetime and structured
+// dtypes) fails with kUnimplemented naming it.
 #include <algorithm>
 #include <set>
 #include <string>
@@ -25,21 +26,34 @@
 namespace lsio {
 namespace {
 
-// "<f4" -> ("float32", little-endian?). kUnimplemented for types lsio does not read yet.
-Status V2DataType(const nlohmann::json& j, std::string* name, std::string* endian) {
+// "<f4" -> ("float32", "little"); "<U3" -> v3's fixed_length_utf32 of 12 bytes, "|S5" ->
+// null_terminated_bytes of 5. kUnimplemented for types lsio does not read yet.
+Status V2DataType(const nlohmann::json& j, nlohmann::json* name, std::string* endian) {
   if (j.is_array()) return Status::Unimplemented("structured dtypes (" + j.dump() + ") are not supported by lsio");
   if (!j.is_string()) return Status::InvalidFormat(".zarray: dtype must be a string, got " + j.dump());
   const std::string s = j.get<std::string>();
+  if (s == "|O") {  // object arrays: vlen-utf8 / vlen-bytes / pickled objects
+    return Status::Unimplemented("dtype '|O' (variable-length strings or objects) is not supported by lsio yet");
+  }
   if (s.size() < 3 || (s[0] != '<' && s[0] != '>' && s[0] != '|')) {
     return Status::InvalidFormat(".zarray: dtype '" + s + "' is not a numpy type string");
   }
   const char kind = s[1];
   const std::string size = s.substr(2);
+  if ((kind == 'U' || kind == 'S') && !size.empty() && size.size() < 10 &&
+      size.find_first_not_of("0123456789") == std::string::npos && std::stoll(size) > 0) {
+    if (kind == 'U' && s[0] == '|') return Status::InvalidFormat(".zarray: dtype '" + s + "' needs a byte order");
+    const int64_t n = std::stoll(size) * (kind == 'U' ? 4 : 1);
+    *name = {{"name", kind == 'U' ? "fixed_length_utf32" : "null_terminated_bytes"},
+             {"configuration", {{"length_bytes", n}}}};
+    *endian = s[0] == '>' ? "big" : "little";
+    return Status::Ok();
+  }
   static const auto& kNames = *new std::set<std::string>{"b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4",
                                                          "u8", "f2", "f4", "f8", "c8", "c16"};
   if (!kNames.count(std::string(1, kind) + size)) {
     std::string what = "dtype '" + s + "'";
-    if (kind == 'U' || kind == 'S' || kind == 'O') what += " (strings)";
+    if (kind == 'O') what += " (variable-length strings or objects)";
     if (kind == 'M' || kind == 'm') what += " (datetime/timedelta)";
     return Status::Unimplemented(what + " is not supported by lsio yet");
   }
@@ -143,11 +157,13 @@ Result<ArrayMetadata> ParseArrayMetadataV2(std::string_view zarray, std::string_
     if (!j.contains(req)) return Status::InvalidFormat(std::string(".zarray lacks \"") + req + "\"");
   }
 
-  std::string dtype_name, endian;
-  LSIO_RETURN_IF_ERROR(V2DataType(j["dtype"], &dtype_name, &endian));
+  nlohmann::json dtype_json;
+  std::string endian;
+  LSIO_RETURN_IF_ERROR(V2DataType(j["dtype"], &dtype_json, &endian));
+  const std::string dtype_name = dtype_json.is_string() ? dtype_json.get<std::string>() : "";
   ArrayMetadata m;
   m.zarr_format = 2;
-  LSIO_ASSIGN_OR_RETURN(m.dtype, ParseDataType(nlohmann::json(dtype_name)));
+  LSIO_ASSIGN_OR_RETURN(m.dtype, ParseDataType(dtype_json));
   LSIO_ASSIGN_OR_RETURN(m.shape, ParseArrayShape(j["shape"], "shape", true));
   LSIO_ASSIGN_OR_RETURN(m.chunk_shape, ParseArrayShape(j["chunks"], "chunks", false));
   const size_t rank = m.shape.size();
@@ -172,8 +188,10 @@ Result<ArrayMetadata> ParseArrayMetadataV2(std::string_view zarray, std::string_
   // fill_value: null leaves missing chunks undefined; zarr-python 3 reads them as the dtype's
   // zero, and so does lsio. The other encodings of these types are v3's (§7.4).
   nlohmann::json fill = j["fill_value"];
+  const bool is_string = m.dtype.type == DataType::kFixedUtf32 || m.dtype.type == DataType::kFixedBytes;
   if (fill.is_null()) {
-    fill = dtype_name == "bool" ? nlohmann::json(false)
+    fill = is_string ? nlohmann::json("")  // zero-filled: an empty string
+           : dtype_name == "bool" ? nlohmann::json(false)
            : dtype_name.rfind("complex", 0) == 0 ? nlohmann::json::array({0, 0})
                                                  : nlohmann::json(0);
   }

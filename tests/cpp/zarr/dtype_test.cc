@@ -52,5 +52,36 @@ TEST(DataTypeTest, UnsupportedAndMalformed) {
   EXPECT_EQ(num.status().message(), "\"data_type\" must be a string");
 }
 
+TEST(DataTypeTest, FixedWidthStrings) {
+  auto u = ParseDataType(nlohmann::json::parse(R"({"name": "fixed_length_utf32", "configuration": {"length_bytes": 12}})"));
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->type, DataType::kFixedUtf32);
+  EXPECT_EQ(u->typestr, "<U3");
+  EXPECT_EQ(u->itemsize, 12u);
+  EXPECT_EQ(u->swap_unit, 4u);
+  auto s = ParseDataType(nlohmann::json::parse(R"({"name": "null_terminated_bytes", "configuration": {"length_bytes": 5}})"));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->typestr, "|S5");
+  EXPECT_EQ(s->swap_unit, 1u);
+  // Fill values: UTF-8 text to UTF-32 (beyond the BMP too), base64 bytes; zero-padded.
+  std::string text = "\xc3\xa9\xf0\x9f\x98\x80";  // "é😀" in UTF-8
+  auto fill = ParseFillValue(nlohmann::json(text), *u);
+  ASSERT_TRUE(fill.ok()) << fill.status().ToString();
+  EXPECT_EQ(*fill, (std::vector<uint8_t>{0xE9, 0, 0, 0, 0x00, 0xF6, 0x01, 0, 0, 0, 0, 0}));
+  auto bytes = ParseFillValue(nlohmann::json("eHk="), *s);
+  ASSERT_TRUE(bytes.ok());
+  EXPECT_EQ(*bytes, (std::vector<uint8_t>{'x', 'y', 0, 0, 0}));
+  for (const nlohmann::json& bad : {nlohmann::json("four"), nlohmann::json(3)}) {
+    EXPECT_EQ(ParseFillValue(bad, *u).status().code(), StatusCode::kInvalidFormat) << bad.dump();
+  }
+  EXPECT_EQ(ParseFillValue(nlohmann::json("not base64"), *s).status().code(), StatusCode::kInvalidFormat);
+  EXPECT_EQ(ParseFillValue(nlohmann::json("eHl6eHl6"), *s).status().code(), StatusCode::kInvalidFormat);  // 6 bytes
+  for (const char* doc : {R"({"name": "fixed_length_utf32", "configuration": {"length_bytes": 6}})",
+                          R"({"name": "fixed_length_utf32"})",
+                          R"({"name": "null_terminated_bytes", "configuration": {"length_bytes": 0}})"}) {
+    EXPECT_EQ(ParseDataType(nlohmann::json::parse(doc)).status().code(), StatusCode::kInvalidFormat) << doc;
+  }
+}
+
 }  // namespace
 }  // namespace lsio

@@ -353,6 +353,31 @@ TEST(MetadataV2Test, FiltersAndLz4BecomeBytesToBytesCodecs) {
   EXPECT_EQ(m->codecs_description, "v2[bytes, delta, numcodecs.shuffle, numcodecs.lz4]");
 }
 
+TEST(MetadataV2Test, FixedWidthStringsAreV3StringTypes) {
+  nlohmann::json j = V2Doc();
+  j["dtype"] = ">U3";
+  j["fill_value"] = "ab";
+  auto m = ParseArrayMetadataV2(j.dump(), "");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->dtype.type, DataType::kFixedUtf32);
+  EXPECT_EQ(m->dtype.typestr, "<U3");  // returned in native order
+  EXPECT_EQ(m->dtype.itemsize, 12u);
+  EXPECT_EQ(m->codecs_description, "v2[bytes(big), zstd]");
+  EXPECT_EQ(m->fill_value, (std::vector<uint8_t>{'a', 0, 0, 0, 'b', 0, 0, 0, 0, 0, 0, 0}));
+  j["dtype"] = "|S4";
+  j["fill_value"] = "eHk=";  // base64 of "xy"
+  m = ParseArrayMetadataV2(j.dump(), "");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->dtype.typestr, "|S4");
+  EXPECT_EQ(m->fill_value, (std::vector<uint8_t>{'x', 'y', 0, 0}));
+  j["fill_value"] = nullptr;
+  m = ParseArrayMetadataV2(j.dump(), "");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->fill_value, std::vector<uint8_t>(4, 0));
+  j["fill_value"] = "not base64!";
+  EXPECT_EQ(ParseArrayMetadataV2(j.dump(), "").status().code(), StatusCode::kInvalidFormat);
+}
+
 TEST(MetadataV2Test, BloscIsTheV3BloscCodec) {
   // zarr-python 2's default compressor, as written (numcodecs keys).
   auto m = ParseArrayMetadataV2(kZarray, "");
@@ -412,7 +437,10 @@ TEST(MetadataV2Test, UnsupportedAndMalformedAreTypedErrors) {
       {[](nlohmann::json& j) { j["filters"] = {{{"id", "fixedscaleoffset"}, {"scale", 2}}}; }, kUnimpl,
        "filter 'fixedscaleoffset' is not supported by lsio yet"},
       {[](nlohmann::json& j) { j["filters"] = {"delta"}; }, kFmt, "filters must be objects with a string \"id\""},
-      {[](nlohmann::json& j) { j["dtype"] = "<U4"; }, kUnimpl, "dtype '<U4' (strings) is not supported by lsio yet"},
+      {[](nlohmann::json& j) { j["dtype"] = "|O"; }, kUnimpl,
+       "dtype '|O' (variable-length strings or objects) is not supported by lsio yet"},
+      {[](nlohmann::json& j) { j["dtype"] = "|U4"; }, kFmt, "dtype '|U4' needs a byte order"},
+      {[](nlohmann::json& j) { j["dtype"] = "<M8[ns]"; }, kUnimpl, "(datetime/timedelta)"},
       {[](nlohmann::json& j) { j["dtype"] = nlohmann::json::array({{"a", "<f4"}}); }, kUnimpl, "structured dtypes"},
       {[](nlohmann::json& j) { j["dtype"] = "|f4"; }, kFmt, "needs a byte order"},
       {[](nlohmann::json& j) { j["order"] = "K"; }, kFmt, "order must be \"C\" or \"F\""},
