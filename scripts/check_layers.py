@@ -46,7 +46,7 @@ def layer_of(path: pathlib.Path) -> str | None:
     rel = path.relative_to(ROOT).as_posix()
     if rel.startswith("cpp/bindings/"):
         return "bindings"
-    if rel == "cpp/src/array.cc":
+    if rel in ("cpp/src/array.cc", "cpp/src/strings.cc"):
         return "facade"
     m = re.match(r"cpp/src/([a-z_]+)/", rel)
     return m.group(1) if m else None

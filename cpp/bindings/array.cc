@@ -15,6 +15,7 @@
 #include "errors.h"
 #include "gil.h"
 #include "lsio/array.h"
+#include "lsio/strings.h"
 
 namespace py = pybind11;
 
@@ -277,6 +278,22 @@ void BindArray(py::module_& m) {
                     /*allow_negative=*/false);
       },
       py::arg("out"), py::arg("array"), py::arg("shape"), py::arg("transform") = py::none());
+
+  m.def(
+      "decode_vlen_utf8",
+      [](const std::string& codecs_json, const py::bytes& stored, uint64_t items) {
+        const std::string data = stored;  // a copy: the decode runs without the GIL
+        lsio::Result<std::vector<std::string>> r =
+            WithoutGil([&] { return lsio::DecodeVlenUtf8Chunk(codecs_json, data, items); });
+        Check(r.status());
+        py::list out(r.value().size());
+        for (size_t i = 0; i < r.value().size(); ++i) {
+          out[i] = py::reinterpret_steal<py::object>(
+              PyUnicode_DecodeUTF8(r.value()[i].data(), static_cast<Py_ssize_t>(r.value()[i].size()), "strict"));
+        }
+        return out;
+      },
+      py::arg("codecs_json"), py::arg("stored"), py::arg("items"));
 
   py::class_<lsio::ElementTransform>(m, "ElementTransform")
       .def(py::init([](const std::string& out_type, double scale, double offset) {

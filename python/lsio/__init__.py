@@ -23,6 +23,7 @@ from . import _core
 from .array import Array, open
 from ._async import prefetch
 from .group import Group, open_group
+from ._strings import StringArray
 from .errors import (
     BoundsError,
     CorruptDataError,
@@ -36,6 +37,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Array",
+    "StringArray",
     "open",
     "Group",
     "open_group",

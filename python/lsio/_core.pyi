@@ -53,6 +53,11 @@ def open_remote(
     memory_limit: int = 0,
     adaptive_coalescing: bool = False,
 ) -> Array: ...
+def decode_vlen_utf8(codecs_json: str, stored: bytes, items: int) -> list[str]:
+    """One variable-length string chunk: bytes -> bytes codecs (JSON list) undone, then the
+    vlen-utf8 items in storage order (lsio/strings.h)."""
+    ...
+
 def check_out(
     out: object, array: Array, shape: list[int], transform: Optional[ElementTransform] = None
 ) -> None: ...

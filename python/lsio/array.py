@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 import numpy as np
 
 from . import _core, _options, _storage, _tune
-from .errors import BoundsError, FormatError
+from .errors import BoundsError, FormatError, UnsupportedError
 
 __all__ = ["Array", "open"]
 
@@ -117,11 +117,36 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
         raise ValueError("storage_options apply to URLs (s3://, gs://, http(s)://), not to local paths")
     options = dict(threads=threads, io=io, queue_depth=queue_depth, max_gap=max_gap, max_request=max_request,
                    index_cache_bytes=index_cache_bytes, memory_limit=memory_limit, direct=direct)
-    if remote:
-        if tune:
-            raise ValueError("tune=True measures local storage; remote stores measure their coalescing themselves")
-        return Array(path, storage_options=storage_options, **options)
-    return Array(path, tune=tune, **options)
+    try:
+        if remote:
+            if tune:
+                raise ValueError("tune=True measures local storage; remote stores measure their coalescing themselves")
+            return Array(path, storage_options=storage_options, **options)
+        return Array(path, tune=tune, **options)
+    except UnsupportedError:
+        strings = _open_vlen_strings(path, storage_options)
+        if strings is None:
+            raise
+        return strings  # type: ignore[return-value]
+
+
+def _open_vlen_strings(path: Any, storage_options: Optional[dict]) -> Any:
+    """A StringArray when `path` is a variable-length string array (which the engine's crop
+    path does not read), else None."""
+    from . import _strings
+    from .group import _read_json, _RemoteNodes
+
+    try:
+        if isinstance(path, str) and _storage.is_remote(path):
+            nodes = _RemoteNodes(path, storage_options)
+            meta = nodes.read_json(nodes.display)
+        else:
+            meta = _read_json(os.path.abspath(os.fspath(path)))
+    except Exception:  # noqa: BLE001 - the engine's error is the one to show
+        return None
+    if not _strings.is_vlen_string(meta):
+        return None
+    return _strings.open_string_array(path, meta, storage_options)
 
 
 class Array:

@@ -457,9 +457,14 @@ class Group:
             raise KeyError(f"{name!r} is not a member of group {self._path!r} {known}") from None
         if meta.get("node_type") == "group":
             return parent._child_group(part, meta)
+        from . import _strings
         from .array import Array
 
-        return Array(self._nodes.join(parent._path, part), **self._options, **self._nodes.array_options())
+        path = self._nodes.join(parent._path, part)
+        if _strings.is_vlen_string(meta):
+            # Variable-length strings are read outside the engine's crop path (_strings.py).
+            return _strings.open_string_array(path, meta, self._nodes.array_options().get("storage_options"))
+        return Array(path, **self._options, **self._nodes.array_options())
 
     def get(self, name: str, default: Any = None) -> Any:
         try:

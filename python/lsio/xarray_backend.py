@@ -35,7 +35,7 @@ from xarray.core.utils import FrozenDict
 from xarray.core.variable import Variable
 
 from .array import Array
-from . import _storage
+from . import _storage, _strings
 from .errors import UnsupportedError
 from .group import Group, _LocalNodes, _node_type, _RemoteNodes, open_group
 
@@ -119,7 +119,12 @@ class LsioStore(AbstractDataStore):
         if _node_type(meta, nodes.join(root, "zarr.json")) == "array":
             name = nodes.basename(root)
             url = nodes.url if nodes.remote else root
-            arrays = {} if name in drop else {name: Array(url, **options)}
+            if name in drop:
+                arrays = {}
+            elif _strings.is_vlen_string(meta):
+                arrays = {name: _strings.open_string_array(url, meta, options.get("storage_options"))}
+            else:
+                arrays = {name: Array(url, **options)}
             return cls(arrays, {}, {name: meta})
         url = nodes.url if nodes.remote else root
         g: Group = open_group(url, consolidated=consolidated, **options)

@@ -1316,9 +1316,9 @@ def _(p):  # inner [25,10] divides only the transposed outer chunk [50,20]
     )
 
 
-@unsupported("z_string_dtype", "zarr-python", ["string", "vlen"])
-def _(p):
-    a = zarr.create_array(str(p), shape=(4,), dtype=str, chunks=(2,))
+@unsupported("z_string_sharded", "zarr-python", ["sharded variable-length strings"])
+def _(p):  # variable-length strings are read (test_strings.py), but not from shards yet
+    a = zarr.create_array(str(p), shape=(4,), dtype=str, chunks=(2,), shards=(4,))
     a[...] = ["a", "bb", "", "dddd"]
     return np.asarray(a[...])
 

@@ -5,7 +5,9 @@ zarr-python: whole reads, selections, crops, fill values (unicode beyond the BMP
 big-endian UTF-32, sharding. xarray datasets with string coordinates (what ``to_zarr`` writes
 for a ``station=["AAA", ...]`` coordinate, v3 and v2) through ``engine="lsio"`` are
 ``identical()`` to ``xr.open_zarr``. Variable-length strings (v3 ``string``, v2 object
-``vlen-utf8``) still raise UnsupportedError, and the xarray backend names the variable to drop.
+``vlen-utf8``) are read by :class:`lsio.StringArray` (whole chunks, on the calling thread), in
+groups, over HTTP and through xarray; other unreadable variables make the xarray backend name
+the variable to drop.
 """
 
 from __future__ import annotations
@@ -96,17 +98,80 @@ def test_xarray_string_coordinates(tmp_path, fmt):
     assert got.sel(station="BB").t.values.tolist() == [1.0, 4.0, 7.0, 10.0]
 
 
-def test_variable_length_strings_are_unsupported_and_xarray_names_the_variable(tmp_path):
+VLEN_CASES = [(3, "C", None), (3, "C", "zstd"), (2, "C", "zstd"), (2, "F", "blosc"), (2, "C", None)]
+
+
+@pytest.mark.parametrize("fmt,order,comp", VLEN_CASES, ids=[f"v{c[0]}-{c[1]}-{c[2]}" for c in VLEN_CASES])
+def test_variable_length_strings_match_zarr_python(tmp_path, fmt, order, comp):
+    from numcodecs import Blosc, Zstd
+
+    path = tmp_path / "v.zarr"
+    kw = {"order": order} if fmt == 2 else {}
+    if comp is None:
+        kw["compressors"] = None
+    elif fmt == 2:
+        kw["compressors"] = Zstd(level=1) if comp == "zstd" else Blosc(cname="lz4")
+    z = zarr.create_array(str(path), shape=(9, 7), chunks=(4, 3), dtype=str, zarr_format=fmt, **kw)
+    data = _data("<U5", (9, 7), 11 + fmt).astype(object)
+    z[:6, 1:] = data[:6, 1:]
+    want = z[...]
+    arr = lsio.open(str(path))
+    assert isinstance(arr, lsio.StringArray)
+    assert arr.shape == (9, 7) and arr.chunks == (4, 3) and arr.zarr_format == fmt
+    assert np.array_equal(arr[...], want) and arr[...].dtype == want.dtype
+    for key in random_keys(5 + fmt, (9, 7), 12):
+        assert np.array_equal(arr[key], want[key]), key
+    assert arr[5, 6] == want[5, 6] and np.array_equal(np.asarray(arr), want)
+    with pytest.raises(lsio.BoundsError):
+        arr[9, 0]
+    again = __import__("pickle").loads(__import__("pickle").dumps(arr))
+    assert np.array_equal(again[...], want)
+
+
+def test_variable_length_strings_in_groups_over_http_and_xarray(tmp_path, nginx_server):
+    xr = pytest.importorskip("xarray")
+    root = tmp_path / "www"
+    ds = xr.Dataset({"t": (("station",), np.arange(3.0))},
+                    coords={"station": np.array(["AAA", "BB", "ü😀"], dtype=object)})
+    ds.to_zarr(root / "ds.zarr", zarr_format=3, consolidated=True)
+    ref = xr.open_zarr(root / "ds.zarr").load()
+    got = xr.open_dataset(root / "ds.zarr", engine="lsio").load()
+    assert got.identical(ref)
+    g = lsio.open_group(root / "ds.zarr")
+    assert isinstance(g["station"], lsio.StringArray)
+    server = nginx_server(root)
+    remote = lsio.open(server.url("ds.zarr/station"))
+    assert list(remote[...]) == ["AAA", "BB", "ü😀"]
+    assert list(lsio.open_group(server.url("ds.zarr"))["station"][::-1]) == ["ü😀", "BB", "AAA"]
+
+
+def test_corrupt_and_unsupported_variable_length_strings(tmp_path):
+    path = tmp_path / "v.zarr"
+    z = zarr.create_array(str(path), shape=(4,), chunks=(2,), dtype=str, zarr_format=3)
+    z[...] = ["a", "b", "c", "d"]
+    arr = lsio.open(str(path))
+    chunk = path / "c" / "1"
+    good = chunk.read_bytes()
+    for bad in (good[:-3], b"garbage"):
+        chunk.write_bytes(bad)
+        with pytest.raises(lsio.CorruptDataError) as info:
+            arr[...]
+        assert str(chunk) in str(info.value)
+        assert list(arr[:2]) == ["a", "b"]
+    sharded = tmp_path / "s.zarr"
+    zarr.create_array(str(sharded), shape=(4,), chunks=(2,), shards=(4,), dtype=str, zarr_format=3)
+    with pytest.raises(lsio.UnsupportedError, match="sharded variable-length strings"):
+        lsio.open(str(sharded))
+
+
+def test_unreadable_variables_make_the_xarray_backend_name_them(tmp_path):
     xr = pytest.importorskip("xarray")
     path = tmp_path / "g.zarr"
     g = zarr.open_group(str(path), mode="w")
-    a = g.create_array("label", shape=(3,), chunks=(3,), dtype=str)
-    a[...] = ["a", "bb", "ccc"]
+    a = g.create_array("label", shape=(3,), chunks=(3,), dtype="<M8[ns]", dimension_names=["x"])
+    a[...] = np.array([0, 1, 2], dtype="<M8[ns]")
     v = g.create_array("v", shape=(3,), chunks=(3,), dtype="f4", dimension_names=["x"])
     v[...] = [1, 2, 3]
-    g["label"].update_attributes({})
-    with pytest.raises(lsio.UnsupportedError, match="string"):
-        lsio.open(str(path), "label")
     with pytest.raises(lsio.UnsupportedError, match=r"drop_variables=\['label'\]"):
         xr.open_dataset(path, engine="lsio")
     ds = xr.open_dataset(path, engine="lsio", drop_variables=["label"])

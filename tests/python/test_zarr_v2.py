@@ -7,8 +7,8 @@ NaN/Infinity, bool, complex) with
 partially written arrays (missing chunks read as the fill value); a seeded sample of it runs
 (all of it with LSIO_TEST_FULL_MATRIX=1). Every store is read whole, by random numpy keys and
 by read_crops batches, with both I/O paths and 1 or 2 threads. What lsio does not read yet
-(bz2/lzma, filters other than delta and shuffle, variable-length strings) raises
-UnsupportedError naming it.
+(bz2/lzma, filters other than delta and shuffle) raises UnsupportedError naming it;
+strings (fixed-width and vlen-utf8) are in test_strings.py.
 Filters (delta, shuffle, both) are crossed with dtypes and compressors separately.
 """
 
@@ -284,15 +284,6 @@ def test_corrupt_lz4_and_shuffle_chunks_are_typed_errors(tmp_path):
             a[:32]
         assert "0" in str(info.value)
         np.testing.assert_array_equal(a[32:], np.arange(32, 64))
-
-
-def test_v2_variable_length_strings_are_unsupported(tmp_path):
-    # Fixed-width <U/|S are read (test_strings.py); object arrays with vlen-utf8 are not yet.
-    path = tmp_path / "s.zarr"
-    z = zarr.create_array(str(path), shape=(3,), chunks=(3,), dtype=str, zarr_format=2)
-    z[...] = np.array(["a", "bb", "ccc"])
-    with pytest.raises(lsio.UnsupportedError, match="variable-length strings"):
-        lsio.open(str(path))
 
 
 @pytest.mark.parametrize("edit,words", [
