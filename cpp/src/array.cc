@@ -110,6 +110,16 @@ Result<std::unique_ptr<Array>> CatchOpen(const std::string& location, F&& open) 
   }
 }
 
+// A metadata object through the store (nullopt when absent), with the size cap named.
+Result<std::optional<std::string>> ReadMetadata(Store& store, const char* key) {
+  auto read = store.ReadAll(key, kMaxMetadataBytes);
+  // The store's only kInvalidFormat is "larger than max_bytes" (store.h): say what it was.
+  if (!read.ok() && read.status().code() == StatusCode::kInvalidFormat) {
+    return Status::InvalidFormat("metadata file is larger than 64 MiB").WithPath(store.Location(key));
+  }
+  return read;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Array>> Array::Open(const std::string& path, const OpenOptions& options) {
@@ -139,39 +149,20 @@ Result<std::unique_ptr<Array>> Array::Open(std::shared_ptr<Store> store, const s
     while (root.size() > 1 && root.back() == '/') root.pop_back();
     // Metadata comes through the store, never open/pread here.
     const std::string meta_path = store->Location("zarr.json");
-    auto read = store->ReadAll("zarr.json", kMaxMetadataBytes);
-    if (!read.ok()) {
-      // The store's only kInvalidFormat is "larger than max_bytes" (store.h): say what it was.
-      if (read.status().code() == StatusCode::kInvalidFormat) {
-        return Status::InvalidFormat("metadata file is larger than 64 MiB").WithPath(meta_path);
-      }
-      return read.status();
-    }
+    LSIO_ASSIGN_OR_RETURN(std::optional<std::string> zarr_json, ReadMetadata(*store, "zarr.json"));
     Result<ArrayMetadata> parsed = Status::Internal("unparsed");
-    if (read.value().has_value()) {
-      parsed = ParseArrayMetadata(*read.value());
+    if (zarr_json.has_value()) {
+      parsed = ParseArrayMetadata(*zarr_json);
       if (!parsed.ok()) return Status(parsed.status()).WithPath(meta_path);
     } else {
       // No zarr.json: a Zarr v2 array has .zarray (and .zattrs when it has attributes).
       const std::string v2_path = store->Location(".zarray");
-      auto zarray = store->ReadAll(".zarray", kMaxMetadataBytes);
-      if (!zarray.ok()) {
-        if (zarray.status().code() == StatusCode::kInvalidFormat) {
-          return Status::InvalidFormat("metadata file is larger than 64 MiB").WithPath(v2_path);
-        }
-        return zarray.status();
-      }
-      if (!zarray.value().has_value()) {
+      LSIO_ASSIGN_OR_RETURN(std::optional<std::string> zarray, ReadMetadata(*store, ".zarray"));
+      if (!zarray.has_value()) {
         return Status::InvalidFormat("no zarr.json or .zarray: not a Zarr array").WithPath(meta_path);
       }
-      auto zattrs = store->ReadAll(".zattrs", kMaxMetadataBytes);
-      if (!zattrs.ok()) {
-        if (zattrs.status().code() == StatusCode::kInvalidFormat) {
-          return Status::InvalidFormat("metadata file is larger than 64 MiB").WithPath(store->Location(".zattrs"));
-        }
-        return zattrs.status();
-      }
-      parsed = ParseArrayMetadataV2(*zarray.value(), zattrs.value().value_or(std::string()));
+      LSIO_ASSIGN_OR_RETURN(std::optional<std::string> zattrs, ReadMetadata(*store, ".zattrs"));
+      parsed = ParseArrayMetadataV2(*zarray, zattrs.value_or(std::string()));
       if (!parsed.ok()) return Status(parsed.status()).WithPath(v2_path);
     }
 

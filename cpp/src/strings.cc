@@ -7,32 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "codec/registry.h"
+#include "util/utf8.h"
 
 namespace lsio {
 namespace {
-
-bool ValidUtf8(std::string_view s) {
-  static const uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
-  for (size_t i = 0; i < s.size();) {
-    const uint8_t c = static_cast<uint8_t>(s[i]);
-    int n;
-    uint32_t cp;
-    if (c < 0x80) { n = 0; cp = c; }
-    else if ((c >> 5) == 6) { n = 1; cp = c & 0x1F; }
-    else if ((c >> 4) == 14) { n = 2; cp = c & 0x0F; }
-    else if ((c >> 3) == 30) { n = 3; cp = c & 0x07; }
-    else return false;
-    if (i + static_cast<size_t>(n) >= s.size() && n > 0) return false;
-    for (int k = 1; k <= n; ++k) {
-      const uint8_t cc = static_cast<uint8_t>(s[i + static_cast<size_t>(k)]);
-      if ((cc >> 6) != 2) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += static_cast<size_t>(n) + 1;
-  }
-  return true;
-}
 
 uint32_t Le32(const uint8_t* p) {
   return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;

@@ -256,17 +256,12 @@ def open_string_array(path: str, meta: dict, storage_options: Optional[dict] = N
         nodes = _RemoteNodes(path, storage_options)
         store = nodes.store()
         return StringArray(nodes.display, meta, store.get, store.location, url=path, storage_options=storage_options)
+    from .group import _read_file
+
     root = os.path.abspath(os.fspath(path))
 
     def get(key: str) -> Optional[bytes]:
-        file = os.path.join(root, *key.split("/"))
-        try:
-            with open(file, "rb") as f:
-                return f.read()
-        except FileNotFoundError:
-            return None
-        except OSError as e:
-            raise StorageError(e.errno, f"cannot read {file!r}: {e.strerror}", file) from None
+        return _read_file(os.path.join(root, *key.split("/")))
 
     return StringArray(root, meta, get, lambda key: os.path.join(root, *key.split("/")))
 

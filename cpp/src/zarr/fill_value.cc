@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "util/utf8.h"
 #include "zarr/dtype.h"
 
 namespace lsio {
@@ -107,31 +108,6 @@ Status PutInt(const nlohmann::json& j, const DataTypeInfo& dt, std::vector<uint8
     return Bad(dt, j, "not an integer");
   }
   return Bad(dt, j, "expected an integer");
-}
-
-// UTF-8 -> code points; false for malformed input (overlong forms, surrogates, > U+10FFFF).
-bool DecodeUtf8(const std::string& s, std::vector<uint32_t>* out) {
-  static const uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
-  for (size_t i = 0; i < s.size();) {
-    const uint8_t c = static_cast<uint8_t>(s[i]);
-    int n;
-    uint32_t cp;
-    if (c < 0x80) { n = 0; cp = c; }
-    else if ((c >> 5) == 6) { n = 1; cp = c & 0x1F; }
-    else if ((c >> 4) == 14) { n = 2; cp = c & 0x0F; }
-    else if ((c >> 3) == 30) { n = 3; cp = c & 0x07; }
-    else return false;
-    for (int k = 1; k <= n; ++k) {
-      if (i + static_cast<size_t>(k) >= s.size()) return false;
-      const uint8_t cc = static_cast<uint8_t>(s[i + static_cast<size_t>(k)]);
-      if ((cc >> 6) != 2) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    out->push_back(cp);
-    i += static_cast<size_t>(n) + 1;
-  }
-  return true;
 }
 
 // Standard base64 (RFC 4648, padding optional); false for anything else.
