@@ -15,7 +15,7 @@ namespace {
 
 void Check(const lsio::Result<lsio::ArrayMetadata>& m) {
   if (!m.ok()) return;
-  const lsio::ArrayMetadata& a = *m;
+  const lsio::ArrayMetadata& a = m.value();
   if (a.chunk_shape.size() != a.shape.size() || a.read_chunk_shape.size() != a.shape.size()) __builtin_trap();
   if (a.chain == nullptr) __builtin_trap();
   if (a.fill_value.size() != a.dtype.itemsize) __builtin_trap();
