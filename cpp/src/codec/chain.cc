@@ -85,18 +85,6 @@ Result<std::unique_ptr<CodecChain>> CodecChain::Build(std::vector<std::unique_pt
 }
 
 Status CodecChain::Decode(std::span<const uint8_t> in, uint8_t* out, DecodeScratch& scratch) const {
-  return DecodeImpl(in, out, scratch, nullptr);
-}
-
-Result<std::span<const uint8_t>> CodecChain::DecodeView(std::span<const uint8_t> in, uint8_t* out,
-                                                        DecodeScratch& scratch) const {
-  std::span<const uint8_t> view;
-  LSIO_RETURN_IF_ERROR(DecodeImpl(in, out, scratch, &view));
-  return view;
-}
-
-Status CodecChain::DecodeImpl(std::span<const uint8_t> in, uint8_t* out, DecodeScratch& scratch,
-                              std::span<const uint8_t>* view) const {
   const uint64_t raw_size = *sizes_[0];
   std::span<const uint8_t> cur = in;
   int cur_buf = -1;  // which scratch.buf holds `cur` (-1: caller memory or `out`)
@@ -130,12 +118,7 @@ Status CodecChain::DecodeImpl(std::span<const uint8_t> in, uint8_t* out, DecodeS
                             std::to_string(raw_size));
   }
   const size_t itemsize = decoded_.itemsize;
-  if (view != nullptr) *view = {out, raw_size};
   if (perm_.empty()) {
-    if (view != nullptr && !swap_) {
-      *view = cur;  // already final (e.g. a checksum stripped off `in`): no copy
-      return Status::Ok();
-    }
     if (cur.data() != out) std::memcpy(out, cur.data(), raw_size);
     if (swap_) ByteSwapInPlace(out, raw_size / decoded_.swap_unit, decoded_.swap_unit);
     return Status::Ok();

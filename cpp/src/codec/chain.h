@@ -57,18 +57,8 @@ class CodecChain {
   /// only when stored_is_decoded(). Fails with kDataLoss on corrupt data.
   Status Decode(std::span<const uint8_t> in, uint8_t* out, DecodeScratch& scratch) const;
 
-  /// Like Decode, but when the decoded bytes already lie in their final form elsewhere (in
-  /// `in` once a checksum is stripped, or in a scratch buffer), returns a view of them
-  /// instead of copying them into `out`; otherwise decodes into `out` and returns that.
-  /// The view lives as long as `in` and `scratch` are unchanged; it may be unaligned.
-  /// For callers that read the decoded bytes once (shard indexes).
-  Result<std::span<const uint8_t>> DecodeView(std::span<const uint8_t> in, uint8_t* out,
-                                              DecodeScratch& scratch) const;
-
  private:
   CodecChain() = default;
-  Status DecodeImpl(std::span<const uint8_t> in, uint8_t* out, DecodeScratch& scratch,
-                    std::span<const uint8_t>* view) const;
 
   ChunkSpec decoded_;
   ChunkSpec encoded_;                                   // after all array->array codecs

@@ -1,8 +1,6 @@
 // Shard index decoding (through the index's codec chain) and validation.
 #include "zarr/shard_index.h"
 
-#include <cstring>
-
 static_assert(sizeof(lsio::ShardIndexEntry) == 16, "an index entry is two packed uint64 values");
 
 namespace lsio {
@@ -21,25 +19,20 @@ Result<std::vector<ShardIndexEntry>> DecodeShardIndex(std::span<const uint8_t> b
   if (layout.index_chain == nullptr || layout.index_chain->decoded_size() != 16 * layout.num_entries) {
     return Status::Internal("shard layout without a prepared index chain");
   }
-  // The chain checks any crc32c, swaps a big-endian index and undoes transposes, into the
-  // vector (ShardIndexEntry is two native uint64 values). When no stage had to move the
-  // bytes ([bytes, crc32c] on a little-endian host), it hands back a view of them instead,
-  // and the validation pass below copies each entry once, as it reads it.
+  // The chain checks any crc32c, swaps a big-endian index and undoes transposes, writing
+  // the entries straight into the vector (ShardIndexEntry is two native uint64 values).
   std::vector<ShardIndexEntry> entries(layout.num_entries);
-  uint8_t* const dst = reinterpret_cast<uint8_t*>(entries.data());
-  auto view = layout.index_chain->DecodeView(bytes, dst, ThreadDecodeScratch());
-  if (!view.ok()) return Status(view.status().code(), "shard index: " + view.status().message());
-  const uint8_t* const src = view->data();
+  Status st = layout.index_chain->Decode(bytes, reinterpret_cast<uint8_t*>(entries.data()), ThreadDecodeScratch());
+  if (!st.ok()) return Status(st.code(), "shard index: " + st.message());
 
   // Data may lie anywhere outside the index.
   const uint64_t data_begin = layout.index_at_end ? 0 : layout.index_size;
   const uint64_t data_end = layout.index_at_end ? shard_size - layout.index_size : shard_size;
 
   for (uint64_t i = 0; i < layout.num_entries; ++i) {
-    uint64_t off, nb;
-    std::memcpy(&off, src + 16 * i, 8);
-    std::memcpy(&nb, src + 16 * i + 8, 8);
-    const ShardIndexEntry e{off, nb};
+    const uint64_t off = entries[i].offset;
+    const uint64_t nb = entries[i].nbytes;
+    const ShardIndexEntry& e = entries[i];
     // The message is built only on failure: this loop runs for every entry of every shard
     // index read, and formatting it each time cost 60x the index's crc32c.
     if (!e.missing() && (nb == 0 || off > ~0ull - nb || off < data_begin || off + nb > data_end)) {
@@ -50,7 +43,6 @@ Result<std::vector<ShardIndexEntry>> DecodeShardIndex(std::span<const uint8_t> b
       return Status::DataLoss(which + " lies outside the shard's data [" + std::to_string(data_begin) +
                               ", " + std::to_string(data_end) + ")");
     }
-    entries[i] = e;  // a no-op store when the chain decoded into `entries` itself
   }
   return entries;
 }

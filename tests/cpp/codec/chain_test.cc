@@ -328,34 +328,6 @@ INSTANTIATE_TEST_SUITE_P(
         BadChain{R"([{"name": "transpose"}, "bytes"])", StatusCode::kInvalidFormat,
                  "transpose codec: missing \"order\""}));
 
-// ---- DecodeView ----
-
-TEST(DecodeViewTest, StrippedChecksumIsViewedInPlaceOtherwiseDecodedIntoOut) {
-  const Bytes data = lsio_test::TestData(64, 1);
-  const Bytes stored = lsio_test::WithCrc(data);
-  auto crc = ParseChain(R"(["bytes", "crc32c"])", Spec({8}, 8));
-  ASSERT_TRUE(crc.ok());
-  Bytes out(64, 0xEE);
-  auto v = (*crc)->DecodeView(std::span<const uint8_t>(stored.data(), stored.size()), out.data(), ThreadDecodeScratch());
-  ASSERT_TRUE(v.ok()) << v.status().ToString();
-  EXPECT_EQ(v->data(), stored.data()) << "no copy when the checksum only had to be stripped";
-  EXPECT_EQ(Bytes(v->begin(), v->end()), data);
-  EXPECT_EQ(out, Bytes(64, 0xEE));
-  // Big endian must be swapped, so the view is `out` holding the native values.
-  auto big = ParseChain(R"([{"name": "bytes", "configuration": {"endian": "big"}}, "crc32c"])", Spec({8}, 8));
-  ASSERT_TRUE(big.ok());
-  auto b = (*big)->DecodeView(std::span<const uint8_t>(stored.data(), stored.size()), out.data(), ThreadDecodeScratch());
-  ASSERT_TRUE(b.ok());
-  EXPECT_EQ(b->data(), out.data());
-  EXPECT_EQ(out[0], data[7]);
-  // A bad checksum is still an error.
-  Bytes bad = stored;
-  bad[5] ^= 1;
-  auto e = (*crc)->DecodeView(std::span<const uint8_t>(bad.data(), bad.size()), out.data(), ThreadDecodeScratch());
-  ASSERT_FALSE(e.ok());
-  EXPECT_EQ(e.status().code(), StatusCode::kDataLoss);
-}
-
 // ---- growable stages ----
 
 TEST(GrowableStageTest, OutputIsBoundedByWhatTheCodecsBelowCanStore) {
