@@ -12,6 +12,8 @@
 namespace lsio {
 namespace {
 
+constexpr uint64_t kMaxDecodedBytes = 1ull << 30;
+
 uint32_t Le32(const uint8_t* p) {
   return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
 }
@@ -37,6 +39,9 @@ Result<std::vector<std::string>> DecodeVlenUtf8Chunk(const std::string& codecs_j
   for (size_t k = codecs.size(); k-- > 0;) {
     BytesOut out;
     out.grow = &buffers[k % 2];
+    // A string chunk's decoded size is unknown up front; a frame claiming more than this is
+    // taken as corrupt rather than allocated.
+    out.limit = kMaxDecodedBytes;
     LSIO_RETURN_IF_ERROR(static_cast<const BytesToBytesCodec&>(*codecs[k]).DecodeBytes(bytes, out, scratch));
     bytes = out.result;
   }

@@ -25,7 +25,8 @@ namespace lsio {
 /// `[{"name": "zstd", ...}]` or `[]`, applied in reverse), then parses the vlen-utf8 layout:
 /// a little-endian uint32 item count, then per item a uint32 byte length and that many UTF-8
 /// bytes. Fails with kDataLoss when the count is not `items`, a length runs past the end,
-/// bytes are left over or the text is not valid UTF-8; kUnimplemented / kInvalidFormat for
+/// bytes are left over, the text is not valid UTF-8 or a stage would decode to more than
+/// 1 GiB; kUnimplemented / kInvalidFormat for
 /// codecs lsio cannot run or that are malformed.
 Result<std::vector<std::string>> DecodeVlenUtf8Chunk(const std::string& codecs_json, std::string_view stored,
                                                      uint64_t items);

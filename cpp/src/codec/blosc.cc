@@ -58,7 +58,11 @@ class BloscCodec final : public BytesToBytesCodec {
       return Status::Ok();
     }
     // Under another bytes->bytes codec: the header says the size (validated to be at most
-    // BLOSC_MAX_BUFFERSIZE, about 2 GiB).
+    // BLOSC_MAX_BUFFERSIZE, about 2 GiB), and the codecs below bound it further.
+    if (nbytes > out.limit) {
+      return Status::DataLoss("blosc: frame decodes to " + std::to_string(nbytes) + " bytes, more than the " +
+                              std::to_string(out.limit) + " the codecs below it can store for the chunk");
+    }
     if (!out.grow->Reserve(nbytes)) return Status::ResourceExhausted("blosc: out of memory");
     LSIO_RETURN_IF_ERROR(Decompress(in, out.grow->data(), nbytes));
     out.result = {out.grow->data(), nbytes};

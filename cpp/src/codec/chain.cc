@@ -73,6 +73,7 @@ Result<std::unique_ptr<CodecChain>> CodecChain::Build(std::vector<std::unique_pt
   chain->sizes_.push_back(spec.num_bytes());
   chain->max_stored_ = spec.num_bytes();
   for (const auto& c : chain->bb_) {
+    chain->max_sizes_.push_back(chain->max_stored_);
     const uint64_t bound = c->MaxEncodedSize(chain->max_stored_);
     chain->max_stored_ = bound < chain->max_stored_ ? UINT64_MAX : bound;  // saturate on overflow
     const auto& prev = chain->sizes_.back();
@@ -104,6 +105,7 @@ Status CodecChain::Decode(std::span<const uint8_t> in, uint8_t* out, DecodeScrat
       o.size = *sizes_[k];
     } else {
       o.grow = &scratch.buf[target];
+      o.limit = max_sizes_[k];
     }
     LSIO_RETURN_IF_ERROR(bb_[k]->DecodeBytes(cur, o, scratch));
     if (o.result.data() != cur.data() && o.result.data() != out) cur_buf = target;

@@ -67,6 +67,9 @@ class CodecChain {
   std::vector<std::unique_ptr<BytesToBytesCodec>> bb_;  // bytes->bytes codecs, encode order
   // sizes_[k] = size of the input of bb_[k] (sizes_[0] = raw bytes; sizes_.back() = stored)
   std::vector<std::optional<uint64_t>> sizes_;
+  // max_sizes_[k] = the most bytes the input of bb_[k] can hold (worst cases of the codecs
+  // below it); bounds the growable buffers of stages whose output size is not fixed.
+  std::vector<uint64_t> max_sizes_;
   uint64_t max_stored_ = 0;
   bool stored_is_decoded_ = false;
   std::string description_;

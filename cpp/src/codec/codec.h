@@ -74,6 +74,10 @@ struct BytesOut {
   uint8_t* fixed = nullptr;
   size_t size = 0;
   AlignedBuffer* grow = nullptr;
+  /// With `grow`: the most bytes a valid decode can produce (what the codecs below can
+  /// store for the chunk). A frame that claims or produces more is corrupt (kDataLoss),
+  /// and the buffer never grows past it, so a forged size header cannot allocate terabytes.
+  uint64_t limit = UINT64_MAX;
   std::span<const uint8_t> result;  ///< set by Decode: the decoded bytes
 };
 

@@ -2,6 +2,8 @@
 // wrappers alike; several concatenated gzip members are decoded one after the other.
 #include <zlib.h>
 
+#include <algorithm>
+
 #include "codec/registry.h"
 
 namespace lsio {
@@ -85,7 +87,8 @@ class GzipCodec final : public BytesToBytesCodec {
       out.result = {out.fixed, out.size};
       return Status::Ok();
     }
-    size_t cap = in.size() * 4 + 4096;
+    // Unknown decoded size: grow, never past out.limit (deflate can expand 1000x).
+    size_t cap = static_cast<size_t>(std::min<uint64_t>(in.size() * 4 + 4096, out.limit));
     for (;;) {
       if (!out.grow->Reserve(cap)) return Status::ResourceExhausted("gzip: out of memory");
       size_t produced = 0;
@@ -94,7 +97,11 @@ class GzipCodec final : public BytesToBytesCodec {
         out.result = {out.grow->data(), produced};
         return Status::Ok();
       }
-      cap *= 2;
+      if (cap >= out.limit) {
+        return Status::DataLoss("gzip: stream decodes to more than the " + std::to_string(out.limit) +
+                                " bytes the codecs below it can store for the chunk");
+      }
+      cap = static_cast<size_t>(std::min<uint64_t>(static_cast<uint64_t>(cap) * 2, out.limit));
     }
   }
 };

@@ -29,7 +29,8 @@ namespace lsio {
 namespace {
 
 // Where a bytes -> bytes decode of `n` bytes goes: the fixed destination (which must be
-// exactly n bytes) or the growable buffer (n is at most LZ4's 2 GiB limit or the input's size).
+// exactly n bytes) or the growable buffer, never past out.limit (what the codecs below can
+// store: a forged size header must not allocate gigabytes).
 Result<uint8_t*> Destination(BytesOut& out, uint64_t n, const char* codec) {
   if (out.fixed != nullptr) {
     if (n != out.size) {
@@ -37,6 +38,10 @@ Result<uint8_t*> Destination(BytesOut& out, uint64_t n, const char* codec) {
                               std::to_string(out.size));
     }
     return out.fixed;
+  }
+  if (n > out.limit) {
+    return Status::DataLoss(std::string(codec) + ": chunk claims " + std::to_string(n) + " bytes, more than the " +
+                            std::to_string(out.limit) + " its chunk can hold");
   }
   if (!out.grow->Reserve(n)) return Status::ResourceExhausted(std::string(codec) + ": out of memory");
   return out.grow->data();

@@ -7,6 +7,8 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include <algorithm>
+
 #include "codec/registry.h"
 
 namespace lsio {
@@ -105,8 +107,11 @@ class ZstdCodec final : public BytesToBytesCodec {
       out.result = {out.fixed, out.size};
       return Status::Ok();
     }
-    // Unknown decoded size: grow a scratch buffer.
-    size_t cap = cs != ZSTD_CONTENTSIZE_UNKNOWN ? static_cast<size_t>(cs) : in.size() * 4 + 4096;
+    // Unknown decoded size: grow a scratch buffer, never past out.limit (a frame header may
+    // claim any content size).
+    if (cs != ZSTD_CONTENTSIZE_UNKNOWN && cs > out.limit) return TooLarge(std::to_string(cs), out.limit);
+    size_t cap = cs != ZSTD_CONTENTSIZE_UNKNOWN ? static_cast<size_t>(cs)
+                                                : static_cast<size_t>(std::min<uint64_t>(in.size() * 4 + 4096, out.limit));
     for (;;) {
       if (!out.grow->Reserve(cap)) return Status::ResourceExhausted("zstd: out of memory");
       size_t produced = 0;
@@ -115,7 +120,8 @@ class ZstdCodec final : public BytesToBytesCodec {
         out.result = {out.grow->data(), produced};
         return Status::Ok();
       }
-      cap *= 2;
+      if (cap >= out.limit) return TooLarge("more than " + std::to_string(cap), out.limit);
+      cap = static_cast<size_t>(std::min<uint64_t>(static_cast<uint64_t>(cap) * 2, out.limit));
     }
   }
 
@@ -123,6 +129,10 @@ class ZstdCodec final : public BytesToBytesCodec {
   static Status WrongSize(uint64_t got, uint64_t want) {
     return Status::DataLoss("zstd: chunk decodes to " + std::to_string(got) + " bytes, expected " +
                             std::to_string(want));
+  }
+  static Status TooLarge(const std::string& got, uint64_t limit) {
+    return Status::DataLoss("zstd: frame decodes to " + got + " bytes, more than the " + std::to_string(limit) +
+                            " the codecs below it can store for the chunk");
   }
 };
 

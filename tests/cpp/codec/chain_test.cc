@@ -328,6 +328,43 @@ INSTANTIATE_TEST_SUITE_P(
         BadChain{R"([{"name": "transpose"}, "bytes"])", StatusCode::kInvalidFormat,
                  "transpose codec: missing \"order\""}));
 
+// ---- growable stages ----
+
+TEST(GrowableStageTest, OutputIsBoundedByWhatTheCodecsBelowCanStore) {
+  // [bytes, blosc, <outer>] for a 1000-byte chunk: the outer codec decodes into a growable
+  // buffer, which may hold at most a blosc frame of 1000 bytes (1016). A frame claiming or
+  // producing 1 MB is corrupt and must not grow the buffer to its size.
+  const Bytes big(1 << 20, 0);
+  struct Case {
+    std::string outer;
+    Bytes stored;
+    const char* what;
+  };
+  const Case cases[] = {
+      {R"({"name": "zstd"})", lsio_test::ZstdCompress(big), "zstd frame with a content size"},
+      {R"({"name": "zstd"})", lsio_test::ZstdCompress(big, {.content_size = false}), "zstd frame without one"},
+      {R"({"name": "gzip"})", lsio_test::Deflate(big), "gzip bomb"},
+  };
+  for (const Case& c : cases) {
+    auto chain = ParseChain(R"(["bytes", "blosc", )" + c.outer + "]", Spec({1000}));
+    ASSERT_TRUE(chain.ok()) << chain.status().ToString();
+    DecodeScratch scratch;
+    auto out = Decode(**chain, c.stored, &scratch);
+    ASSERT_FALSE(out.ok()) << c.what;
+    EXPECT_EQ(out.status().code(), StatusCode::kDataLoss) << c.what << ": " << out.status().ToString();
+    EXPECT_NE(out.status().message().find("more than the 1016"), std::string::npos) << out.status().message();
+    EXPECT_LE(scratch.buf[0].capacity(), 64u << 10) << c.what;
+    EXPECT_LE(scratch.buf[1].capacity(), 64u << 10) << c.what;
+  }
+  // A blosc frame under crc32c-free zstd within the bound still decodes.
+  const Bytes data = lsio_test::TestData(1000, 2);
+  auto chain = ParseChain(R"(["bytes", "blosc", {"name": "zstd"}])", Spec({1000}));
+  ASSERT_TRUE(chain.ok());
+  auto out = Decode(**chain, lsio_test::ZstdCompress(lsio_test::BloscCompress(data)));
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out.value(), data);
+}
+
 // ---- scratch ----
 
 TEST(DecodeScratchTest, OnePerThread) {
