@@ -162,6 +162,43 @@ void FileCache::OnForkAbandon() {
 
 FileCache& ProcessFileCache() { return g_files->Get(); }
 
+Result<OnceFile> OpenOnce(const std::string& path, bool keep_nonblock) {
+  OnceFile f;
+  bool gave_back = false;
+  for (;;) {
+    f.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (f.fd >= 0) break;
+    if (errno == ENOENT) return f;
+    if (errno == EINTR) continue;
+    if ((errno == EMFILE || errno == ENFILE) && !gave_back) {
+      // The limit may have been lowered since the cache filled up: descriptors held by
+      // reads in flight stay open until those reads finish.
+      ProcessFileCache().Clear();
+      gave_back = true;
+      continue;
+    }
+    return Status::IoError("cannot open file", errno).WithPath(path);
+  }
+  struct stat st;
+  Status bad;
+  if (fstat(f.fd, &st) != 0) {
+    bad = Status::IoError("cannot stat file", errno);
+  } else if (S_ISDIR(st.st_mode)) {
+    bad = Status::IoError("expected a file, found a directory", EISDIR);
+  } else if (!S_ISREG(st.st_mode)) {
+    bad = Status::IoError("not a regular file", EINVAL);
+  } else if (!keep_nonblock) {
+    const int flags = fcntl(f.fd, F_GETFL);
+    if (flags < 0 || fcntl(f.fd, F_SETFL, flags & ~O_NONBLOCK) != 0) bad = Status::IoError("fcntl failed", errno);
+  }
+  if (!bad.ok()) {
+    close(f.fd);
+    return bad.WithPath(path);
+  }
+  f.size = static_cast<uint64_t>(st.st_size);
+  return f;
+}
+
 size_t DefaultFileCacheCapacity() {
   rlimit rl{};
   size_t cap = 256;

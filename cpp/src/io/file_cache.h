@@ -119,6 +119,21 @@ class FileCache {
 /// The process-wide cache every Array reads through (a ProcessLocal slot).
 FileCache& ProcessFileCache();
 
+/// A descriptor opened for one use and closed by its owner, outside any cache.
+struct OnceFile {
+  int fd = -1;        ///< -1: the file does not exist (ENOENT)
+  uint64_t size = 0;  ///< from fstat right after open
+};
+
+/// Opens `path` read-only for reads made now (objects read once: unsharded chunk files,
+/// metadata), without the cache's stat, lock and eviction. Same refusals as FileCache::Open
+/// (non-regular files, never blocking on a FIFO), and O_NONBLOCK is cleared again unless
+/// `keep_nonblock` (plain pread ignores it on regular files; io_uring does not). Out of
+/// descriptors (EMFILE/ENFILE), it gives the process cache's back and retries once.
+/// The caller closes the descriptor (also after a later failure of its own).
+/// Fails with kIoError (errno, path).
+Result<OnceFile> OpenOnce(const std::string& path, bool keep_nonblock);
+
 /// A quarter of the current RLIMIT_NOFILE, clamped to 16..4096 (the rest stays for the
 /// application and for descriptors held by reads in flight).
 size_t DefaultFileCacheCapacity();

@@ -63,9 +63,22 @@ Status CheckStoredSize(const ArrayLayout& l, const Plan& plan, const ChunkTask& 
       .WithRange(t.offset, t.nbytes);
 }
 
+// Unsharded chunks opened by their read (Store::OpenForOneRead) are read into a buffer of
+// this many bytes, their size being unknown until then: all a chunk may hold. 0: chunks are
+// opened and sized while resolving instead, where that buffer would be large (an open per
+// file matters only for small chunks; a buffer sized by the bound and not by the file could
+// be far larger than the file, up to unallocatable for a forged huge shape).
+uint64_t OneReadCapacity(const ArrayLayout& l) {
+  constexpr uint64_t kMaxCapacity = 16u << 20;
+  const uint64_t bound = l.chain->stored_is_decoded() ? l.chain->decoded_size() : l.chain->max_stored_size();
+  return bound <= kMaxCapacity ? bound : 0;
+}
+
 // Step 2: fill in file/offset/nbytes/missing for tasks [first, last). `shard_index` and
 // `shard_file` are per plan shard and persist across waves (-2: not looked at yet).
-Status Resolve(const ReadContext& ctx, bool remote, uint32_t first, uint32_t last, Plan* plan,
+// `one_read`: unsharded chunk files may be opened by their read (on the workers) instead of
+// here; a task whose object is then has nbytes = OneReadCapacity until its read sizes it.
+Status Resolve(const ReadContext& ctx, bool remote, bool one_read, uint32_t first, uint32_t last, Plan* plan,
                std::vector<ShardIndexPtr>* shard_index_io, std::vector<int32_t>* shard_file_io) {
   const ArrayLayout& l = *ctx.layout;
   Store& store = *ctx.store;
@@ -79,19 +92,22 @@ Status Resolve(const ReadContext& ctx, bool remote, uint32_t first, uint32_t las
 
   if (!l.sharded) {
     std::vector<uint32_t> unsized;  // tasks whose object size the store learns by reading it
+    const uint64_t capacity = one_read ? OneReadCapacity(l) : 0;
     for (uint32_t i = first; i < last; ++i) {
       ChunkTask& t = plan->tasks[i];
       const std::string key = ObjectKey(l, plan->coords.data() + t.coords);
-      auto ref = store.Open(key);
+      auto ref = capacity != 0 ? store.OpenForOneRead(key) : store.Open(key);
       if (!ref.ok()) return Status(ref.status()).WithChunk(TaskCoords(*plan, t));
       if (ref.value() == nullptr) {
         t.missing = true;
         continue;
       }
       const bool sized = ref.value()->size_known;
+      const bool on_read = ref.value()->open_on_read;
       t.offset = 0;
-      t.nbytes = ref.value()->size;
+      t.nbytes = on_read ? capacity : ref.value()->size;
       t.file = add_file(store.Location(key), std::move(ref).value());
+      if (on_read) continue;  // sized, checked (FinishOneRead) and found missing by its read
       if (sized) LSIO_RETURN_IF_ERROR(CheckStoredSize(l, *plan, t));
       else unsized.push_back(i);
     }
@@ -458,12 +474,40 @@ void DecodeUnit(CallState& cs, const IoUnit& unit, const uint8_t* base, uint64_t
   }
 }
 
+// A finished read of a chunk file opened by the read itself (unit = that one task, read into
+// OneReadCapacity bytes): missing reads as fill; the size the read found is checked as
+// Resolve checks sized chunks, then the chunk is decoded from the bytes read.
+void FinishOneRead(CallState& cs, const IoUnit& unit, const RangeRead& r) {
+  const Plan& plan = *cs.plan;
+  const ArrayLayout& l = *cs.ctx->layout;
+  ChunkTask t = plan.tasks[plan.unit_tasks[unit.first_task]];
+  if (r.missing) {
+    Fill(cs, t);
+    return;
+  }
+  t.nbytes = r.object->size;
+  Status st;
+  if (l.chain->stored_is_decoded() && t.nbytes != l.chain->decoded_size()) {
+    st = Status::DataLoss("uncompressed chunk has " + std::to_string(t.nbytes) + " bytes, expected " +
+                          std::to_string(l.chain->decoded_size()));
+  } else if (t.nbytes > unit.length) {
+    st = CheckStoredSize(l, plan, t);
+  } else {
+    st = DecodeTask(cs, t, std::span<const uint8_t>(r.dst, t.nbytes));
+  }
+  if (!st.ok()) cs.Fail(WithContext(std::move(st), plan, t));
+}
+
 // A finished read of `unit`: decodes it, or fails the call with the read's error.
 void FinishRead(CallState& cs, const IoUnit& unit, const RangeRead& r) {
   // No interrupt poll here: the poll may run Python signal handlers, which may read
   // through lsio on this thread, and this thread's arena, scratch and ring are live here.
   if (cs.failed.load(std::memory_order_relaxed)) return;
   const Plan& plan = *cs.plan;
+  if (r.status.ok() && r.object->open_on_read) {
+    FinishOneRead(cs, unit, r);
+    return;
+  }
   if (!r.status.ok() || r.missing) {
     const ChunkTask& t0 = plan.tasks[plan.unit_tasks[unit.first_task]];
     Status st = r.status.ok() ? Status::IoError("object disappeared since its index was read", ESTALE) : r.status;
@@ -564,6 +608,9 @@ void LocalWorkerLoop(CallState& cs) {
       r.length = unit.length;
       r.dst = unit.dst;  // null: placed in the arena below
       r.pin_version = true;
+      // An uncompressed chunk opened by its read is read (maybe straight into the output)
+      // only when it has exactly the decoded size; FinishOneRead refuses any other.
+      if (file.open_on_read && cs.ctx->layout->chain->stored_is_decoded()) r.min_size = unit.length;
       if (file.direct) {
         // Aligned reads land in the arena; uncompressed chunks are copied out from there.
         WidenForDirect(&r);
@@ -760,7 +807,11 @@ class WaveResolver {
  public:
   // Objects per wave. Unsharded chunks of a remote store are fetched whole while resolving
   // and held until the wave is decoded: keep that to what the workers have in flight anyway.
-  static size_t WaveBudget(const ReadContext& ctx, const StoreTraits& traits) {
+  static size_t WaveBudget(const ReadContext& ctx, const StoreTraits& traits, bool one_read) {
+    // Chunk files opened by their reads hold a descriptor only while a worker reads them.
+    if (one_read && traits.opens_on_read && !ctx.layout->sharded && OneReadCapacity(*ctx.layout) != 0) {
+      return SIZE_MAX;
+    }
     size_t budget = std::max<size_t>(4, traits.open_budget);
     if (traits.remote && !ctx.layout->sharded) {
       const size_t in_flight = static_cast<size_t>(std::max(1, ctx.threads)) * std::max(1u, traits.max_in_flight);
@@ -769,11 +820,14 @@ class WaveResolver {
     return budget;
   }
 
-  WaveResolver(const ReadContext& ctx, Plan* plan, const StoreTraits& traits)
+  // one_read: chunk files may be opened by their reads (Resolve); false when the call needs
+  // every chunk's size from resolving alone (SurveyChunks).
+  WaveResolver(const ReadContext& ctx, Plan* plan, const StoreTraits& traits, bool one_read)
       : ctx_(ctx),
         plan_(plan),
         remote_(traits.remote),
-        budget_(WaveBudget(ctx, traits)),
+        one_read_(one_read),
+        budget_(WaveBudget(ctx, traits, one_read)),
         shard_index_(plan->shard_ids.size()),
         shard_file_(plan->shard_ids.size(), -2),
         shard_wave_(plan->shard_ids.size(), UINT32_MAX) {}
@@ -797,7 +851,7 @@ class WaveResolver {
       }
       ++opened;
     }
-    LSIO_RETURN_IF_ERROR(Resolve(ctx_, remote_, next_, end, plan_, &shard_index_, &shard_file_));
+    LSIO_RETURN_IF_ERROR(Resolve(ctx_, remote_, one_read_, next_, end, plan_, &shard_index_, &shard_file_));
     *first = next_;
     *last = end;
     next_ = end;
@@ -809,6 +863,7 @@ class WaveResolver {
   const ReadContext& ctx_;
   Plan* plan_;
   const bool remote_;
+  const bool one_read_;
   const size_t budget_;
   std::vector<ShardIndexPtr> shard_index_;
   std::vector<int32_t> shard_file_;
@@ -860,7 +915,7 @@ namespace {
 Status RunPlan(const ReadContext& ctx, Plan& plan) {
   const ArrayLayout& l = *ctx.layout;
   const StoreTraits traits = ctx.store->traits();
-  WaveResolver waves(ctx, &plan, traits);
+  WaveResolver waves(ctx, &plan, traits, /*one_read=*/true);
   const int max_workers = std::max(1, ctx.threads);
   // The fill element as the output stores it.
   std::vector<uint8_t> fill = l.fill;
@@ -931,7 +986,7 @@ Status SurveyChunks(const ReadContext& ctx, std::vector<int64_t>* nbytes) {
   Plan plan;
   LSIO_RETURN_IF_ERROR(BuildTasks(l, std::vector<Selection>{all}, std::vector<DstView>{none}, &plan));
   nbytes->assign(plan.tasks.size(), -1);
-  WaveResolver waves(ctx, &plan, ctx.store->traits());
+  WaveResolver waves(ctx, &plan, ctx.store->traits(), /*one_read=*/false);  // sizes wanted
   uint32_t first = 0;
   uint32_t last = 0;
   for (;;) {

@@ -67,6 +67,19 @@ class LocalObject final : public StoreObject {
   FileRef file;
 };
 
+// A file opened by its one read (OpenForOneRead), on the reading thread.
+class OnceObject final : public StoreObject {
+ public:
+  explicit OnceObject(std::string p) : path(std::move(p)) { open_on_read = true; }
+  ~OnceObject() override { Release(); }
+  void Release() {
+    if (fd >= 0) close(fd);
+    fd = -1;
+  }
+  const std::string path;
+  int fd = -1;
+};
+
 }  // namespace
 
 std::string FileVersion(const FileIdentity& id) {
@@ -120,6 +133,7 @@ StoreTraits LocalStore::traits() {
   t.one_at_a_time = b.ok() && std::string_view(b.value()->name()) == "pread";
   t.open_budget = std::max<size_t>(4, files().capacity() / 2);
   t.max_in_flight = options_.queue_depth;
+  t.opens_on_read = !options_.direct;
   return t;
 }
 
@@ -142,46 +156,93 @@ void LocalStore::Read(std::span<RangeRead> reads, const std::function<void(size_
     }
     return;
   }
+  // Plain pread ignores O_NONBLOCK on regular files; io_uring would answer EAGAIN with it.
+  const bool keep_nonblock = std::string_view(backend.value()->name()) == "pread";
   // Reused per thread: worker batches are often a single read, and an allocation per batch
-  // shows in the tiny-chunk workload.
+  // shows in the tiny-chunk workload. req_read: the read each backend request serves;
+  // settled: reads finished before any I/O (objects that failed to open, or are missing).
   thread_local std::vector<ReadRequest> reqs;
+  thread_local std::vector<size_t> req_read;
+  thread_local std::vector<size_t> settled;
   reqs.clear();
-  reqs.resize(reads.size());
+  req_read.clear();
+  settled.clear();
+  reqs.reserve(reads.size());
   for (size_t i = 0; i < reads.size(); ++i) {
     RangeRead& r = reads[i];
-    const auto& obj = static_cast<const LocalObject&>(*r.object);
-    ReadRequest& q = reqs[i];
-    q.fd = obj.file->fd;
+    int fd = -1;
+    uint64_t size = 0;
+    if (r.object->open_on_read) {
+      auto& obj = static_cast<OnceObject&>(*r.object);
+      auto f = OpenOnce(obj.path, keep_nonblock);
+      if (!f.ok() || f.value().fd < 0) {
+        if (f.ok()) r.missing = true;
+        else r.status = f.status();
+        settled.push_back(i);
+        continue;
+      }
+      obj.fd = fd = f.value().fd;
+      obj.size = size = f.value().size;
+      obj.size_known = true;
+      if (r.kind == ReadKind::kRange && (size < r.min_size || size - std::min(size, r.offset) > r.length)) {
+        obj.Release();  // sized, not read: the caller refuses it
+        settled.push_back(i);
+        continue;
+      }
+    } else {
+      const auto& obj = static_cast<const LocalObject&>(*r.object);
+      fd = obj.file->fd;
+      size = obj.size;
+    }
+    ReadRequest& q = reqs.emplace_back();
+    req_read.push_back(i);
+    q.fd = fd;
     q.min_length = r.min_length;
     switch (r.kind) {
       case ReadKind::kRange:
         q.offset = r.offset;
         q.length = r.length;
+        // An object opened here was sized by nobody before: read what it has, up to length.
+        if (r.object->open_on_read) q.length = std::min(r.length, size > r.offset ? size - r.offset : 0);
         q.dst = r.dst;
         break;
       case ReadKind::kSuffix:
-        q.length = std::min(r.length, obj.size);
-        q.offset = obj.size - q.length;
+        q.length = std::min(r.length, size);
+        q.offset = size - q.length;
         q.dst = r.dst;
         break;
       case ReadKind::kWhole:
-        r.body.assign(static_cast<size_t>(obj.size), '\0');
+        r.body.assign(static_cast<size_t>(size), '\0');
         q.offset = 0;
-        q.length = obj.size;
+        q.length = size;
         q.dst = reinterpret_cast<uint8_t*>(r.body.data());
         break;
     }
   }
-  // The vector is thread_local, and the backend's on_done may run code that reads through
+  // The vectors are thread_local, and the backend's on_done may run code that reads through
   // lsio on this thread only between batches (executor.h), never inside a Read: no reentry.
+  // A descriptor opened here is closed right after its read's on_done (or, if an exception
+  // leaves early, when the caller lets go of the object).
   std::vector<ReadRequest>& q = reqs;
-  backend.value()->Read(q, [&](size_t i) {
-    RangeRead& r = reads[i];
-    r.status = q[i].status;
-    r.transferred = q[i].transferred;
-    r.inline_hit = q[i].inline_hit;
-    on_done(i);
-  });
+  const std::vector<size_t>& which = req_read;
+  if (!q.empty()) {
+    backend.value()->Read(q, [&](size_t k) {
+      RangeRead& r = reads[which[k]];
+      r.status = q[k].status;
+      r.transferred = q[k].transferred;
+      r.inline_hit = q[k].inline_hit;
+      on_done(which[k]);
+      if (r.object->open_on_read) static_cast<OnceObject&>(*r.object).Release();
+    });
+  }
+  // Copied: on_done may start another Read on this thread once this one's I/O is over.
+  const std::vector<size_t> done_early = settled;
+  for (size_t i : done_early) on_done(i);
+}
+
+Result<ObjectRef> LocalStore::OpenForOneRead(std::string_view key) {
+  if (options_.direct) return Open(key);  // O_DIRECT descriptors keep their cached path
+  return ObjectRef(std::make_shared<OnceObject>(Location(key)));
 }
 
 std::string LocalStore::Location(std::string_view key) const {

@@ -9,6 +9,10 @@
 //      (one descriptor budget for every Array; the file is revalidated by stat on each
 //      Open), and Read hands the ranges to the I/O backend (pread or io_uring, chosen once
 //      per process and store on first read: io/select_backend.h).
+//   5. OpenForOneRead(key) (files read once, e.g. unsharded chunks): no syscall; the worker
+//      thread that reads the object opens, fstats, reads and closes it (io/OpenOnce),
+//      outside the FileCache, whose stat-per-use, lock and eviction churn cost more than
+//      they save for files read once per call. With `direct`, it is Open(key).
 //
 // Invariants: a key maps to root + key; only regular files are objects: a directory under a
 // key fails with kIoError (EISDIR), any other non-regular file (FIFO, socket, device) with
@@ -59,6 +63,7 @@ class LocalStore final : public Store {
   Result<std::optional<std::string>> ReadAll(std::string_view key, uint64_t max_bytes) override;
   std::string Location(std::string_view key) const override;
   Result<ObjectRef> Open(std::string_view key) override;
+  Result<ObjectRef> OpenForOneRead(std::string_view key) override;
   void Read(std::span<RangeRead> reads, const std::function<void(size_t)>& on_done,
             const std::function<bool()>& cancelled = {}) override;
   StoreTraits traits() override;

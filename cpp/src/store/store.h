@@ -71,6 +71,8 @@ class StoreObject {
   /// The object's bytes when they were fetched whole (remote unsharded chunks): readers take
   /// ranges from here instead of reading.
   std::shared_ptr<const std::string> resident;
+  /// Set by OpenForOneRead when the store opens the object only in its read (see there).
+  bool open_on_read = false;
 };
 using ObjectRef = std::shared_ptr<StoreObject>;
 
@@ -90,6 +92,10 @@ struct RangeRead {
   /// bytes is success (aligned O_DIRECT reads may run past the end of a file).
   uint64_t min_length = 0;
   uint8_t* dst = nullptr;  ///< room for `length` bytes (kRange, kSuffix)
+  /// Objects opened by their read (open_on_read), kRange: an object smaller than this or
+  /// larger than offset + length is sized but not read (transferred 0), for the caller to
+  /// refuse without a byte of it written to dst.
+  uint64_t min_size = 0;
   /// Fail with kIoError (ESTALE) "changed since its index was read" when the object is no
   /// longer object->version (remote: If-Match). Local stores ignore it (they revalidate at
   /// Open).
@@ -110,6 +116,8 @@ struct StoreTraits {
   /// Local: reads worth having in flight per worker. Remote: requests in flight per read
   /// call, shared among its workers (request_concurrency).
   unsigned max_in_flight = 64;
+  /// OpenForOneRead defers all I/O to the read: such objects hold nothing open until then.
+  bool opens_on_read = false;
 };
 
 /// Counters of one store (one Array), relaxed atomics. Remote stores count; local stores
@@ -149,6 +157,16 @@ class Store {
 
   /// Opens `key` for range reads (see above). Local: nullptr when missing.
   virtual Result<ObjectRef> Open(std::string_view key) = 0;
+
+  /// Opens `key` for ONE whole-object read made soon after, on whichever thread (unsharded
+  /// chunk files, thousands per call). A store that can defers all of its I/O to that read
+  /// and returns an object with open_on_read set and size unknown: the read opens the object
+  /// on the reading thread, reports "missing" there (RangeRead::missing), sets size /
+  /// size_known, reads min(length, size) bytes of a kRange read from offset 0 (`transferred`
+  /// says how many; see RangeRead::min_size for sizes the caller refuses) and lets go of the
+  /// object right after its on_done. So resolving costs the calling thread no syscall and no
+  /// descriptor is held between resolving and reading. Other stores: Open(key).
+  virtual Result<ObjectRef> OpenForOneRead(std::string_view key) { return Open(key); }
 
   /// Performs every read; returns when all are finished. Statuses name no location: the
   /// caller adds Location(key) (and the chunk) as it knows them (also when on_done throws: the

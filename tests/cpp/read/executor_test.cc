@@ -1,7 +1,8 @@
 // ExecuteRead on stores written byte by byte: the §6.9 shard blobs, the index cache (the
 // index is read once and reused while the shard file is unchanged, read again once it
 // changed), error context (file, chunk, byte range), the uncompressed
-// size check, and identical results with 1 and several threads.
+// size check, chunk files opened by their reads, and identical results with 1 and several
+// threads.
 #include "read/executor.h"
 
 #include <fcntl.h>
@@ -206,6 +207,90 @@ TEST(ExecutorTest, UncompressedChunkOfTheWrongSizeIsDataLossBeforeReading) {
   EXPECT_EQ(st.path(), path);
   EXPECT_EQ(st.chunk(), "(0)");
   EXPECT_EQ(out, std::vector<uint16_t>(4, 0x7777)) << "nothing written before the check";
+}
+
+TEST(ExecutorTest, UncompressedChunkShorterThanItsSizeIsDataLossAndNothingIsWritten) {
+  // The chunk's size is learnt only by the worker that opens it (one-read objects), which
+  // must refuse it before any byte lands in the output, as the check at resolve time did.
+  TempDir dir;
+  const char* json = R"({"zarr_format": 3, "node_type": "array", "shape": [4], "data_type": "uint16",
+    "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+    "chunk_key_encoding": {"name": "default"}, "fill_value": 0, "codecs": ["bytes"]})";
+  const std::string path = dir.Write("c/0", Bytes(7, 1));
+  auto s = OpenStore(dir.path(), json);
+  ASSERT_NE(s, nullptr);
+  std::vector<uint16_t> out(4, 0x7777);
+  Status st = s->Read({Box({0}, {4})}, {View(out.data(), {4}, 2)});
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(st.message(), "uncompressed chunk has 7 bytes, expected 8");
+  EXPECT_EQ(st.path(), path);
+  EXPECT_EQ(st.chunk(), "(0)");
+  EXPECT_EQ(out, std::vector<uint16_t>(4, 0x7777)) << "nothing written before the check";
+}
+
+// Descriptors this process has open now.
+int OpenDescriptors() {
+  int n = 0;
+  for (int fd = 0; fd < 4096; ++fd) n += fcntl(fd, F_GETFD) != -1;
+  return n;
+}
+
+TEST(ExecutorTest, UnshardedChunkFilesAreOpenedByTheirReadsAndNeverCached) {
+  // 20 x 20 chunks of 2 x 2 (400 files, more than the test cache's 64 descriptors), a tenth
+  // of them missing; compressed-like (crc32c: read into a buffer, then scattered) and raw
+  // (bytes only: whole rows read straight into the output). Every read call is one wave that
+  // holds a descriptor only while a worker reads the file, and none stays behind.
+  const char* crc_json = R"({"zarr_format": 3, "node_type": "array", "shape": [40, 40], "data_type": "uint8",
+    "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 2]}},
+    "chunk_key_encoding": {"name": "default"}, "fill_value": 7, "codecs": ["bytes", "crc32c"]})";
+  const char* raw_json = R"({"zarr_format": 3, "node_type": "array", "shape": [40, 40], "data_type": "uint8",
+    "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [1, 40]}},
+    "chunk_key_encoding": {"name": "default"}, "fill_value": 7, "codecs": ["bytes"]})";
+  auto value = [](int64_t r, int64_t c) { return static_cast<uint8_t>((r * 40 + c) % 251); };
+  for (const bool raw : {false, true}) {
+    TempDir dir;
+    std::vector<uint8_t> expected(1600, 7);
+    const int64_t ch = raw ? 1 : 2;
+    const int64_t cw = raw ? 40 : 2;
+    int files = 0;
+    for (int64_t gr = 0; gr < 40 / ch; ++gr) {
+      for (int64_t gc = 0; gc < 40 / cw; ++gc) {
+        if ((gr * 7 + gc * 3) % 10 == 0) continue;  // missing: fill
+        Bytes b;
+        for (int64_t r = gr * ch; r < (gr + 1) * ch; ++r) {
+          for (int64_t c = gc * cw; c < (gc + 1) * cw; ++c) {
+            b.push_back(value(r, c));
+            expected[static_cast<size_t>(r * 40 + c)] = value(r, c);
+          }
+        }
+        dir.Write("c/" + std::to_string(gr) + "/" + std::to_string(gc), raw ? b : lsio_test::WithCrc(b));
+        ++files;
+      }
+    }
+    auto s = OpenStore(dir.path(), raw ? raw_json : crc_json);
+    ASSERT_NE(s, nullptr);
+    ASSERT_GT(files, 30);
+    for (int threads : {1, 3}) {
+      s->threads = threads;
+      const int fds = OpenDescriptors();
+      std::vector<uint8_t> out(1600, 0);
+      Status st = s->Read({Box({0, 0}, {40, 40})}, {View(out.data(), {40, 40}, 1)});
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      EXPECT_EQ(out, expected) << "raw " << raw << ", threads " << threads;
+      EXPECT_EQ(s->files->size(), 0u) << "chunk files read once are not cached";
+      EXPECT_EQ(OpenDescriptors(), fds) << "no descriptor stays open after the call";
+      // A crop that splits chunks (scatter from the read buffer) too.
+      std::vector<uint8_t> crop(15 * 13, 0);
+      st = s->Read({Box({3, 5}, {15, 13})}, {View(crop.data(), {15, 13}, 1)});
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      for (int64_t r = 0; r < 15; ++r) {
+        for (int64_t c = 0; c < 13; ++c) {
+          ASSERT_EQ(crop[static_cast<size_t>(r * 13 + c)], expected[static_cast<size_t>((r + 3) * 40 + c + 5)]);
+        }
+      }
+    }
+  }
 }
 
 TEST(ExecutorTest, ManyCropsGiveTheSameResultWithOneOrSeveralThreads) {

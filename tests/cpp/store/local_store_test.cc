@@ -1,5 +1,6 @@
 // LocalStore: missing vs error, refusals of non-regular files (without blocking on a FIFO),
-// size and version, the max_bytes cap, key checks and recovery from descriptor exhaustion.
+// size and version, the max_bytes cap, key checks, recovery from descriptor exhaustion, and
+// objects opened by their one read (OpenForOneRead).
 #include "store/local_store.h"
 
 #include <fcntl.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -237,6 +239,157 @@ TEST(LocalStoreTest, OutOfDescriptorsGivesTheFileCacheBackAndRetries) {
   });
   if (rc == 77) GTEST_SKIP() << "setrlimit refused";
   EXPECT_EQ(rc, 0);
+}
+
+// Descriptors this process has open now.
+int OpenDescriptors() {
+  int n = 0;
+  for (int fd = 0; fd < 4096; ++fd) n += fcntl(fd, F_GETFD) != -1;
+  return n;
+}
+
+// One kRange read of `obj` from offset 0 into `buf` (capacity `length`), on this thread.
+RangeRead ReadOnce(LocalStore& store, StoreObject* obj, std::vector<uint8_t>* buf, uint64_t length,
+                   uint64_t min_size = 0) {
+  buf->assign(length, 0xEE);
+  RangeRead r;
+  r.object = obj;
+  r.kind = ReadKind::kRange;
+  r.length = length;
+  r.min_size = min_size;
+  r.dst = buf->data();
+  int calls = 0;
+  store.Read(std::span<RangeRead>(&r, 1), [&](size_t i) {
+    EXPECT_EQ(i, 0u);
+    ++calls;
+  });
+  EXPECT_EQ(calls, 1);
+  return r;
+}
+
+TEST(LocalStoreTest, OneReadObjectsOpenInTheirReadAndHoldNoDescriptor) {
+  TempDir dir;
+  dir.Write("c.0", std::string("hello"));
+  for (IoMode mode : {IoMode::kPread, IoMode::kAuto}) {
+    LocalStore store(dir.Join(""), {.mode = mode});
+    std::vector<uint8_t> buf;
+    {  // first read: the backend's own descriptors (an io_uring ring) exist from here on
+      auto warm = store.OpenForOneRead("c.0");
+      ASSERT_TRUE(warm.ok());
+      ASSERT_TRUE(ReadOnce(store, warm.value().get(), &buf, 16).status.ok());
+    }
+    const size_t cached = ProcessFileCache().size();
+    const int fds = OpenDescriptors();
+    auto o = store.OpenForOneRead("c.0");
+    ASSERT_TRUE(o.ok()) << o.status().ToString();
+    ASSERT_NE(o.value(), nullptr);
+    EXPECT_TRUE(o.value()->open_on_read);
+    EXPECT_FALSE(o.value()->size_known) << "nothing is known before the read";
+    EXPECT_EQ(OpenDescriptors(), fds) << "opening for one read opens nothing";
+    EXPECT_TRUE(store.traits().opens_on_read);
+
+    RangeRead r = ReadOnce(store, o.value().get(), &buf, 16);  // room for more than the file
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    EXPECT_FALSE(r.missing);
+    EXPECT_EQ(r.transferred, 5u);
+    EXPECT_TRUE(o.value()->size_known);
+    EXPECT_EQ(o.value()->size, 5u);
+    EXPECT_EQ(std::string(buf.begin(), buf.begin() + 5), "hello");
+    EXPECT_EQ(buf[5], 0xEE) << "nothing past the file's bytes";
+    EXPECT_EQ(OpenDescriptors(), fds) << "the descriptor is closed after the read";
+    EXPECT_EQ(ProcessFileCache().size(), cached) << "and never cached";
+  }
+}
+
+TEST(LocalStoreTest, OneReadObjectsReportMissingAndErrorsFromTheirRead) {
+  TempDir dir;
+  dir.MakeDir("dir");
+  dir.Write("file", std::string("x"));
+  LocalStore store(dir.Join(""));
+  std::vector<uint8_t> buf;
+
+  auto missing = store.OpenForOneRead("no/such.0");
+  ASSERT_TRUE(missing.ok());
+  ASSERT_NE(missing.value(), nullptr) << "missing is found by the read, not by the open";
+  RangeRead m = ReadOnce(store, missing.value().get(), &buf, 8);
+  EXPECT_TRUE(m.status.ok()) << m.status.ToString();
+  EXPECT_TRUE(m.missing);
+  EXPECT_EQ(m.transferred, 0u);
+
+  auto d = store.OpenForOneRead("dir");
+  ASSERT_TRUE(d.ok());
+  RangeRead rd = ReadOnce(store, d.value().get(), &buf, 8);
+  EXPECT_FALSE(rd.missing);
+  EXPECT_EQ(rd.status.code(), StatusCode::kIoError);
+  EXPECT_EQ(rd.status.error_number(), EISDIR);
+  EXPECT_EQ(rd.status.path(), dir.Join("dir"));
+
+  auto nd = store.OpenForOneRead("file/c.0");
+  ASSERT_TRUE(nd.ok());
+  RangeRead rn = ReadOnce(store, nd.value().get(), &buf, 8);
+  EXPECT_FALSE(rn.missing) << "ENOTDIR is an error, never missing";
+  EXPECT_EQ(rn.status.error_number(), ENOTDIR);
+  EXPECT_EQ(rn.status.message(), "cannot open file");
+}
+
+TEST(LocalStoreTest, OneReadObjectsOutsideTheAcceptedSizesAreSizedButNotRead) {
+  TempDir dir;
+  dir.Write("big", std::string(100, 'b'));
+  dir.Write("small", std::string(3, 's'));
+  LocalStore store(dir.Join(""));
+  const int fds = OpenDescriptors();
+  std::vector<uint8_t> buf;
+
+  auto big = store.OpenForOneRead("big");
+  ASSERT_TRUE(big.ok());
+  RangeRead b = ReadOnce(store, big.value().get(), &buf, 64);
+  ASSERT_TRUE(b.status.ok()) << b.status.ToString();
+  EXPECT_EQ(big.value()->size, 100u);
+  EXPECT_EQ(b.transferred, 0u);
+  EXPECT_EQ(buf, std::vector<uint8_t>(64, 0xEE)) << "a larger object is not read at all";
+
+  auto small = store.OpenForOneRead("small");
+  ASSERT_TRUE(small.ok());
+  RangeRead s = ReadOnce(store, small.value().get(), &buf, 8, /*min_size=*/8);
+  ASSERT_TRUE(s.status.ok()) << s.status.ToString();
+  EXPECT_EQ(small.value()->size, 3u);
+  EXPECT_EQ(s.transferred, 0u);
+  EXPECT_EQ(buf, std::vector<uint8_t>(8, 0xEE)) << "a smaller object than min_size is not read at all";
+  EXPECT_EQ(OpenDescriptors(), fds);
+}
+
+TEST(LocalStoreTest, OneReadOfAFifoIsRefusedWithoutBlocking) {
+  TempDir dir;
+  const std::string fifo = dir.Join("c.0");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const int rc = lsio_test::RunInChild([&] {
+    alarm(10);
+    for (IoMode mode : {IoMode::kPread, IoMode::kAuto}) {
+      LocalStore store(dir.Join(""), {.mode = mode});
+      auto o = store.OpenForOneRead("c.0");
+      if (!o.ok()) return 1;
+      std::vector<uint8_t> buf;
+      RangeRead r = ReadOnce(store, o.value().get(), &buf, 8);
+      if (r.status.ok() || r.missing) return 2;
+      if (r.status.error_number() != EINVAL || r.status.message() != "not a regular file") return 3;
+    }
+    return 0;
+  });
+  EXPECT_EQ(rc, 0) << (rc == 1000 + SIGALRM ? "a one-read open blocked on a FIFO" : "wrong status");
+}
+
+TEST(LocalStoreTest, DirectStoresOpenOneReadObjectsAtOnce) {
+  // O_DIRECT descriptors need aligned reads into aligned buffers: they keep the cached path.
+  TempDir dir;
+  dir.Write("c.0", std::string("x"));
+  LocalStore store(dir.Join(""), {.direct = true});
+  EXPECT_FALSE(store.traits().opens_on_read);
+  auto o = store.OpenForOneRead("c.0");
+  ASSERT_TRUE(o.ok());
+  ASSERT_NE(o.value(), nullptr);
+  EXPECT_FALSE(o.value()->open_on_read);
+  EXPECT_TRUE(o.value()->size_known);
+  EXPECT_EQ(o.value()->size, 1u);
 }
 
 }  // namespace
