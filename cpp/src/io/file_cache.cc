@@ -187,9 +187,9 @@ Result<OnceFile> OpenOnce(const std::string& path, bool keep_nonblock) {
     bad = Status::IoError("expected a file, found a directory", EISDIR);
   } else if (!S_ISREG(st.st_mode)) {
     bad = Status::IoError("not a regular file", EINVAL);
-  } else if (!keep_nonblock) {
-    const int flags = fcntl(f.fd, F_GETFL);
-    if (flags < 0 || fcntl(f.fd, F_SETFL, flags & ~O_NONBLOCK) != 0) bad = Status::IoError("fcntl failed", errno);
+  } else if (!keep_nonblock && fcntl(f.fd, F_SETFL, 0) != 0) {
+    // Of the flags F_SETFL changes, the open above set only O_NONBLOCK: no F_GETFL needed.
+    bad = Status::IoError("fcntl failed", errno);
   }
   if (!bad.ok()) {
     close(f.fd);

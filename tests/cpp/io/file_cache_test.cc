@@ -2,7 +2,8 @@
 // blocking, unreadable files are kIoError/EACCES (checked as nobody when run as root),
 // descriptors are O_CLOEXEC and blocking, entries are LRU-capped, a FileRef stays usable
 // after its entry is evicted, cached entries are revalidated against the path (rewrites,
-// renames, deletions), and descriptor exhaustion evicts instead of failing.
+// renames, deletions), and descriptor exhaustion evicts instead of failing. OpenOnce (files
+// read once, outside the cache): the same refusals, O_NONBLOCK cleared unless asked to keep it.
 #include "io/file_cache.h"
 
 #include <fcntl.h>
@@ -361,6 +362,53 @@ TEST(FileCacheTest, ForkedChildGetsAFreshCacheAndClosesInheritedDescriptors) {
   });
   EXPECT_EQ(rc, 0);
   EXPECT_EQ(ReadAll(parent_ref), "abc") << "the parent's descriptor must stay open";
+}
+
+TEST(OpenOnceTest, OpensRegularFilesOutsideTheCache) {
+  TempDir dir;
+  const std::string path = dir.Write("c.0", std::string("hello"));
+  const size_t cached = ProcessFileCache().size();
+  for (bool keep_nonblock : {false, true}) {
+    auto r = OpenOnce(path, keep_nonblock);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_GE(r.value().fd, 0);
+    EXPECT_EQ(r.value().size, 5u);
+    const int flflags = fcntl(r.value().fd, F_GETFL);
+    EXPECT_EQ(flflags & O_ACCMODE, O_RDONLY);
+    EXPECT_EQ((flflags & O_NONBLOCK) != 0, keep_nonblock);
+    EXPECT_TRUE(fcntl(r.value().fd, F_GETFD) & FD_CLOEXEC);
+    char buf[8] = {};
+    EXPECT_EQ(pread(r.value().fd, buf, sizeof buf, 0), 5);
+    EXPECT_EQ(std::string(buf, 5), "hello");
+    close(r.value().fd);
+  }
+  EXPECT_EQ(ProcessFileCache().size(), cached);
+}
+
+TEST(OpenOnceTest, MissingIsNoDescriptorAndOtherFailuresAreErrors) {
+  TempDir dir;
+  dir.MakeDir("d");
+  const std::string file = dir.Write("f", std::string("x"));
+  auto missing = OpenOnce(dir.Join("nope"), false);
+  ASSERT_TRUE(missing.ok()) << missing.status().ToString();
+  EXPECT_EQ(missing.value().fd, -1);
+  auto d = OpenOnce(dir.Join("d"), false);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().error_number(), EISDIR);
+  EXPECT_EQ(d.status().path(), dir.Join("d"));
+  auto notdir = OpenOnce(file + "/x", false);
+  ASSERT_FALSE(notdir.ok());
+  EXPECT_EQ(notdir.status().code(), StatusCode::kIoError);
+  EXPECT_EQ(notdir.status().error_number(), ENOTDIR);
+  const std::string fifo = dir.Join("fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const int rc = lsio_test::RunInChild([&] {
+    alarm(10);
+    auto r = OpenOnce(fifo, false);
+    if (r.ok()) return 1;
+    return r.status().error_number() == EINVAL ? 0 : 2;
+  });
+  EXPECT_EQ(rc, 0) << (rc == 1000 + SIGALRM ? "OpenOnce blocked on a FIFO" : "wrong status");
 }
 
 }  // namespace
