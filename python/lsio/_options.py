@@ -9,7 +9,7 @@ Every tunable resolves the same way, first match wins:
 
 | option            | environment          | default                                           |
 |-------------------|----------------------|---------------------------------------------------|
-| threads           | LSIO_THREADS         | CPUs available to the process                     |
+| threads           | LSIO_THREADS         | CPUs available to the process (also 0)            |
 | io                | LSIO_IO              | "auto" (io_uring + inline page-cache hits)        |
 | queue_depth       | LSIO_QUEUE_DEPTH     | 64 reads in flight per thread                     |
 | max_gap           | LSIO_MERGE_GAP       | 16 KiB local disk / memory, 1 MiB network or HDD |
@@ -95,7 +95,10 @@ def _count(value: Any, name: str, lo: int, hi: Optional[int] = None) -> int:
 
 
 def threads_option(threads: Optional[int]) -> int:
-    """0 means: the CPUs available to the process (decided by the engine)."""
+    """0 means: the CPUs available to the process (decided by the engine). ``None`` reads
+    ``LSIO_THREADS``, else 0; ``0`` is accepted as an argument and in ``LSIO_THREADS`` too,
+    since ``Array.options["threads"]`` reports it (and passing back what ``options`` shows
+    must work)."""
     if threads is None:
         env = _env("threads")
         if env is None:
@@ -103,14 +106,14 @@ def threads_option(threads: Optional[int]) -> int:
         try:
             threads = int(env)
         except ValueError:
-            raise ValueError(f"LSIO_THREADS must be an integer >= 1, got {env!r}") from None
-        if threads < 1:
-            raise ValueError(f"LSIO_THREADS must be an integer >= 1, got {env!r}")
+            raise ValueError(f"LSIO_THREADS must be an integer >= 0 (0: all available CPUs), got {env!r}") from None
+        if threads < 0:
+            raise ValueError(f"LSIO_THREADS must be an integer >= 0 (0: all available CPUs), got {env!r}")
     if isinstance(threads, bool) or not hasattr(threads, "__index__"):
         raise TypeError(f"threads must be an integer or None, got {type(threads).__name__}")
     threads = operator.index(threads)
-    if threads < 1:
-        raise ValueError(f"threads must be >= 1 (or None for all available CPUs), got {threads}")
+    if threads < 0:
+        raise ValueError(f"threads must be >= 0 (0 or None: all available CPUs), got {threads}")
     return int(threads)
 
 

@@ -341,6 +341,30 @@ _SENSITIVE_HEADER = re.compile(r"auth|token|secret|key|cookie|signature|session|
 _GCSFS_TOKENS = ("google_default", "cloud", "browser", "cache")
 
 
+def local_path(path: Any) -> str:
+    """A local store location as an absolute path: ``str`` or ``os.PathLike``, with ``~``
+    expanded and ``file://`` URLs (``file:///abs/path``, ``file://localhost/abs/path``,
+    percent-encoded) turned into paths, as zarr-python and fsspec take them. Any other
+    ``scheme://`` that is not a remote store lsio reads raises ``ValueError`` (it would
+    otherwise become a directory named ``scheme:``)."""
+    p = os.fspath(path)
+    if isinstance(p, bytes):
+        p = os.fsdecode(p)
+    scheme, sep, _ = p.partition("://")
+    if sep and re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme):
+        if scheme.lower() != "file":
+            raise ValueError(
+                f"unsupported URL scheme {scheme!r} in {p!r}: lsio reads local paths, file://, "
+                "s3://, gs:// (gcs://) and http(s):// stores")
+        parts = urllib.parse.urlsplit(p)
+        if parts.netloc not in ("", "localhost"):
+            raise ValueError(f"a file:// URL names a local path; {p!r} names host {parts.netloc!r}")
+        if parts.query or parts.fragment:
+            raise ValueError(f"a file:// URL cannot carry a query or fragment: {p!r}")
+        p = urllib.parse.unquote(parts.path)
+    return os.path.abspath(os.path.expanduser(p))
+
+
 def is_remote(url: Any) -> bool:
     """True for ``s3://``, ``gs://``, ``gcs://``, ``http://`` and ``https://`` strings (any case)."""
     if not isinstance(url, str):

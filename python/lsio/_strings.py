@@ -258,7 +258,7 @@ def open_string_array(path: str, meta: dict, storage_options: Optional[dict] = N
         return StringArray(nodes.display, meta, store.get, store.location, url=path, storage_options=storage_options)
     from .group import _read_file
 
-    root = os.path.abspath(os.fspath(path))
+    root = _storage.local_path(path)
 
     def get(key: str) -> Optional[bytes]:
         return _read_file(os.path.join(root, *key.split("/")))

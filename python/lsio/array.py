@@ -112,7 +112,7 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
         parts = [p for p in name.split("/") if p not in ("", ".")]
         if not parts or ".." in parts:
             raise ValueError(f"invalid array name {name!r}")
-        path = "/".join([path.rstrip("/"), *parts]) if remote else os.path.join(os.fspath(path), *parts)
+        path = "/".join([path.rstrip("/"), *parts]) if remote else os.path.join(_storage.local_path(path), *parts)
     if storage_options is not None and not remote:
         raise ValueError("storage_options apply to URLs (s3://, gs://, http(s)://), not to local paths")
     options = dict(threads=threads, io=io, queue_depth=queue_depth, max_gap=max_gap, max_request=max_request,
@@ -141,7 +141,7 @@ def _open_vlen_strings(path: Any, storage_options: Optional[dict]) -> Any:
             nodes = _RemoteNodes(path, storage_options)
             meta = nodes.read_json(nodes.display)
         else:
-            meta = _read_json(os.path.abspath(os.fspath(path)))
+            meta = _read_json(_storage.local_path(path))
     except Exception:  # noqa: BLE001 - the engine's error is the one to show
         return None
     if not _strings.is_vlen_string(meta):
@@ -153,7 +153,7 @@ class Array:
     """An opened Zarr v3 array. Create with :func:`lsio.open`.
 
     Reading: ``arr[key]`` and ``arr.read(key, out=None)`` take numpy basic indexing (ints,
-    slices with any step, ``...``); ``arr.read_crops(starts, shape, out=None)`` reads a
+    slices with any step, ``...``, ``None``); ``arr.read_crops(starts, shape, out=None)`` reads a
     batch of same-shape crops in one engine call. Safe to use from several threads at once.
     """
 
@@ -168,7 +168,7 @@ class Array:
             self._remote: Optional[Any] = _storage.resolve(path, storage_options)
             self._config["path"] = self._remote.to_core()["display_url"]
         else:
-            self._config = _options.resolve(os.path.abspath(os.fspath(path)), options)
+            self._config = _options.resolve(_storage.local_path(path), options)
             self._remote = None
         self._url = path if self._remote is not None else None
         self._store: Any = None
@@ -407,6 +407,19 @@ class Array:
     def __getitem__(self, key: Any) -> np.ndarray:
         return self.read(key)
 
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> np.ndarray:
+        """``np.asarray(arr)``: the whole array in one engine call (as ``arr[...]``), as
+        zarr-python and dask arrays do. Without it numpy would still read everything, one
+        row per call, through ``len()`` and ``arr[i]``. ``copy=False`` raises ValueError:
+        the data lives in storage, so there is no array to share."""
+        if copy is False:
+            raise ValueError(f"np.asarray(copy=False) cannot share an lsio.Array's data ({self.path!r}): it is "
+                             "read from storage; use copy=None or arr[...]")
+        data = self.read()
+        if dtype is not None and np.dtype(dtype) != data.dtype:
+            data = data.astype(dtype)
+        return data
+
     def _transform(self, dtype: Any, scale: Optional[float], offset: Optional[float]):
         """(engine transform or None, output dtype) for the dtype/scale/offset arguments."""
         if dtype is None and scale is None and offset is None:
@@ -455,7 +468,7 @@ class Array:
         (starts, counts, steps), transform). `view` is `out` with integer-indexed axes
         re-inserted and negative-step axes flipped, as the engine's selection addresses it."""
         native = self._native()
-        starts, counts, steps, out_shape, int_axes, flips = _normalize_key(key, self._shape)
+        starts, counts, steps, out_shape, int_axes, flips, new_axes = _normalize_key(key, self._shape)
         transform, out_dtype = self._transform(dtype, scale, offset)
         if out is None:
             out = np.empty(out_shape, dtype=out_dtype)
@@ -464,6 +477,9 @@ class Array:
         if 0 in counts:
             return out, None, (starts, counts, steps), transform
         view = out
+        if new_axes:  # the engine sees the result without the axes None inserted
+            # (the trailing Ellipsis keeps a 0-d view instead of a scalar copy)
+            view = view[tuple(0 if a in new_axes else slice(None) for a in range(view.ndim)) + (Ellipsis,)]
         if int_axes:
             view = np.expand_dims(view, tuple(int_axes))
         if flips:
@@ -563,30 +579,43 @@ class Array:
         return out
 
 
+_ADVANCED_HINT = ("lsio indexes with ints, slices, ... and None (np.newaxis); for integer arrays or lists use "
+                  "arr.oindex[...] (one index array per axis, orthogonally) or arr.take(indices, axis=...)")
+
+
 def _normalize_key(key: Any, shape: Tuple[int, ...]):
     """numpy basic indexing -> engine selection.
 
-    Returns (starts, counts, steps, out_shape, int_axes, flips): per-dimension selections
-    with positive steps, the result's shape (integer-indexed axes dropped), the axes indexed
-    by integers, and the axes whose (negative) step was turned around.
+    Returns (starts, counts, steps, out_shape, int_axes, flips, new_axes): per-dimension
+    selections with positive steps, the result's shape (integer-indexed axes dropped, one
+    length-1 axis per ``None``), the array axes indexed by integers, the array axes whose
+    (negative) step was turned around, and the result's axes that ``None`` inserted.
     """
     nd = len(shape)
     if not isinstance(key, tuple):
         key = (key,)
+    for k in key:
+        if isinstance(k, list) or (isinstance(k, np.ndarray) and k.ndim > 0):
+            raise TypeError(f"{_ADVANCED_HINT}; got {type(k).__name__}")
     n_ellipsis = sum(1 for k in key if k is Ellipsis)
     if n_ellipsis > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
+    n_axes = sum(1 for k in key if k is not None and k is not Ellipsis)  # array axes the key names
+    if n_axes > nd:
+        raise IndexError(f"too many indices for array: array is {nd}-dimensional, but {n_axes} were indexed")
     if n_ellipsis:
         i = next(j for j, k in enumerate(key) if k is Ellipsis)
-        fill = nd - (len(key) - 1)
-        if fill < 0:
-            raise IndexError(f"too many indices for array: array is {nd}-dimensional, but {len(key) - 1} were indexed")
-        key = key[:i] + (slice(None),) * fill + key[i + 1 :]
-    if len(key) > nd:
-        raise IndexError(f"too many indices for array: array is {nd}-dimensional, but {len(key)} were indexed")
-    key = key + (slice(None),) * (nd - len(key))
-    starts, counts, steps, out_shape, int_axes, flips = [], [], [], [], [], set()
-    for d, (k, n) in enumerate(zip(key, shape)):
+        key = key[:i] + (slice(None),) * (nd - n_axes) + key[i + 1 :]
+    else:
+        key = key + (slice(None),) * (nd - n_axes)
+    starts, counts, steps, out_shape, int_axes, flips, new_axes = [], [], [], [], [], set(), []
+    d = 0  # the array axis the next non-None entry indexes
+    for k in key:
+        if k is None:
+            new_axes.append(len(out_shape))
+            out_shape.append(1)
+            continue
+        n = shape[d]
         if isinstance(k, slice):
             start, stop, step = k.indices(n)  # ValueError for a zero step
             count = len(range(start, stop, step))
@@ -602,15 +631,13 @@ def _normalize_key(key: Any, shape: Tuple[int, ...]):
             counts.append(count)
             steps.append(step)
             out_shape.append(count)
-        elif isinstance(k, (bool, np.bool_)) or k is None:
-            raise TypeError(f"lsio supports basic indexing only (ints, slices, ...); got {k!r}")
+        elif isinstance(k, (bool, np.bool_)):
+            raise TypeError(f"{_ADVANCED_HINT}; got {k!r}")
         else:
             try:
                 i = operator.index(k)
             except TypeError:
-                raise TypeError(
-                    f"lsio supports basic indexing only (ints, slices, ...); got {type(k).__name__}"
-                ) from None
+                raise TypeError(f"{_ADVANCED_HINT}; got {type(k).__name__}") from None
             if i < 0:
                 i += n
             if not 0 <= i < n:
@@ -619,7 +646,8 @@ def _normalize_key(key: Any, shape: Tuple[int, ...]):
             counts.append(1)
             steps.append(1)
             int_axes.append(d)
-    return starts, counts, steps, tuple(out_shape), int_axes, flips
+        d += 1
+    return starts, counts, steps, tuple(out_shape), int_axes, flips, new_axes
 
 
 def _raise_first_bad_crop(st: np.ndarray, crop: Tuple[int, ...], shape: Tuple[int, ...]) -> None:

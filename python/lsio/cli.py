@@ -55,7 +55,8 @@ def _open_targets(store: str, name: Optional[str], opts: Dict[str, Any]) -> Tupl
         if opts.get("storage_options"):
             raise _Usage("--storage-option applies to URLs (s3://, gs://, http(s)://)")
         opts = {k: v for k, v in opts.items() if k != "storage_options"}
-        path = os.path.join(store, name) if name else store
+        root = _storage.local_path(store)  # '~' and file:// as lsio.open takes them
+        path = os.path.join(root, name) if name else root
         nodes = _LocalNodes()
         meta = nodes.read_json(path)
         kind = _node_type(meta, os.path.join(path, "zarr.json"))
@@ -217,13 +218,14 @@ def cmd_info(args: argparse.Namespace) -> int:
     kind, arrays = _open_targets(args.store, args.array, _opts(args))
     infos = [_array_info(n, a) for n, a in arrays]
     remote = _storage.is_remote(args.store)
-    doc: Dict[str, Any] = {"store": args.store if remote else os.path.abspath(args.store), "kind": kind, "arrays": infos}
+    doc: Dict[str, Any] = {"store": args.store if remote else _storage.local_path(args.store), "kind": kind, "arrays": infos}
     if kind == "group":
         if remote:
             url = "/".join([args.store.rstrip("/"), *(p for p in (args.array or "").split("/") if p)])
             g = open_group(url, storage_options=_storage_options(args))
         else:
-            g = open_group(os.path.join(args.store, args.array) if args.array else args.store)
+            root = _storage.local_path(args.store)
+            g = open_group(os.path.join(root, args.array) if args.array else root)
         doc["attributes"] = g.attrs
         doc["consolidated"] = g.consolidated
     if args.json:
@@ -431,7 +433,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     bad = sum(r["corrupt_count"] + r["unreadable_count"] for r in results)
     missing = sum(r.get("missing_count", 0) for r in results)
     ok = bad == 0 and not (args.fail_on_missing and missing)
-    doc = {"store": args.store if _storage.is_remote(args.store) else os.path.abspath(args.store), "ok": ok, "corrupt_chunks": bad, "missing_chunks": missing, "arrays": results}
+    doc = {"store": args.store if _storage.is_remote(args.store) else _storage.local_path(args.store), "ok": ok, "corrupt_chunks": bad, "missing_chunks": missing, "arrays": results}
     if args.json:
         _emit_json(doc)
     else:

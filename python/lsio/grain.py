@@ -102,8 +102,9 @@ class CropSource:
         the same structure.
     crop_shape:
         One shape for every array, or a sequence / mapping of per-array shapes (matching
-        ``arrays``). A ``None`` entry, or a shape shorter than the array's rank, takes the
-        whole extent of that dimension.
+        ``arrays``), with one entry per dimension of its array; a ``None`` entry takes the
+        whole extent of that dimension. A shape of another length raises ValueError (it is
+        not padded: numpy habits say trailing alignment, others leading).
     length:
         Records per epoch (virtual; nothing is read until asked). Required unless
         ``origins`` is given.
@@ -206,9 +207,13 @@ class CropSource:
         out = []
         for a, c in zip(self._arrays, per):
             c = tuple(c)
-            if len(c) > a.ndim:
-                raise ValueError(f"crop shape {c} has more dimensions than array shape {a.shape}")
-            c = c + (None,) * (a.ndim - len(c))
+            if len(c) != a.ndim:
+                # No implicit padding: numpy users read a short shape as aligned to the trailing
+                # dimensions, others to the leading ones; either guess crops silently wrong.
+                raise ValueError(
+                    f"crop shape {c} has {len(c)} dimensions, the array {a.ndim} (shape {a.shape}): give one size "
+                    f"per dimension, None for a whole dimension, e.g. {(1,) * (a.ndim - len(c)) + c} or "
+                    f"{(None,) * (a.ndim - len(c)) + c}")
             full = tuple(int(a.shape[d]) if v is None else int(v) for d, v in enumerate(c))
             if any(v < 0 for v in full):
                 raise ValueError(f"crop shape {full} has negative entries")

@@ -302,7 +302,7 @@ def open_group(
         if storage_options is not None:
             raise ValueError("storage_options apply to URLs (s3://, gs://, http(s)://), not to local paths")
         nodes = _LocalNodes()
-        root = os.path.abspath(os.fspath(path))
+        root = _storage.local_path(path)
     meta = nodes.read_json(root)
     if _node_type(meta, nodes.join(root, "zarr.json")) != "group":
         raise FormatError(f"{root!r} is an array, not a group; open it with lsio.open()")

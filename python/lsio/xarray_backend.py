@@ -112,7 +112,7 @@ class LsioStore(AbstractDataStore):
         else:
             if storage_options is not None:
                 raise ValueError("storage_options apply to URLs (s3://, gs://, http(s)://), not to local paths")
-            root = os.path.join(os.path.abspath(os.fspath(path)), *parts)
+            root = os.path.join(_storage.local_path(path), *parts)
             nodes = _LocalNodes()
         drop = set([drop_variables] if isinstance(drop_variables, str) else (drop_variables or ()))
         meta = nodes.read_json(root)

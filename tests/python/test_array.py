@@ -6,8 +6,11 @@
   ``zarr.json`` and against zarr-python.
 * Selection semantics: integer keys drop dimensions (an all-integer key gives
   a 0-d ndarray), negative integers, clamped slice bounds, 0-size
-  selections, fresh writable results; out-of-range integers raise
-  ``BoundsError`` (an ``IndexError``); step 0 raises ``ValueError``.
+  selections, ``None`` (np.newaxis) inserting axes, fresh writable results;
+  out-of-range integers raise ``BoundsError`` (an ``IndexError``); step 0
+  raises ``ValueError``; lists and integer arrays raise ``TypeError`` naming
+  ``oindex`` and ``take``; ``np.asarray(arr)`` reads in one call.
+* Paths: ``~`` and ``file://`` URLs; other unknown URL schemes are refused.
 * Missing inner chunks and missing shard files read as the fill value.
 * ``read_crops`` argument validation.
 * ``lsio.open`` options (``io=``, ``threads=``) and ``lsio.io_backend_info()``;
@@ -606,14 +609,14 @@ def test_unknown_io_value(stores, io):
         lsio.open(str(stores.get("z_plain").path), io=io)
 
 
-@pytest.mark.parametrize("threads", [0, -1, -8])
+@pytest.mark.parametrize("threads", [-1, -8])
 def test_bad_thread_count(stores, threads):
     with pytest.raises(ValueError):
         lsio.open(str(stores.get("z_plain").path), threads=threads)
 
 
 @pytest.mark.parametrize("io", ["pread", "auto", "uring"])
-@pytest.mark.parametrize("threads", [None, 1, 3, 16])
+@pytest.mark.parametrize("threads", [None, 0, 1, 3, 16])
 def test_open_options_read_the_same(stores, io, threads):
     if io == "uring":
         require_uring()
@@ -659,6 +662,92 @@ def test_numpy_integer_keys(plain):
     ]
     for key in keys:
         assert_same_bits(arr[key], expected[key], repr(key))
+
+
+NEWAXIS_KEYS = [
+    (None,), (None, 0), (0, None), (None, Ellipsis), (Ellipsis, None), (None, None, 3),
+    (slice(2, 9), None, slice(None, None, -2)), (None, 4, None, 5, None), (Ellipsis, None, 7),
+    (None, Ellipsis, None), (np.newaxis, slice(60, 2, -7)),
+]
+
+
+@pytest.mark.parametrize("key", NEWAXIS_KEYS, ids=repr)
+def test_newaxis_inserts_axes_as_numpy_does(plain, key):
+    arr, expected = plain
+    want = expected[key]
+    got = arr[key]
+    assert got.shape == want.shape, key
+    assert_same_bits(got, np.asarray(want), repr(key))
+    out = np.full(want.shape, 7, expected.dtype)
+    assert arr.read(key, out=out) is out
+    assert_same_bits(out, np.asarray(want), repr(key))
+    with pytest.raises(ValueError):
+        arr.read(key, out=np.empty((*want.shape, 1), expected.dtype))
+
+
+def test_newaxis_does_not_count_as_an_axis(plain, four_d):
+    arr, expected = plain
+    assert arr[None, 1, 2, None].shape == (1, 1)
+    with pytest.raises(IndexError, match="too many indices"):
+        arr[None, 1, 2, 3]
+    arr4, expected4 = four_d
+    assert_same_bits(arr4[None, ..., None, 1], expected4[None, ..., None, 1])
+
+
+@pytest.mark.parametrize("key", [[1, 2, 3], (slice(None), [0, 2]), np.array([1, 2]), (np.array([[1]]), 0),
+                                 True, (0, np.bool_(False))], ids=repr)
+def test_integer_array_and_list_keys_point_to_oindex_and_take(plain, key):
+    arr, _ = plain
+    with pytest.raises(TypeError, match=r"arr\.oindex\[\.\.\.\].*arr\.take\(indices, axis=\.\.\.\)"):
+        arr[key]
+
+
+def test_0d_integer_arrays_are_integer_keys(plain):
+    arr, expected = plain
+    assert_same_bits(arr[np.array(3), np.array(-1)], expected[3, -1])
+
+
+def test_asarray_reads_the_array_in_one_call(plain, monkeypatch):
+    arr, expected = plain
+    calls = []
+    real = lsio.Array.read
+
+    def counting(self, *a, **kw):
+        calls.append(a)
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(lsio.Array, "read", counting)
+    got = np.asarray(arr)
+    assert len(calls) == 1, "np.asarray must read once, not one row per call"
+    assert_same_bits(got, expected)
+    as64 = np.asarray(arr, dtype=np.float64)
+    assert as64.dtype == np.float64
+    np.testing.assert_array_equal(as64, expected.astype(np.float64))
+    assert_same_bits(np.array(arr), expected)
+    with pytest.raises(ValueError, match="copy=False"):
+        np.asarray(arr, copy=False)
+
+
+def test_paths_expand_home_and_take_file_urls(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    store = home / "my data" / "a.zarr"
+    expected = np.arange(6 * 5, dtype=np.int16).reshape(6, 5)
+    zarr.create_array(str(store), shape=expected.shape, dtype=expected.dtype, chunks=(2, 5))[...] = expected
+    g = zarr.open_group(str(home / "g.zarr"), mode="w")
+    g.create_array("t", shape=(3,), dtype="i4", chunks=(2,))[...] = np.array([1, 2, 3], "i4")
+    monkeypatch.setenv("HOME", str(home))
+    for spelling in ("~/my data/a.zarr", "file://" + str(store), "file://localhost" + str(store),
+                     "file://" + str(store).replace(" ", "%20"), "FILE://" + str(store)):
+        arr = lsio.open(spelling)
+        assert arr.path == str(store), spelling
+        assert_same_bits(arr[...], expected, spelling)
+    assert_same_bits(lsio.open("~/g.zarr", "t")[...], np.array([1, 2, 3], "i4"))
+    assert_same_bits(lsio.open_group("file://" + str(home / "g.zarr"))["t"][...], np.array([1, 2, 3], "i4"))
+    with pytest.raises(ValueError, match="names host 'otherhost'"):
+        lsio.open("file://otherhost" + str(store))
+    for url in ("az://container/a.zarr", "abfs://c/a.zarr", "hdfs://nn/a.zarr"):
+        with pytest.raises(ValueError, match=r"unsupported URL scheme .* lsio reads local paths, file://, s3://"):
+            lsio.open(url)
 
 
 def test_reopen_after_rewrite_sees_new_data(tmp_path):

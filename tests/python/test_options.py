@@ -47,6 +47,24 @@ def test_defaults_follow_the_storage_kind(path):
     assert "tuning" not in opts
 
 
+def test_threads_zero_means_all_cpus_as_options_reports_it(path, monkeypatch):
+    # options["threads"] says 0 for "every available CPU": passing that back (argument,
+    # LSIO_THREADS, the CLI's --threads) must mean the same, not be refused.
+    default = lsio.open(path)
+    assert default.options["threads"] == 0
+    again = lsio.open(path, threads=default.options["threads"])
+    assert again.options["threads"] == 0
+    key = (slice(0, 3),) * default.ndim
+    assert_same_bits(again[key], default[key])
+    monkeypatch.setenv("LSIO_THREADS", "0")
+    assert lsio.open(path).options["threads"] == 0
+    monkeypatch.setenv("LSIO_THREADS", "3")
+    assert lsio.open(path).options["threads"] == 3
+    assert lsio.open(path, threads=0).options["threads"] == 0  # the argument wins
+    with pytest.raises(ValueError, match=r"threads must be >= 0 \(0 or None: all available CPUs\), got -1"):
+        lsio.open(path, threads=-1)
+
+
 def test_storage_kind_of_memory_file_systems(tmp_path):
     assert _options.storage_kind("/dev/shm")[0] in ("memory", "local")
     assert _options.storage_kind(str(tmp_path))[0] in _options.COALESCING
@@ -86,7 +104,8 @@ def test_arguments_override_the_environment(path, monkeypatch):
     ("LSIO_QUEUE_DEPTH", "5000", "LSIO_QUEUE_DEPTH"),
     ("LSIO_QUEUE_DEPTH", "deep", "LSIO_QUEUE_DEPTH"),
     ("LSIO_DIRECT", "maybe", "LSIO_DIRECT"),
-    ("LSIO_THREADS", "0", "LSIO_THREADS"),
+    ("LSIO_THREADS", "-1", "LSIO_THREADS"),
+    ("LSIO_THREADS", "two", "LSIO_THREADS"),
     ("LSIO_IO", "mmap", "io must be one of"),
     ("LSIO_MEMORY_LIMIT", "1Q", "LSIO_MEMORY_LIMIT"),
 ])

@@ -96,11 +96,24 @@ def test_multi_array_matching_coordinates(arrays):
 
 def test_tuple_structure_and_full_extent(arrays):
     ds = CropDataset(
-        (lsio.open(arrays["x"][0]), lsio.open(arrays["y"][0])), ((4, 4), (4, None)), length=3, seed=0
+        (lsio.open(arrays["x"][0]), lsio.open(arrays["y"][0])), ((4, 4, None), (4, None)), length=3, seed=0
     )
     x, y = ds[0]
     assert x.shape == (4, 4, 36) and y.shape == (4, 40)
     assert ds.source.shared_dims == 2
+
+
+def test_crop_shape_with_fewer_dimensions_than_the_array_is_an_error(arrays):
+    # (32, 32) on a (T, H, W) array used to become (32, 32, W) silently; numpy users expect
+    # (T?, 32, 32). Neither is guessed: the error shows both explicit spellings.
+    x = lsio.open(arrays["x"][0])
+    assert x.ndim == 3
+    with pytest.raises(ValueError, match=r"crop shape \(4, 4\) has 2 dimensions, the array 3 .*"
+                                         r"e\.g\. \(1, 4, 4\) or \(None, 4, 4\)"):
+        CropDataset(x, (4, 4), length=3)
+    with pytest.raises(ValueError, match="has 4 dimensions, the array 3"):
+        CropDataset(x, (1, 1, 4, 4), length=3)
+    assert CropDataset(x, (None, 4, 4), length=3)[0].shape == (x.shape[0], 4, 4)
 
 
 def test_getitems_equals_getitem(arrays):
