@@ -19,6 +19,26 @@ __all__ = ["chunk_stats", "array_html", "group_html", "format_bytes"]
 
 # Groups with more arrays than this show metadata only (no per-array storage survey).
 _GROUP_SURVEY_LIMIT = 64
+# A notebook display surveys an array's storage only when that touches at most this many
+# objects (shard indexes, or chunk files when unsharded): local files / remote requests.
+# Beyond it the survey costs seconds and hundreds of MB (1M chunks: 2.7 s, 200 MB), on every
+# display of the cell; `lsio info` and chunk_stats() still compute it on demand.
+_DISPLAY_SURVEY_LIMIT = 4096
+_DISPLAY_SURVEY_LIMIT_REMOTE = 64
+
+
+def survey_objects(arr: Any) -> int:
+    """How many objects a storage survey of ``arr`` reads: shards (their indexes) when
+    sharded, else chunk files / objects."""
+    block = arr.shards if arr.shards is not None else arr.chunks
+    return math.prod(-(-int(s) // int(b)) if b else 1 for s, b in zip(arr.shape, block)) if arr.ndim else 1
+
+
+def _display_survey(arr: Any) -> bool:
+    from . import _storage
+
+    limit = _DISPLAY_SURVEY_LIMIT_REMOTE if _storage.is_remote(arr.path) else _DISPLAY_SURVEY_LIMIT
+    return survey_objects(arr) <= limit
 
 
 def format_bytes(n: Optional[float]) -> str:
@@ -109,6 +129,11 @@ def _bar(frac: float) -> str:
 
 
 def _storage_rows(arr: Any) -> List[tuple]:
+    if not _display_survey(arr):
+        n = survey_objects(arr)
+        what = "shard indexes" if arr.shards is not None else "chunk files"
+        return [("storage", f"not surveyed for display ({n:,} {what} to read); lsio info or "
+                            "lsio._repr.chunk_stats(arr) computes it")]
     try:
         st = chunk_stats(arr)
     except Exception as e:  # noqa: BLE001 - a repr must not raise
@@ -190,7 +215,9 @@ def group_html(group: Any) -> str:
                 cells += ["", "", ""]
         else:
             cells = [_esc(x) for x in (rel, _shape(a.shape), a.dtype, _shape(a.chunks), _shape(a.shards), a.codecs)]
-            if survey:
+            if survey and not _display_survey(a):
+                cells += [_esc("not surveyed (large)"), "", ""]
+            elif survey:
                 try:
                     st = chunk_stats(a)
                 except Exception as e:  # noqa: BLE001

@@ -94,3 +94,40 @@ def test_format_bytes():
     assert format_bytes(1536) == "1.5 KiB"
     assert format_bytes(3 << 30) == "3.0 GiB"
     assert format_bytes(None) == "?"
+
+
+def test_html_of_a_large_array_does_not_survey_it(tmp_path, monkeypatch):
+    # A notebook displays an Array on every run of the cell: above the survey limit the
+    # display shows metadata and says why storage is missing, without reading an index or
+    # stat-ing a chunk file (the survey of 1M chunks took 2.7 s and 200 MB).
+    import lsio._repr as rp
+
+    path = tmp_path / "big.zarr"
+    zarr.create_array(str(path), shape=(40, 40), dtype="u1", chunks=(2, 2))[...] = 1  # 400 chunk files
+    arr = lsio.open(str(path))
+    assert rp.survey_objects(arr) == 400
+    monkeypatch.setattr(rp, "_DISPLAY_SURVEY_LIMIT", 399)
+
+    surveyed = []
+
+    def no_survey(a, *rest, **k):
+        surveyed.append(a.path)
+        raise AssertionError("the display surveyed the chunks")
+
+    monkeypatch.setattr(rp, "chunk_stats", no_survey)
+    html_ = arr._repr_html_()
+    assert "not surveyed for display (400 chunk files to read)" in html_ and "(40, 40)" in html_
+    assert surveyed == []
+    g = zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
+    g.create_array("a", shape=(40, 40), dtype="u1", chunks=(2, 2), shards=(4, 4))[...] = 1  # 100 shards
+    g.create_array("small", shape=(4,), dtype="u1", chunks=(2,))[...] = 1
+    monkeypatch.setattr(rp, "_DISPLAY_SURVEY_LIMIT", 99)
+    grp = lsio.open_group(str(tmp_path / "g.zarr"))
+    assert rp.survey_objects(grp["a"]) == 100
+    grp._repr_html_()
+    assert [p.rsplit("/", 1)[-1] for p in surveyed] == ["small"]  # "a" is over the limit
+    monkeypatch.setattr(rp, "chunk_stats", chunk_stats)
+    text = grp._repr_html_()
+    assert "not surveyed (large)" in text and "small" in text
+    monkeypatch.setattr(rp, "_DISPLAY_SURVEY_LIMIT", 100)
+    assert "not surveyed" not in lsio.open_group(str(tmp_path / "g.zarr"))._repr_html_()

@@ -169,3 +169,30 @@ def test_dataset_close_closes_the_arrays(store):
         lazy = ds["precip"]
     with pytest.raises(ValueError, match="closed"):
         lazy.values
+
+
+@pytest.mark.parametrize("zarr_format", [3, 2])
+@pytest.mark.parametrize("consolidated", [True, False])
+def test_dimension_and_variable_order_follow_open_zarr(tmp_path, zarr_format, consolidated):
+    # Dimensions come out in the order the variables use them ((time, lat, lon), as
+    # open_zarr gives), not sorted. Variables: with consolidated metadata in its order (the
+    # same as open_zarr); without it sorted by name, where open_zarr follows the file
+    # system's directory listing (hash order on ext4), which lsio does not imitate: sorted is
+    # the same on every file system and object store.
+    ds = xr.Dataset(
+        {"t2m": (("time", "lat", "lon"), np.arange(24, dtype="f4").reshape(2, 3, 4)),
+         "sp": (("time", "lat", "lon"), np.ones((2, 3, 4), "f4"))},
+        coords={"time": [1, 2], "lat": [10.0, 20.0, 30.0], "lon": np.arange(4.0)},
+    )
+    path = str(tmp_path / "d.zarr")
+    ds.to_zarr(path, zarr_format=zarr_format, consolidated=consolidated, mode="w")
+    ref = xr.open_zarr(path, consolidated=consolidated)
+    got = xr.open_dataset(path, engine="lsio")
+    assert list(got.sizes) == list(ref.sizes) == ["time", "lat", "lon"]
+    assert got["t2m"].dims == ref["t2m"].dims == ("time", "lat", "lon")
+    if consolidated:
+        assert list(got.variables) == list(ref.variables)
+    else:
+        assert set(got.variables) == set(ref.variables)
+        assert list(got.data_vars) == sorted(got.data_vars)
+    xr.testing.assert_identical(got.load(), ref.load())
