@@ -10,7 +10,14 @@
     missing chunks; exit status 1 if any chunk is corrupt or unreadable.
 
 Every command takes ``--json`` (one JSON document on stdout). Exit status: 0 success,
-1 corruption found by ``verify``, 2 usage error or a store that cannot be opened.
+1 corruption found by ``verify``, 2 usage error or a store that cannot be opened, 3 an
+internal error (a bug in lsio: the traceback is printed; please report it).
+
+``verify`` can only find what the stored bytes make detectable: a chunk that fails to decode,
+or one whose checksum does not match. Codecs with a checksum: v3 ``crc32c``, ``zstd`` with
+``checksum: true``, ``gzip``; v2 ``zlib``, ``gzip``, ``zstd`` with ``checksum``. Without one
+(zarr-python's default zstd, blosc, lz4, uncompressed), flipped bits that still decode go
+unnoticed; ``verify`` says so for each such array.
 Progress bars (tqdm, stderr) are drawn for ``verify`` when stderr is a terminal;
 ``--progress`` / ``--no-progress`` force them on or off.
 """
@@ -30,21 +37,47 @@ import numpy as np
 
 from . import __version__
 from .array import Array
-from .errors import CorruptDataError, Error, StorageError
+from .errors import CorruptDataError, Error, StorageError, UnsupportedError
 from . import _storage
 from .group import _LocalNodes, _node_type, _RemoteNodes, open_group
 
 __all__ = ["main"]
 
-EXIT_OK, EXIT_CORRUPT, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_CORRUPT, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 _LIST_LIMIT = 1000
 
 
 # -- helpers -----------------------------------------------------------------------------
 
 
-def _open_targets(store: str, name: Optional[str], opts: Dict[str, Any]) -> Tuple[str, List[Tuple[str, Array]]]:
-    """(kind, [(name, Array)]) for an array path or URL, a group, or group + array name."""
+class _Unreadable:
+    """An array lsio cannot read (an unsupported codec or data type): its metadata and why."""
+
+    def __init__(self, path: str, meta: Dict[str, Any], why: str) -> None:
+        self.path, self.meta, self.why = path, meta, why
+
+
+def _open_array(path: str, meta: Dict[str, Any], opts: Dict[str, Any], unreadable_ok: bool) -> Any:
+    try:
+        return Array(path, **opts)
+    except UnsupportedError as e:
+        if not unreadable_ok:
+            raise
+        return _Unreadable(path, meta, str(e))
+
+
+def _open_targets(store: str, name: Optional[str], opts: Dict[str, Any],
+                  unreadable_ok: bool = False) -> Tuple[str, List[Tuple[str, Any]]]:
+    """(kind, [(name, Array)]) for an array path or URL, a group, or group + array name.
+    With ``unreadable_ok``, arrays lsio cannot read come back as :class:`_Unreadable`."""
+    try:
+        return _open_targets_unchecked(store, name, opts, unreadable_ok)
+    except TypeError as e:  # option values of the wrong type (--storage-option JSON)
+        raise _Usage(str(e)) from e
+
+
+def _open_targets_unchecked(store: str, name: Optional[str], opts: Dict[str, Any],
+                            unreadable_ok: bool) -> Tuple[str, List[Tuple[str, Any]]]:
     if _storage.is_remote(store):
         path = "/".join([store.rstrip("/"), *(p for p in (name or "").split("/") if p)])
         nodes: Any = _RemoteNodes(path, opts.get("storage_options"))
@@ -62,9 +95,17 @@ def _open_targets(store: str, name: Optional[str], opts: Dict[str, Any]) -> Tupl
         kind = _node_type(meta, os.path.join(path, "zarr.json"))
         base = os.path.basename(os.path.abspath(path))
     if kind == "array":
-        return "array", [(name or base, Array(path, **opts))]
+        return "array", [(name or base, _open_array(path, meta, opts, unreadable_ok))]
     g = open_group(path, **opts)
-    return "group", [(rel, g[rel]) for rel, _ in g.walk_arrays()]
+    members: List[Tuple[str, Any]] = []
+    for rel, member_meta in g.walk_arrays():
+        try:
+            members.append((rel, g[rel]))
+        except UnsupportedError as e:
+            if not unreadable_ok:
+                raise
+            members.append((rel, _Unreadable(nodes.join(path, rel), member_meta, str(e))))
+    return "group", members
 
 
 def _open_one(store: str, name: Optional[str], opts: Dict[str, Any]) -> Tuple[str, Array]:
@@ -175,11 +216,44 @@ def _array_info(name: str, arr: Array) -> Dict[str, Any]:
     return d
 
 
+def _unreadable_info(name: str, u: _Unreadable) -> Dict[str, Any]:
+    """What the metadata says of an array lsio cannot read (v3 zarr.json, or v2 .zarray)."""
+    m = u.meta
+    if m.get("zarr_format") == 2:
+        comp = m.get("compressor")
+        codecs = ", ".join([f["id"] for f in (m.get("filters") or []) if isinstance(f, dict) and "id" in f]
+                           + ([comp["id"]] if isinstance(comp, dict) and "id" in comp else []))
+        chunks = m.get("chunks")
+        dtype = m.get("dtype")
+    else:
+        def names(cs: Any) -> List[str]:
+            out = []
+            for c in cs or []:
+                n = c if isinstance(c, str) else c.get("name") if isinstance(c, dict) else None
+                cfg = c.get("configuration", {}) if isinstance(c, dict) else {}
+                out.append(f"{n}[{', '.join(names(cfg.get('codecs')))}]" if n == "sharding_indexed" else str(n))
+            return out
+
+        codecs = ", ".join(names(m.get("codecs")))
+        grid = m.get("chunk_grid")
+        chunks = grid.get("configuration", {}).get("chunk_shape") if isinstance(grid, dict) else None
+        dtype = m.get("data_type")
+    return {"name": name, "path": u.path, "readable": False, "not_readable_because": u.why,
+            "shape": m.get("shape"), "dtype": dtype if isinstance(dtype, str) else json.dumps(dtype),
+            "chunks": chunks, "codecs": codecs, "attributes": m.get("attributes") or {}}
+
+
 def _print_info(d: Dict[str, Any]) -> None:
     from ._repr import format_bytes
 
     p = print
     p(f"{d['name']}  ({d['path']})")
+    if d.get("readable") is False:
+        p(f"  shape          {_fmt_shape(d['shape'])}   dtype {d['dtype']}")
+        p(f"  chunks         {_fmt_shape(d['chunks'])}")
+        p(f"  codecs         {d['codecs']}")
+        p(f"  not readable by lsio: {d['not_readable_because']}")
+        return
     p(f"  shape          {_fmt_shape(d['shape'])}   dtype {d['dtype']}   fill {d['fill_value']!r}")
     if d.get("dimension_names"):
         p(f"  dimensions     {', '.join(str(n) for n in d['dimension_names'])}")
@@ -215,8 +289,8 @@ def _print_info(d: Dict[str, Any]) -> None:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    kind, arrays = _open_targets(args.store, args.array, _opts(args))
-    infos = [_array_info(n, a) for n, a in arrays]
+    kind, arrays = _open_targets(args.store, args.array, _opts(args), unreadable_ok=True)
+    infos = [_unreadable_info(n, a) if isinstance(a, _Unreadable) else _array_info(n, a) for n, a in arrays]
     remote = _storage.is_remote(args.store)
     doc: Dict[str, Any] = {"store": args.store if remote else _storage.local_path(args.store), "kind": kind, "arrays": infos}
     if kind == "group":
@@ -232,7 +306,9 @@ def cmd_info(args: argparse.Namespace) -> int:
         _emit_json(doc)
         return EXIT_OK
     if kind == "group":
-        print(f"group {doc['store']}: {len(infos)} arrays ({'consolidated metadata' if doc['consolidated'] else 'listed'})")
+        n = len(infos)
+        print(f"group {doc['store']}: {n} array{'' if n == 1 else 's'} "
+              f"({'consolidated metadata' if doc['consolidated'] else 'listed'})")
     for d in infos:
         _print_info(d)
     return EXIT_OK
@@ -246,6 +322,17 @@ def _parse_shape(text: str) -> Tuple[int, ...]:
         return tuple(int(x) for x in text.replace("x", ",").split(",") if x.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a shape like 4,256,256, got {text!r}") from None
+
+
+def _chunks_touched(starts: np.ndarray, crop: Tuple[int, ...], chunks: Tuple[int, ...]) -> int:
+    """Distinct read chunks a batch of crops touches (what the engine reads and decodes)."""
+    c = np.asarray(chunks, dtype=np.int64)
+    lo = starts // c
+    hi = (starts + np.asarray(crop, dtype=np.int64) - 1) // c
+    seen = set()
+    for a, b in zip(lo.tolist(), hi.tolist()):
+        seen.update(itertools.product(*(range(x, y + 1) for x, y in zip(a, b))))
+    return len(seen)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -263,6 +350,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     buf = np.empty((args.batch, *crop), dtype=arr.dtype)
     arr.read_crops(rng.integers(0, hi, size=(args.batch, arr.ndim)), crop, out=buf)  # warm-up
     times: List[float] = []
+    touched = 0  # distinct chunks per batch, summed (counted outside the timed calls)
     t_end = time.perf_counter() + args.seconds if args.seconds else None
     from .progress import bar
 
@@ -276,6 +364,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             t0 = time.perf_counter()
             arr.read_crops(starts, crop, out=buf)
             times.append(time.perf_counter() - t0)
+            touched += _chunks_touched(starts, crop, arr.chunks)
             b.update(1)
     total = sum(times)
     n_crops = len(times) * args.batch
@@ -292,6 +381,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         "seconds": total,
         "crops_per_s": n_crops / total if total else None,
         "mb_per_s": n_crops * buf[0].nbytes / total / 1e6 if total else None,
+        # Output MB/s counts overlapping crops once per crop; these count what was decoded.
+        "chunks_per_s": touched / total if total else None,
+        "decoded_mb_per_s": touched * math.prod(arr.chunks) * arr.dtype.itemsize / total / 1e6 if total else None,
         "batch_ms_p50": float(np.percentile(times, 50) * 1e3),
         "batch_ms_p90": float(np.percentile(times, 90) * 1e3),
         "batch_ms_max": float(max(times) * 1e3),
@@ -305,7 +397,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
             f"{name}: crop {_fmt_shape(crop)} x batch {args.batch}, {len(times)} batches, io={doc['io']}, "
             f"threads={args.threads or 'all'}\n"
             f"  {doc['crops_per_s']:,.1f} crops/s   {doc['mb_per_s']:,.1f} MB/s   "
-            f"batch p50 {doc['batch_ms_p50']:.2f} ms  p90 {doc['batch_ms_p90']:.2f} ms  max {doc['batch_ms_max']:.2f} ms"
+            f"batch p50 {doc['batch_ms_p50']:.2f} ms  p90 {doc['batch_ms_p90']:.2f} ms  max {doc['batch_ms_max']:.2f} ms\n"
+            f"  {doc['chunks_per_s']:,.0f} chunks/s decoded ({doc['decoded_mb_per_s']:,.1f} MB/s of decoded chunks; "
+            "the MB/s above is output, where overlapping crops count twice)"
         )
         st = doc.get("store_stats")
         if st:
@@ -351,8 +445,47 @@ def _chunk_slices(arr: Array, origin: Tuple[int, ...], count: Tuple[int, ...]) -
     )
 
 
+def _checksums(meta: Dict[str, Any]) -> Tuple[bool, str]:
+    """(chunks carry a checksum the decoder checks, what the codecs give) from an array's
+    metadata: v3 zarr.json, or the v2 .zarray as the group layer reads it."""
+    if meta.get("zarr_format") == 2:
+        comp = meta.get("compressor") if isinstance(meta.get("compressor"), dict) else {}
+        cid = comp.get("id")
+        if cid in ("zlib", "gzip"):
+            return True, f"{cid} (a checksum in every chunk)"
+        if cid == "zstd" and comp.get("checksum"):
+            return True, "zstd with checksum"
+        return False, f"{cid or 'no compressor'}, without a checksum"
+    found: List[str] = []
+    codecs: List[str] = []
+
+    def walk(cs: Any) -> None:
+        for c in cs or []:
+            n = c if isinstance(c, str) else c.get("name") if isinstance(c, dict) else None
+            cfg = c.get("configuration", {}) if isinstance(c, dict) else {}
+            if n == "sharding_indexed":  # the chunks' own codecs (index_codecs guard the index)
+                walk(cfg.get("codecs"))
+                continue
+            codecs.append(str(n))
+            if n == "crc32c" or n == "gzip" or (n == "zstd" and cfg.get("checksum")):
+                found.append("zstd with checksum" if n == "zstd" else str(n))
+
+    walk(meta.get("codecs"))
+    if found:
+        return True, ", ".join(found)
+    return False, f"{', '.join(codecs) or 'no codecs'}, without a checksum"
+
+
+def _array_metadata(arr: Array) -> Dict[str, Any]:
+    if _storage.is_remote(arr.path):
+        nodes: Any = _RemoteNodes(arr._url or arr.path, arr._config.get("storage_options"))
+        return nodes.read_json(nodes.display)
+    return _LocalNodes().read_json(arr.path)
+
+
 def _verify_array(name: str, arr: Array, bar_: Any) -> Dict[str, Any]:
     res: Dict[str, Any] = {"name": name, "path": arr.path, "corrupt": [], "unreadable": [], "missing": []}
+    res["checksums"], res["integrity"] = _checksums(_array_metadata(arr))
     nd = arr.ndim
     try:
         sizes: Optional[np.ndarray] = np.asarray(arr._native().stored_chunk_nbytes())
@@ -377,6 +510,7 @@ def _verify_array(name: str, arr: Array, bar_: Any) -> Dict[str, Any]:
                     {"chunk": [], "error": f"{type(e).__name__}: {e}"}
                 )
         bar_.update(res["chunks_total"])
+        res["chunks_checked"] = 1 if nd == 0 and not (res["corrupt"] or res["unreadable"]) else 0
         res["corrupt_count"] = len(res["corrupt"])
         res["unreadable_count"] = len(res["unreadable"])
         return res
@@ -433,7 +567,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     bad = sum(r["corrupt_count"] + r["unreadable_count"] for r in results)
     missing = sum(r.get("missing_count", 0) for r in results)
     ok = bad == 0 and not (args.fail_on_missing and missing)
-    doc = {"store": args.store if _storage.is_remote(args.store) else _storage.local_path(args.store), "ok": ok, "corrupt_chunks": bad, "missing_chunks": missing, "arrays": results}
+    doc = {"store": args.store if _storage.is_remote(args.store) else _storage.local_path(args.store), "ok": ok,
+           "corrupt_chunks": bad, "missing_chunks": missing,
+           "all_checksummed": all(r["checksums"] for r in results), "arrays": results}
     if args.json:
         _emit_json(doc)
     else:
@@ -441,6 +577,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
             status = "OK" if r["corrupt_count"] + r["unreadable_count"] == 0 else "CORRUPT"
             extra = f", {r['missing_count']:,} missing (read as fill)" if "missing_count" in r else ""
             print(f"{r['name']}: {status}: {r['chunks_checked']:,} chunks read{extra}, {r['corrupt_count']} corrupt, {r['unreadable_count']} unreadable")
+            if not r["checksums"]:
+                print(f"  no checksums ({r['integrity']}): only chunks that fail to decode can be found; "
+                      "flipped bits that still decode cannot (write with the crc32c codec, or zstd checksum=True)")
             if "survey_error" in r:
                 print(f"  shard index survey failed: {r['survey_error']}")
             for kind_ in ("corrupt", "unreadable"):
@@ -448,7 +587,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
                     print(f"  {kind_} chunk {tuple(c['chunk'])}: {c['error']}")
                 if r[f"{kind_}_count"] > 20:
                     print(f"  ... {r[f'{kind_}_count'] - 20} more {kind_} chunks (see --json)")
-        print("OK" if ok else "FAILED", f"({bad} corrupt or unreadable, {missing} missing)")
+        unchecked = sum(1 for r in results if not r["checksums"])
+        note = f"; {unchecked} of {len(results)} arrays without checksums" if unchecked else ""
+        print("OK" if ok else "FAILED", f"({bad} corrupt or unreadable, {missing} missing{note})")
     return EXIT_OK if ok else EXIT_CORRUPT
 
 
@@ -506,9 +647,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except _Usage as e:
         print(f"lsio {args.command}: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except (Error, OSError, ValueError, TypeError) as e:
+    except (Error, OSError, ValueError) as e:
         print(f"lsio {args.command}: {type(e).__name__}: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except Exception as e:  # noqa: BLE001 - a bug: say so, with the traceback, not "usage"
+        import traceback
+
+        traceback.print_exc()
+        print(f"lsio {args.command}: internal error (a bug in lsio {__version__}; please report it with the "
+              f"traceback above): {type(e).__name__}: {e}", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -19,8 +19,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import dask.array as da
 import numpy as np
+
+try:
+    import dask.array as da
+except ImportError as e:  # the optional dependency: say how to get it
+    raise ImportError(f"lsio's dask adapter (Array.to_dask, lsio.dask) needs dask: pip install 'dask[array]' "
+                      f"(or pip install 'lsio[dask]'); importing it failed: {e}") from e
 
 __all__ = ["to_dask", "default_chunks"]
 

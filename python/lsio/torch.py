@@ -41,8 +41,13 @@ import os
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
-import torch
-import torch.utils.data
+
+try:
+    import torch
+    import torch.utils.data
+except ImportError as e:  # the optional dependency: say how to get it
+    raise ImportError(f"lsio.torch needs PyTorch: pip install torch (or pip install 'lsio[torch]'); "
+                      f"importing it failed: {e}") from e
 
 from .array import Array
 from .grain import CropSource, with_options

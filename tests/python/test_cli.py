@@ -170,3 +170,115 @@ def test_python_m_lsio(store):
     assert "verify" in r.stderr  # the tqdm bar goes to stderr
     r = subprocess.run([sys.executable, "-m", "lsio", "--help"], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0 and "verify" in r.stdout
+
+
+def test_info_of_an_unreadable_array_shows_its_metadata_and_why(tmp_path, capsys):
+    # Transposing whole shards is a codec chain lsio does not read: `info` still shows what
+    # the metadata says, and why lsio cannot read it, for the array alone and in a group.
+    from zarr.codecs import ShardingCodec, TransposeCodec
+
+    g = zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
+    g.create_array("odd", shape=(4, 6), chunks=(4, 6), dtype="i4", filters=[TransposeCodec(order=(1, 0))],
+                   serializer=ShardingCodec(chunk_shape=(2, 3), codecs=[BytesCodec()]), compressors=None)
+    for argv in (("info", tmp_path / "g.zarr" / "odd"), ("info", tmp_path / "g.zarr")):
+        rc, out, err = _run(capsys, *argv)
+        assert rc == 0, err
+        assert "(4, 6)" in out and "int32" in out and "transpose" in out and "sharding_indexed[bytes]" in out
+        assert "not readable by lsio: " in out and "transpose" in out.split("not readable by lsio: ")[1]
+    rc, out, _ = _run(capsys, "info", tmp_path / "g.zarr", "--json")
+    (d,) = json.loads(out)["arrays"]
+    assert d["readable"] is False and d["shape"] == [4, 6] and d["chunks"] == [4, 6]
+    assert d["not_readable_because"]
+    assert "group" in _run(capsys, "info", tmp_path / "g.zarr")[1].splitlines()[0]
+    assert ": 1 array (" in _run(capsys, "info", tmp_path / "g.zarr")[1]
+    rc, _, err = _run(capsys, "bench", tmp_path / "g.zarr", "odd")  # reading it is still an error
+    assert rc == 2 and "UnsupportedError" in err
+
+
+def test_verify_says_when_corruption_cannot_be_detected(tmp_path, capsys):
+    # zarr-python's default zstd has no checksum: a flipped bit that still decodes reads as
+    # different data. verify cannot see that, and must say so instead of a bare "OK".
+    path = tmp_path / "nock.zarr"
+    a = zarr.create_array(str(path), shape=(64,), chunks=(64,), dtype="u1", compressors=None)
+    a[:] = np.arange(64, dtype="u1")
+    chunk = path / "c" / "0"
+    raw = bytearray(chunk.read_bytes())
+    raw[10] ^= 0xFF
+    chunk.write_bytes(bytes(raw))
+    assert lsio.open(str(path))[10] != 10  # corrupted, and readable
+    rc, out, _ = _run(capsys, "verify", path, "--no-progress")
+    assert rc == 0
+    assert "no checksums (bytes, without a checksum)" in out and "cannot" in out
+    assert "1 of 1 arrays without checksums" in out
+    rc, out, _ = _run(capsys, "verify", path, "--no-progress", "--json")
+    doc = json.loads(out)
+    assert doc["all_checksummed"] is False and doc["arrays"][0]["checksums"] is False
+    # With a crc32c codec the same kind of damage is found (test_verify_names_corrupt_chunks).
+    zarr.create_array(str(tmp_path / "crc.zarr"), shape=(64,), chunks=(64,), dtype="u1", compressors=[Crc32cCodec()])[:] = 1
+    rc, out, _ = _run(capsys, "verify", tmp_path / "crc.zarr", "--json", "--no-progress")
+    assert json.loads(out)["arrays"][0]["checksums"] is True
+
+
+def test_checksum_detection_by_codec():
+    from lsio.cli import _checksums
+
+    v3 = lambda *codecs: {"zarr_format": 3, "codecs": list(codecs)}  # noqa: E731
+    assert _checksums(v3("bytes", {"name": "zstd", "configuration": {"level": 1, "checksum": True}}))[0]
+    assert not _checksums(v3("bytes", {"name": "zstd", "configuration": {"level": 1, "checksum": False}}))[0]
+    assert _checksums(v3("bytes", {"name": "crc32c"}))[0]
+    assert _checksums(v3({"name": "bytes"}, {"name": "gzip", "configuration": {"level": 5}}))[0]
+    assert not _checksums(v3("bytes", {"name": "blosc", "configuration": {}}))[0]
+    shard = {"name": "sharding_indexed", "configuration": {"chunk_shape": [2], "codecs": ["bytes", "zstd"],
+                                                           "index_codecs": ["bytes", "crc32c"]}}
+    ok, why = _checksums(v3(shard))
+    assert not ok and "zstd" in why, "a checksummed index does not protect the chunks"
+    assert _checksums({"zarr_format": 2, "compressor": {"id": "zlib", "level": 1}})[0]
+    assert _checksums({"zarr_format": 2, "compressor": {"id": "zstd", "level": 1, "checksum": True}})[0]
+    assert not _checksums({"zarr_format": 2, "compressor": {"id": "blosc", "cname": "lz4"}})[0]
+    assert not _checksums({"zarr_format": 2, "compressor": None})[0]
+
+
+def test_verify_and_info_of_0d_and_empty_arrays(tmp_path, capsys):
+    zarr.create_array(str(tmp_path / "zero.zarr"), shape=(), dtype="f8", compressors=None)[()] = 2.5
+    zarr.create_array(str(tmp_path / "empty.zarr"), shape=(0, 4), chunks=(2, 2), dtype="u1")
+    for name, checked in (("zero.zarr", 1), ("empty.zarr", 0)):
+        rc, out, err = _run(capsys, "verify", tmp_path / name, "--no-progress")
+        assert rc == 0, err
+        assert f"{checked:,} chunks read" in out
+        rc, out, err = _run(capsys, "verify", tmp_path / name, "--no-progress", "--json")
+        assert rc == 0 and json.loads(out)["arrays"][0]["chunks_checked"] == checked
+        assert _run(capsys, "info", tmp_path / name)[0] == 0
+
+
+def test_bugs_are_internal_errors_not_usage(store, capsys, monkeypatch):
+    import lsio.cli as cli
+
+    def broken(args):
+        raise TypeError("an lsio bug")
+
+    monkeypatch.setattr(cli, "cmd_info", broken)
+    rc, _, err = _run(capsys, "info", store)
+    assert rc == cli.EXIT_INTERNAL == 3
+    assert "internal error" in err and "Traceback" in err and "an lsio bug" in err
+    monkeypatch.undo()
+    # Bad option values are still usage errors.
+    rc, _, err = _run(capsys, "info", "s3://bucket/x.zarr", "--storage-option", "retries=\"many\"")
+    assert rc == 2, err
+
+
+def test_bench_reports_decoded_chunks_and_takes_threads_0(store, capsys):
+    rc, out, _ = _run(capsys, "bench", store, "sharded", "--crop", "2,8,8", "--batch", "4", "--rounds", "3",
+                      "--threads", "0", "--json")
+    assert rc == 0
+    doc = json.loads(out)
+    assert doc["threads"] == 0 and doc["chunks_per_s"] > 0
+    # Every 2x8x8 crop touches 2 to 8 chunks of (1, 8, 8); decoded bytes are those chunks'.
+    assert doc["decoded_mb_per_s"] == pytest.approx(doc["chunks_per_s"] * 8 * 8 * 4 / 1e6)
+    from lsio.cli import _chunks_touched
+
+    starts = np.array([[0, 0, 0], [0, 4, 4], [1, 8, 8]])
+    assert _chunks_touched(starts, (2, 8, 8), (1, 8, 8)) == len({(0, 0, 0), (1, 0, 0), (0, 0, 1), (0, 1, 0),
+                                                                  (0, 1, 1), (1, 0, 1), (1, 1, 0), (1, 1, 1),
+                                                                  (2, 1, 1)})
+    rc, out, _ = _run(capsys, "bench", store, "sharded", "--crop", "2,8,8", "--batch", "4", "--rounds", "2")
+    assert "chunks/s decoded" in out and "overlapping crops count twice" in out
