@@ -37,7 +37,7 @@ def test_runs(path, tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
-    for mod in ("matplotlib", "xarray", "dask", "tqdm"):
+    for mod in ("matplotlib", "xarray", "dask", "tqdm", "ipywidgets"):
         pytest.importorskip(mod)
     if path.stem in TORCH_NOTEBOOKS:
         pytest.importorskip("torch")
@@ -54,5 +54,16 @@ def test_runs(path, tmp_path, monkeypatch):
     client.execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
+    # Nothing a reader would take for a mistake: no stray repr of a value a cell did not mean
+    # to show (zarr's consolidate_metadata returns the group), no warning on stderr.
+    texts = []
+    for c in nb.cells:
+        for o in c.outputs if c.cell_type == "code" else []:
+            if o.output_type == "stream":
+                texts.append((o.name, o.text))
+            elif "data" in o and "text/plain" in o.data:
+                texts.append(("result", o.data["text/plain"]))
+    assert not [t for _, t in texts if "<Group " in t], texts
+    assert not [t for n, t in texts if n == "stderr" and ("Warning" in t or "IProgress" in t)], texts
     # the notebook cleans up after itself
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("lsio-")]
