@@ -6,8 +6,10 @@
 //      dir.Write("c/0/0", bytes);           // creates parent directories as needed
 //   2. RunInChild([] { return ok ? 0 : 1; })  // fork, run, _exit with the result
 //   3. ReferenceCrc32c(bytes): a bit-wise CRC-32C, independent of the engine's.
+//   4. OpenDescriptors(): how many descriptors the process holds (leak checks).
 #pragma once
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -82,6 +84,13 @@ class TempDir {
 
 /// Forks; the child runs `body` and _exits with its result (0 = success). Returns the
 /// child's exit code, or 1000 + signal number if it was killed, or -1 if fork failed.
+/// Descriptors this process has open now (0..4095).
+inline int OpenDescriptors() {
+  int n = 0;
+  for (int fd = 0; fd < 4096; ++fd) n += fcntl(fd, F_GETFD) != -1;
+  return n;
+}
+
 inline int RunInChild(const std::function<int()>& body) {
   fflush(stdout);
   fflush(stderr);

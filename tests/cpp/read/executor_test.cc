@@ -192,48 +192,26 @@ TEST(ExecutorTest, MissingChunkFilesReadAsFill) {
 }
 
 TEST(ExecutorTest, UncompressedChunkOfTheWrongSizeIsDataLossBeforeReading) {
-  TempDir dir;
+  // Longer and shorter than the 8 bytes the chunk must have. The size is learnt only by the
+  // worker that opens the file (one-read objects), which must refuse it before any byte
+  // lands in the output.
   const char* json = R"({"zarr_format": 3, "node_type": "array", "shape": [4], "data_type": "uint16",
     "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
     "chunk_key_encoding": {"name": "default"}, "fill_value": 0, "codecs": ["bytes"]})";
-  const std::string path = dir.Write("c/0", Bytes(9, 1));
-  auto s = OpenStore(dir.path(), json);
-  ASSERT_NE(s, nullptr);
-  std::vector<uint16_t> out(4, 0x7777);
-  Status st = s->Read({Box({0}, {4})}, {View(out.data(), {4}, 2)});
-  ASSERT_FALSE(st.ok());
-  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
-  EXPECT_EQ(st.message(), "uncompressed chunk has 9 bytes, expected 8");
-  EXPECT_EQ(st.path(), path);
-  EXPECT_EQ(st.chunk(), "(0)");
-  EXPECT_EQ(out, std::vector<uint16_t>(4, 0x7777)) << "nothing written before the check";
-}
-
-TEST(ExecutorTest, UncompressedChunkShorterThanItsSizeIsDataLossAndNothingIsWritten) {
-  // The chunk's size is learnt only by the worker that opens it (one-read objects), which
-  // must refuse it before any byte lands in the output, as the check at resolve time did.
-  TempDir dir;
-  const char* json = R"({"zarr_format": 3, "node_type": "array", "shape": [4], "data_type": "uint16",
-    "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
-    "chunk_key_encoding": {"name": "default"}, "fill_value": 0, "codecs": ["bytes"]})";
-  const std::string path = dir.Write("c/0", Bytes(7, 1));
-  auto s = OpenStore(dir.path(), json);
-  ASSERT_NE(s, nullptr);
-  std::vector<uint16_t> out(4, 0x7777);
-  Status st = s->Read({Box({0}, {4})}, {View(out.data(), {4}, 2)});
-  ASSERT_FALSE(st.ok());
-  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
-  EXPECT_EQ(st.message(), "uncompressed chunk has 7 bytes, expected 8");
-  EXPECT_EQ(st.path(), path);
-  EXPECT_EQ(st.chunk(), "(0)");
-  EXPECT_EQ(out, std::vector<uint16_t>(4, 0x7777)) << "nothing written before the check";
-}
-
-// Descriptors this process has open now.
-int OpenDescriptors() {
-  int n = 0;
-  for (int fd = 0; fd < 4096; ++fd) n += fcntl(fd, F_GETFD) != -1;
-  return n;
+  for (size_t size : {9u, 7u}) {
+    TempDir dir;
+    const std::string path = dir.Write("c/0", Bytes(size, 1));
+    auto s = OpenStore(dir.path(), json);
+    ASSERT_NE(s, nullptr);
+    std::vector<uint16_t> out(4, 0x7777);
+    Status st = s->Read({Box({0}, {4})}, {View(out.data(), {4}, 2)});
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+    EXPECT_EQ(st.message(), "uncompressed chunk has " + std::to_string(size) + " bytes, expected 8");
+    EXPECT_EQ(st.path(), path);
+    EXPECT_EQ(st.chunk(), "(0)");
+    EXPECT_EQ(out, std::vector<uint16_t>(4, 0x7777)) << "nothing written before the check";
+  }
 }
 
 TEST(ExecutorTest, UnshardedChunkFilesAreOpenedByTheirReadsAndNeverCached) {
@@ -273,13 +251,13 @@ TEST(ExecutorTest, UnshardedChunkFilesAreOpenedByTheirReadsAndNeverCached) {
     ASSERT_GT(files, 30);
     for (int threads : {1, 3}) {
       s->threads = threads;
-      const int fds = OpenDescriptors();
+      const int fds = lsio_test::OpenDescriptors();
       std::vector<uint8_t> out(1600, 0);
       Status st = s->Read({Box({0, 0}, {40, 40})}, {View(out.data(), {40, 40}, 1)});
       ASSERT_TRUE(st.ok()) << st.ToString();
       EXPECT_EQ(out, expected) << "raw " << raw << ", threads " << threads;
       EXPECT_EQ(s->files->size(), 0u) << "chunk files read once are not cached";
-      EXPECT_EQ(OpenDescriptors(), fds) << "no descriptor stays open after the call";
+      EXPECT_EQ(lsio_test::OpenDescriptors(), fds) << "no descriptor stays open after the call";
       // A crop that splits chunks (scatter from the read buffer) too.
       std::vector<uint8_t> crop(15 * 13, 0);
       st = s->Read({Box({3, 5}, {15, 13})}, {View(crop.data(), {15, 13}, 1)});

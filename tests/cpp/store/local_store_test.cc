@@ -241,13 +241,6 @@ TEST(LocalStoreTest, OutOfDescriptorsGivesTheFileCacheBackAndRetries) {
   EXPECT_EQ(rc, 0);
 }
 
-// Descriptors this process has open now.
-int OpenDescriptors() {
-  int n = 0;
-  for (int fd = 0; fd < 4096; ++fd) n += fcntl(fd, F_GETFD) != -1;
-  return n;
-}
-
 // One kRange read of `obj` from offset 0 into `buf` (capacity `length`), on this thread.
 RangeRead ReadOnce(LocalStore& store, StoreObject* obj, std::vector<uint8_t>* buf, uint64_t length,
                    uint64_t min_size = 0) {
@@ -279,13 +272,13 @@ TEST(LocalStoreTest, OneReadObjectsOpenInTheirReadAndHoldNoDescriptor) {
       ASSERT_TRUE(ReadOnce(store, warm.value().get(), &buf, 16).status.ok());
     }
     const size_t cached = ProcessFileCache().size();
-    const int fds = OpenDescriptors();
+    const int fds = lsio_test::OpenDescriptors();
     auto o = store.OpenForOneRead("c.0");
     ASSERT_TRUE(o.ok()) << o.status().ToString();
     ASSERT_NE(o.value(), nullptr);
     EXPECT_TRUE(o.value()->open_on_read);
     EXPECT_FALSE(o.value()->size_known) << "nothing is known before the read";
-    EXPECT_EQ(OpenDescriptors(), fds) << "opening for one read opens nothing";
+    EXPECT_EQ(lsio_test::OpenDescriptors(), fds) << "opening for one read opens nothing";
     EXPECT_TRUE(store.traits().opens_on_read);
 
     RangeRead r = ReadOnce(store, o.value().get(), &buf, 16);  // room for more than the file
@@ -296,7 +289,7 @@ TEST(LocalStoreTest, OneReadObjectsOpenInTheirReadAndHoldNoDescriptor) {
     EXPECT_EQ(o.value()->size, 5u);
     EXPECT_EQ(std::string(buf.begin(), buf.begin() + 5), "hello");
     EXPECT_EQ(buf[5], 0xEE) << "nothing past the file's bytes";
-    EXPECT_EQ(OpenDescriptors(), fds) << "the descriptor is closed after the read";
+    EXPECT_EQ(lsio_test::OpenDescriptors(), fds) << "the descriptor is closed after the read";
     EXPECT_EQ(ProcessFileCache().size(), cached) << "and never cached";
   }
 }
@@ -337,7 +330,7 @@ TEST(LocalStoreTest, OneReadObjectsOutsideTheAcceptedSizesAreSizedButNotRead) {
   dir.Write("big", std::string(100, 'b'));
   dir.Write("small", std::string(3, 's'));
   LocalStore store(dir.Join(""));
-  const int fds = OpenDescriptors();
+  const int fds = lsio_test::OpenDescriptors();
   std::vector<uint8_t> buf;
 
   auto big = store.OpenForOneRead("big");
@@ -355,7 +348,7 @@ TEST(LocalStoreTest, OneReadObjectsOutsideTheAcceptedSizesAreSizedButNotRead) {
   EXPECT_EQ(small.value()->size, 3u);
   EXPECT_EQ(s.transferred, 0u);
   EXPECT_EQ(buf, std::vector<uint8_t>(8, 0xEE)) << "a smaller object than min_size is not read at all";
-  EXPECT_EQ(OpenDescriptors(), fds);
+  EXPECT_EQ(lsio_test::OpenDescriptors(), fds);
 }
 
 TEST(LocalStoreTest, OneReadOfAFifoIsRefusedWithoutBlocking) {
