@@ -8,7 +8,7 @@
 #   bash scripts/test.sh --cpp-only       # setup + ctest
 #   bash scripts/test.sh --python-only    # setup + pip install ".[test]" + pytest
 #   bash scripts/test.sh -- -k out_param  # arguments after -- go to pytest
-#   bash scripts/test.sh --no-sanitizers  # skip the sanitizer and fuzz steps (quick local run)
+#   bash scripts/test.sh --no-sanitizers  # skip the sanitizer, fuzz, docs and wheel steps (quick local run)
 #
 # The C++ build includes benchmarks/cpp/lsio_microbench; ctest smoke-runs each of its cases
 # once on small inputs (test lsio_microbench_smoke, ~1-5 s) so it cannot rot; no timing is
@@ -18,6 +18,12 @@
 # test_errors against an ASan+UBSan _core; ctest under TSan for util/io/read; any report
 # fails) and scripts/fuzz.sh (corpus replay, then each libFuzzer target for
 # LSIO_FUZZ_SECONDS, default 20; any crash fails).
+#
+# Then (both suites, not with --no-sanitizers) scripts/docs.sh builds the documentation
+# (Sphinx, warnings are errors) and the wheel step builds the manylinux wheel
+# (scripts/build_wheel.sh) and installs it into a clean debootstrap root with no compiler,
+# where it must read the shipped smoke store (scripts/wheel_smoke.sh; needs root or
+# passwordless sudo).
 #
 # Exits non-zero if any step fails, including pytest collecting no tests (exit code 5).
 # Ends with one line "summary: N passed, N failed, N skipped" over both suites; a step
@@ -59,6 +65,8 @@ asan_status="not run"
 asanpy_status="not run"
 tsan_status="not run"
 fuzz_status="not run"
+docs_status="not run"
+wheel_status="not run"
 
 # ---------------------------------------------------------------- C++: GoogleTest via ctest
 run_cpp_tests() {
@@ -135,17 +143,34 @@ if [ "$run_cpp" = 1 ] && [ "$run_sanitizers" = 1 ]; then
   lsio_log "C++: libFuzzer (scripts/fuzz.sh ${LSIO_FUZZ_SECONDS:-20})"
   if bash scripts/fuzz.sh "${LSIO_FUZZ_SECONDS:-20}"; then fuzz_status="ok"; else fuzz_status="FAILED"; failed_steps+=("fuzzing"); fi
 fi
+# ---------------------------------------------------------------- docs and the wheel
+run_wheel_smoke() {
+  if [ "$(id -u)" = 0 ]; then
+    bash scripts/wheel_smoke.sh
+  elif sudo -n true 2>/dev/null; then
+    sudo -n env PATH="$PATH" bash scripts/wheel_smoke.sh
+  else
+    echo "the wheel smoke test needs root or passwordless sudo (debootstrap, chroot)" >&2
+    return 1
+  fi
+}
+if [ "$run_cpp" = 1 ] && [ "$run_python" = 1 ] && [ "$run_sanitizers" = 1 ]; then
+  lsio_log "Docs: Sphinx build, warnings are errors (scripts/docs.sh)"
+  if bash scripts/docs.sh; then docs_status="ok"; else docs_status="FAILED"; failed_steps+=("docs"); fi
+  lsio_log "Wheel: build and repair (scripts/build_wheel.sh), then install it in a clean root (scripts/wheel_smoke.sh)"
+  if bash scripts/build_wheel.sh && run_wheel_smoke; then wheel_status="ok"; else wheel_status="FAILED"; failed_steps+=("wheel"); fi
+fi
 
 # ---------------------------------------------------------------- summary
 lsio_log "Summary"
 python - "$results_dir" "$layers_status" "$cpp_status" "$python_status" \
-  "$asan_status" "$asanpy_status" "$tsan_status" "$fuzz_status" <<'PY'
+  "$asan_status" "$asanpy_status" "$tsan_status" "$fuzz_status" "$docs_status" "$wheel_status" <<'PY'
 import os
 import sys
 import xml.etree.ElementTree as ET
 
 results_dir, layers_status, cpp_status, python_status = sys.argv[1:5]
-step_statuses = dict(zip(("asan", "asan-py", "tsan", "fuzz"), sys.argv[5:9]))
+step_statuses = dict(zip(("asan", "asan-py", "tsan", "fuzz", "docs", "wheel"), sys.argv[5:11]))
 
 
 def count(path):

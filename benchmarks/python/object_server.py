@@ -13,7 +13,7 @@ sendfile(2) through asyncio) the way S3 answers a range GET:
   ``If-None-Match`` that matches -> 304. Missing files (and directories) -> 404.
 - ``--latency-ms``: every request waits this long (``asyncio.sleep``, so other requests go
   on meanwhile) before its first byte -- S3's typical time to first byte is ~20 ms
-  (/work/shared/docs/remote.md section 2). Default 20.
+  (docs/design/remote.md section 2). Default 20.
 - ``--rate`` (bytes/s, suffixes K/M/G = 10^3.., e.g. ``100M``): a token bucket shared by all
   connections paces the bodies (sent in 64 KiB pieces with plain writes instead of
   sendfile). This is the fallback bandwidth cap for machines where ``tc qdisc ... tbf`` in a

@@ -98,12 +98,14 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
         ``max_gap``/``max_request`` are given the store measures how far to coalesce
         (within 1 MiB / 16 MiB; ``Array.stats()`` shows the values in use).
 
-    Environment variables are read when the array is opened; ``Array.options`` shows the
-    values in effect.
-
     Raises
     ------
     lsio.FormatError, lsio.UnsupportedError, lsio.StorageError, ValueError
+
+    Notes
+    -----
+    Environment variables are read when the array is opened; ``Array.options`` shows the
+    values in effect.
     """
     remote = isinstance(path, str) and _storage.is_remote(path)
     if name is not None:
@@ -277,7 +279,7 @@ class Array:
 
     @property
     def options(self) -> dict:
-        """The options in effect: arguments, else environment variables, else defaults.
+        """The options in effect (arguments, else environment variables, else defaults).
 
         ``threads`` 0 means all available CPUs. ``storage`` is the detected storage kind
         that chose the coalescing defaults; ``tuning`` (with ``tune=True``) what was measured.
@@ -501,7 +503,7 @@ class Array:
 
     @property
     def oindex(self) -> "_OIndex":
-        """Outer (orthogonal) indexing, as zarr-python's ``oindex``: per axis an integer
+        """Outer (orthogonal) indexing, as zarr-python's ``oindex``. Per axis an integer
         array / list (any order, repeats allowed, negative from the end), a slice or an int.
 
         ``arr.oindex[[3, 1, 7], :, 10:20]`` reads rows 3, 1 and 7. The engine plans all

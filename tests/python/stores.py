@@ -6,7 +6,7 @@ Every store is described by a :class:`StoreSpec` registered in ``SPECS``
 A spec's builder writes the store with zarr-python 3 (``zarr.create_array``)
 or TensorStore (``"driver": "zarr3"``) into a directory and returns the array
 a reader must return, bit for bit (NaN payloads and the sign of zero
-included).  The recipes follow ``/work/shared/docs/zarr-format.md`` section 10.
+included).  The recipes follow ``docs/design/zarr-format.md`` section 10.
 
 Coverage: every core numeric dtype, ranks 0 to 4, shapes that are not
 multiples of the chunk shape, sharded stores with the index at the start and

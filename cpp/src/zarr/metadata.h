@@ -8,7 +8,7 @@
 //   m.chain         -> prepared codec chain of the chunks that are decoded (inner chunks
 //                      of a shard, or the chunks themselves)
 //
-// Validation follows the spec's reader rules (../shared/docs/zarr-format.md, "What a reader
+// Validation follows the spec's reader rules (docs/design/zarr-format.md, "What a reader
 // must get right"): zarr_format 3, node_type "array", unknown top-level keys refused unless
 // {"must_understand": false}, storage_transformers empty, regular grid, chunk key encoding
 // default|v2 with "/" or ".", inner chunks dividing the shard. Malformed input fails with
