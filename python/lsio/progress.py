@@ -1,4 +1,4 @@
-"""Opt-in progress bars for long reads (needs ``tqdm``: ``pip install lsio[progress]``).
+"""Opt-in progress bars for long reads (needs ``tqdm``: ``pip install tqdm``, or lsio's ``progress`` extra).
 
 >>> import lsio.progress
 >>> x = lsio.progress.read(arr, (slice(None), slice(0, 4096)))      # like arr.read(key)
