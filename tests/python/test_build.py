@@ -15,10 +15,17 @@ DEBIAN = ["liburing-dev", "libzstd-dev", "libblosc-dev", "liblz4-dev", "zlib1g-d
           "libssl-dev", "libcurl4-openssl-dev"]
 
 
+def _cmake() -> str:
+    """The cmake the build uses: scripts/setup.sh installs it into the venv, beside python."""
+    import sys
+
+    found = shutil.which("cmake") or shutil.which("cmake", path=os.path.dirname(sys.executable))
+    assert found, "cmake is neither on PATH nor in the venv: run scripts/setup.sh (it installs cmake)"
+    return found
+
+
 def test_configure_without_the_libraries_names_each_and_the_apt_line(tmp_path):
-    cmake = shutil.which("cmake")
-    if cmake is None:
-        pytest.skip("cmake is not on PATH (scripts/setup.sh installs it into the venv)")
+    cmake = _cmake()
     env = dict(os.environ, PKG_CONFIG_LIBDIR=str(tmp_path / "no-pc-files"))  # pkg-config finds nothing
     hide = ["ZLIB", "nlohmann_json", "OpenSSL", "CURL"]  # and CMake's own finders find nothing
     r = subprocess.run([cmake, "-S", str(ROOT), "-B", str(tmp_path / "build"), "-DLSIO_BUILD_PYTHON=OFF",
@@ -38,9 +45,7 @@ def test_configure_without_the_libraries_names_each_and_the_apt_line(tmp_path):
 def test_sdist_builds_and_configures(tmp_path):
     # The sdist holds what a build needs (and none of the local build trees or stores): it is
     # made by the package's own backend, unpacked, and configured by CMake from there.
-    cmake = shutil.which("cmake")
-    if cmake is None:
-        pytest.skip("cmake is not on PATH (scripts/setup.sh installs it into the venv)")
+    cmake = _cmake()
     import sys
     import tarfile
 
