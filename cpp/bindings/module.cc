@@ -26,6 +26,7 @@ bool SigintPending() {
 void BindArray(py::module_& m);
 void BindLimits(py::module_& m);  // limits.cc: private micro-benchmarks for benchmarks/python
 void BindRemote(py::module_& m);  // remote.cc: remote stores (S3, GCS, HTTP)
+void BindRanges(py::module_& m);  // ranges.cc: byte-range reads (read_ranges)
 }  // namespace lsio_py
 
 PYBIND11_MODULE(_core, m) {
@@ -38,6 +39,7 @@ PYBIND11_MODULE(_core, m) {
   lsio_py::BindRemote(m);  // first: open_remote returns an Array, RemoteStore is its argument
   lsio_py::BindArray(m);
   lsio_py::BindLimits(m);
+  lsio_py::BindRanges(m);
   lsio::SetInterruptProbe(&lsio_py::SigintPending);
   m.def("io_backend_info", [] {
     const lsio::IoBackendInfo i = lsio::GetIoBackendInfo();

@@ -358,6 +358,9 @@ Result<std::vector<int64_t>> Array::StoredChunkBytes() {
 
 void SetInterruptProbe(bool (*probe)()) { g_interrupt_probe.store(probe); }
 
+// For the other facade calls (ranges.cc declares it): the probe installed now.
+bool (*CurrentInterruptProbe())() { return g_interrupt_probe.load(std::memory_order_relaxed); }
+
 IoBackendInfo GetIoBackendInfo() {
   IoBackendInfo info;
   const UringSupportInfo u = UringSupport();

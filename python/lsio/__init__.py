@@ -14,6 +14,8 @@ allows. Importing lsio or opening an array starts no threads and opens no files 
 Exploration: ``lsio.open_group(path)`` lists a group's members, ``arr.to_dask()`` gives a
 dask array, ``xr.open_dataset(path, engine="lsio")`` an xarray Dataset, ``lsio.progress``
 reads with a progress bar, and ``python -m lsio info|bench|verify`` is the command line.
+Beyond Zarr, ``lsio.read_ranges`` reads many byte ranges of files or objects in one call,
+and ``lsio.safetensors`` loads checkpoints with it.
 These adapters import their frameworks only when used.
 """
 
@@ -24,6 +26,7 @@ from .array import Array, open
 from ._async import prefetch
 from .group import Group, open_group
 from ._strings import StringArray
+from ._ranges import read_ranges
 from .errors import (
     BoundsError,
     CorruptDataError,
@@ -42,6 +45,7 @@ __all__ = [
     "Group",
     "open_group",
     "prefetch",
+    "read_ranges",
     "io_backend_info",
     "Error",
     "FormatError",

@@ -68,3 +68,18 @@ class ElementTransform:
     offset: float
     def __init__(self, out_type: str, scale: float = 1.0, offset: float = 0.0) -> None: ...
 def io_backend_info() -> dict[str, Any]: ...
+def read_ranges(
+    sources: list[Any],
+    source_index: np.ndarray,
+    offsets: np.ndarray,
+    lengths: np.ndarray,
+    out: Any,
+    out_offsets: Optional[np.ndarray] = None,
+    threads: int = 0,
+    io: str = "auto",
+    queue_depth: int = 64,
+    max_gap: int = 0,
+    max_request: int = 0,
+) -> None:
+    """Byte ranges into buffers (lsio/ranges.h); python/lsio/_ranges.py normalises the arguments."""
+    ...

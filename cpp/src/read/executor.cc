@@ -956,7 +956,7 @@ Status RunPlan(const ReadContext& ctx, Plan& plan) {
     if (workers > 1) {
       // Threads that cannot be created (no room for a stack under RLIMIT_AS, EAGAIN) mean
       // fewer workers, not an error: the calling thread can always work.
-      pool = &g_pool->Get();
+      pool = &ProcessWorkerPool();
       workers = 1 + std::min(workers - 1, pool->EnsureThreads(workers - 1));
     }
     cs.workers = workers;
@@ -967,6 +967,8 @@ Status RunPlan(const ReadContext& ctx, Plan& plan) {
 }
 
 }  // namespace
+
+ThreadPool& ProcessWorkerPool() { return g_pool->Get(); }
 
 Status SurveyChunks(const ReadContext& ctx, std::vector<int64_t>* nbytes) {
   const ArrayLayout& l = *ctx.layout;

@@ -47,6 +47,7 @@
 #include "read/index_cache.h"
 #include "read/planner.h"
 #include "store/store.h"
+#include "util/thread_pool.h"
 
 namespace lsio {
 
@@ -88,6 +89,10 @@ Status ExecuteRead(const ReadContext& ctx, const OuterSelection& sel);
 /// The per-box form (copied into a BoxBatch first).
 Status ExecuteRead(const ReadContext& ctx, const std::vector<Selection>& sels,
                    const std::vector<DstView>& dsts);
+
+/// The process's worker pool, shared by every read call (rebuilt in a forked child, never
+/// joined at exit). Byte-range reads (read/ranges.h) use it too.
+ThreadPool& ProcessWorkerPool();
 
 /// Stored size of every read chunk, in C order of the read-chunk grid (-1: not stored, reads
 /// as fill). Reads shard indexes (through the cache) but no chunk data.

@@ -1,0 +1,150 @@
+// Binding of lsio::ReadRanges (lsio/ranges.h) for python/lsio/_ranges.py, which normalises
+// the arguments: sources (a str path, or a (RemoteStore, key) pair each), and per range
+// source index, offset and length as flat arrays. Output buffers are taken through the
+// buffer protocol as writeable and C-contiguous, and held (so they cannot be resized or
+// freed) until the call returns; each range's room and the buffers' disjointness are
+// checked with the GIL held, before the engine runs without it.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "errors.h"
+#include "gil.h"
+#include "lsio/ranges.h"
+#include "lsio/remote.h"
+
+namespace py = pybind11;
+
+namespace lsio_py {
+namespace {
+
+// A writeable, C-contiguous view of a Python buffer, released on destruction.
+class WritableBuffer {
+ public:
+  WritableBuffer(const py::handle& obj, const std::string& what) {
+    if (PyObject_GetBuffer(obj.ptr(), &view_, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) != 0) {
+      PyErr_Clear();
+      // Say which property is missing: a read-only buffer, or a strided one.
+      const bool readable = PyObject_CheckBuffer(obj.ptr()) != 0;
+      Py_buffer probe;
+      const bool writable = readable && PyObject_GetBuffer(obj.ptr(), &probe, PyBUF_WRITABLE | PyBUF_STRIDES) == 0;
+      if (writable) PyBuffer_Release(&probe);
+      PyErr_Clear();
+      const std::string why = !readable   ? "does not support the buffer protocol"
+                              : !writable ? "is read-only"
+                                          : "is not C-contiguous";
+      ThrowStatus(lsio::Status::InvalidArgument(what + " " + why + " (" +
+                                                std::string(py::str(py::type::of(obj).attr("__name__"))) + ")"));
+    }
+    held_ = true;
+  }
+  ~WritableBuffer() {
+    if (held_) PyBuffer_Release(&view_);
+  }
+  WritableBuffer(const WritableBuffer&) = delete;
+  WritableBuffer& operator=(const WritableBuffer&) = delete;
+  uint8_t* data() const { return static_cast<uint8_t*>(view_.buf); }
+  uint64_t size() const { return static_cast<uint64_t>(view_.len); }
+
+ private:
+  Py_buffer view_{};
+  bool held_ = false;
+};
+
+using U64 = py::array_t<uint64_t, py::array::c_style | py::array::forcecast>;
+using U32 = py::array_t<uint32_t, py::array::c_style | py::array::forcecast>;
+
+void ReadRangesPy(const py::list& sources, const U32& source_index, const U64& offsets, const U64& lengths,
+                  const py::object& out, const py::object& out_offsets, int threads, const std::string& io,
+                  unsigned queue_depth, uint64_t max_gap, uint64_t max_request) {
+  const size_t n = static_cast<size_t>(offsets.size());
+  if (static_cast<size_t>(lengths.size()) != n || static_cast<size_t>(source_index.size()) != n) {
+    ThrowStatus(lsio::Status::InvalidArgument("source_index, offsets and lengths differ in length"));
+  }
+  std::vector<lsio::RangeSource> srcs;
+  srcs.reserve(sources.size());
+  for (const py::handle& s : sources) {
+    if (py::isinstance<py::str>(s)) {
+      srcs.push_back(lsio::RangeSource::File(py::cast<std::string>(s)));
+    } else {
+      auto pair = py::cast<py::tuple>(s);
+      srcs.push_back(lsio::RangeSource::Object(py::cast<std::shared_ptr<lsio::RemoteStore>>(pair[0]),
+                                               py::cast<std::string>(pair[1])));
+    }
+  }
+  const uint32_t* src = source_index.data();
+  const uint64_t* off = offsets.data();
+  const uint64_t* len = lengths.data();
+  std::vector<lsio::ByteRange> ranges(n);
+  std::vector<std::unique_ptr<WritableBuffer>> held;
+  if (py::isinstance<py::list>(out)) {
+    const py::list bufs = out;
+    if (bufs.size() != n) {
+      ThrowStatus(lsio::Status::InvalidArgument("out has " + std::to_string(bufs.size()) + " buffers for " +
+                                                std::to_string(n) + " ranges"));
+    }
+    held.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      held.push_back(std::make_unique<WritableBuffer>(bufs[i], "out[" + std::to_string(i) + "]"));
+      if (held.back()->size() != len[i]) {
+        ThrowStatus(lsio::Status::InvalidArgument("out[" + std::to_string(i) + "] has " +
+                                                  std::to_string(held.back()->size()) + " bytes, range " +
+                                                  std::to_string(i) + " has " + std::to_string(len[i])));
+      }
+      ranges[i] = {src[i], off[i], len[i], held.back()->data()};
+    }
+  } else {
+    held.push_back(std::make_unique<WritableBuffer>(out, "out"));
+    const U64 at = py::cast<U64>(out_offsets);
+    if (static_cast<size_t>(at.size()) != n) ThrowStatus(lsio::Status::InvalidArgument("out_offsets has the wrong length"));
+    const uint64_t room = held.back()->size();
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t a = at.data()[i];
+      if (a > room || len[i] > room - a) {
+        ThrowStatus(lsio::Status::InvalidArgument("out has " + std::to_string(room) + " bytes; range " +
+                                                  std::to_string(i) + " needs [" + std::to_string(a) + ", " +
+                                                  std::to_string(a + len[i]) + ")"));
+      }
+      ranges[i] = {src[i], off[i], len[i], held.back()->data() + a};
+    }
+  }
+  // Buffers of different ranges must not overlap: two workers would write the same bytes.
+  std::vector<size_t> order;
+  order.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (ranges[i].length > 0) order.push_back(i);
+  }
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ranges[a].dst < ranges[b].dst; });
+  for (size_t k = 1; k < order.size(); ++k) {
+    const auto& p = ranges[order[k - 1]];
+    if (static_cast<const uint8_t*>(p.dst) + p.length > static_cast<const uint8_t*>(ranges[order[k]].dst)) {
+      ThrowStatus(lsio::Status::InvalidArgument("the output buffers of ranges " + std::to_string(order[k - 1]) +
+                                                " and " + std::to_string(order[k]) + " overlap"));
+    }
+  }
+  lsio::RangeOptions o;
+  o.threads = threads;
+  o.io = io;
+  o.queue_depth = queue_depth;
+  o.max_gap = max_gap;
+  o.max_request = max_request;
+  const lsio::Status st = WithoutGil([&](const std::function<bool()>& interrupted) {
+    return lsio::ReadRanges(srcs, ranges, o, interrupted);
+  });
+  if (!st.ok()) ThrowStatus(st);
+}
+
+}  // namespace
+
+void BindRanges(py::module_& m) {
+  m.def("read_ranges", &ReadRangesPy, py::arg("sources"), py::arg("source_index"), py::arg("offsets"),
+        py::arg("lengths"), py::arg("out"), py::arg("out_offsets") = py::none(), py::arg("threads") = 0,
+        py::arg("io") = "auto", py::arg("queue_depth") = 64, py::arg("max_gap") = 0, py::arg("max_request") = 0);
+}
+
+}  // namespace lsio_py

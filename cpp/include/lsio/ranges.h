@@ -1,0 +1,77 @@
+// lsio/ranges.h: the public C++ API for batched byte-range reads, without Zarr. Reads many
+// (source, offset, length) ranges of local files or remote objects into caller buffers in
+// one planned call: ranges are sorted, identical ones read once, neighbours coalesced, long
+// ones split across threads; the same I/O backends (io_uring, pread, HTTP) as Array reads.
+// lsio.read_ranges and lsio.safetensors are built on it.
+//
+// Usage:
+//   1. std::vector<lsio::RangeSource> sources = {lsio::RangeSource::File("/ckpt/model.safetensors")};
+//      // remote: lsio::RangeSource::Object(*lsio::RemoteStore::Create(o), "model.safetensors")
+//   2. std::vector<uint8_t> header(64), weights(1 << 20);
+//      std::vector<lsio::ByteRange> ranges = {{0, 8, 64, header.data()}, {0, 4096, weights.size(), weights.data()}};
+//   3. lsio::Status st = lsio::ReadRanges(sources, ranges, {});
+//      if (!st.ok()) ... st.ToString() names the file and the byte range
+//
+// Guarantees: a missing source or a range past the end of its source fails before any byte
+// of any buffer is written (remote objects are sized by their first request, not a HEAD).
+// After that, an I/O error leaves buffers partly written, only inside the ranges. Buffers of
+// different ranges must not overlap. A long-lived process reuses descriptors (the process's
+// descriptor cache, revalidated by stat on every call), rings and HTTP connections.
+// Thread-safety: ReadRanges may be called from many threads at once. Fork-safe like Array.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lsio/status.h"
+
+namespace lsio {
+
+class RemoteStore;
+
+/// Where ranges are read from: a local file, or an object below a remote store's root.
+struct RangeSource {
+  std::string path;                     ///< local file (relative paths: to the working directory)
+  std::shared_ptr<RemoteStore> remote;  ///< set: the object `key` of this store
+  std::string key;
+
+  static RangeSource File(std::string path) { return RangeSource{std::move(path), nullptr, {}}; }
+  static RangeSource Object(std::shared_ptr<RemoteStore> store, std::string key) {
+    return RangeSource{{}, std::move(store), std::move(key)};
+  }
+};
+
+/// One range: `length` bytes of sources[source] from `offset`, into dst.
+struct ByteRange {
+  uint32_t source = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  void* dst = nullptr;  ///< room for `length` bytes
+};
+
+struct RangeOptions {
+  /// Worker threads, the calling thread included (local files); 0 = the CPUs available.
+  int threads = 0;
+  /// Local files: "auto", "uring" or "pread" (as OpenOptions::io).
+  std::string io = "auto";
+  unsigned queue_depth = 64;  ///< io_uring reads in flight per worker
+  /// Coalescing; 0 = defaults by store kind: local 16 KiB gap / 1 MiB requests, remote
+  /// 1 MiB / 16 MiB. Ranges longer than max_request are split into max_request requests.
+  uint64_t max_gap = 0;
+  uint64_t max_request = 0;
+};
+
+/// Reads every range. Fails with kInvalidArgument (bad options, a source index out of range,
+/// a range whose end overflows, overlapping buffers are NOT detected here), kIoError
+/// (missing source: ENOENT; a range past the end: EINVAL; I/O and HTTP errors; a remote
+/// object replaced during the call: ESTALE), kDataLoss (a file that shrank during the call),
+/// kUnavailable (io="uring" where the kernel refuses it), kCancelled (`interrupted` returned
+/// true; polled on the calling thread about every 10 ms), kResourceExhausted.
+Status ReadRanges(const std::vector<RangeSource>& sources, std::span<const ByteRange> ranges,
+                  const RangeOptions& options = {}, const std::function<bool()>& interrupted = {});
+
+}  // namespace lsio
