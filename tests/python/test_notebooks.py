@@ -13,11 +13,14 @@ NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 # notebooks that need PyTorch (skipped, naming torch, where it is not installed)
 TORCH_NOTEBOOKS = {"02_training_loop"}
+# notebooks that need JAX and Grain (skipped, naming the missing one, where it is not installed)
+JAX_NOTEBOOKS = {"03_jax_grain"}
 
 
 def test_notebooks_exist():
     names = [p.name for p in NOTEBOOKS]
-    assert "01_quickstart.ipynb" in names and "02_training_loop.ipynb" in names
+    for name in ("01_quickstart", "02_training_loop", "03_jax_grain"):
+        assert f"{name}.ipynb" in names
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -41,6 +44,9 @@ def test_runs(path, tmp_path, monkeypatch):
         pytest.importorskip(mod)
     if path.stem in TORCH_NOTEBOOKS:
         pytest.importorskip("torch")
+    if path.stem in JAX_NOTEBOOKS:
+        pytest.importorskip("jax")
+        pytest.importorskip("grain")
     # the kernel must import the same lsio as this test process
     site = os.path.dirname(os.path.dirname(lsio.__file__))
     monkeypatch.setenv("PYTHONPATH", site + os.pathsep + os.environ.get("PYTHONPATH", ""))
