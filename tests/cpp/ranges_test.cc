@@ -1,0 +1,98 @@
+// lsio::ReadRanges, the public byte-range API, end to end on files in a temp dir: relative
+// and absolute paths, every io mode the kernel allows, a range past the end and a missing
+// file named in the error with nothing written, and argument errors.
+#include "lsio/ranges.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+
+namespace lsio {
+namespace {
+
+using lsio_test::Bytes;
+using lsio_test::PatternBytes;
+using lsio_test::TempDir;
+
+TEST(ReadRangesTest, ReadsRangesOfSeveralFilesWithEveryIoMode) {
+  TempDir dir;
+  const Bytes a = PatternBytes(100000, 1), b = PatternBytes(777, 2);
+  dir.Write("a.bin", a);
+  dir.Write("sub/b.bin", b);
+  for (const char* io : {"auto", "pread", "uring"}) {
+    std::vector<uint8_t> x(5000), y(77), z(100000);
+    std::vector<RangeSource> sources = {RangeSource::File(dir.path() + "/a.bin"),
+                                        RangeSource::File(dir.path() + "/sub/../sub/b.bin")};
+    std::vector<ByteRange> ranges = {{0, 123, 5000, x.data()}, {1, 700, 77, y.data()}, {0, 0, 100000, z.data()}};
+    RangeOptions o;
+    o.io = io;
+    o.threads = 2;
+    Status st = ReadRanges(sources, ranges, o);
+    if (std::string(io) == "uring" && st.code() == StatusCode::kUnavailable) continue;  // kernel refuses it
+    ASSERT_TRUE(st.ok()) << io << ": " << st.ToString();
+    EXPECT_EQ(0, std::memcmp(x.data(), a.data() + 123, x.size())) << io;
+    EXPECT_EQ(0, std::memcmp(y.data(), b.data() + 700, y.size())) << io;
+    EXPECT_EQ(0, std::memcmp(z.data(), a.data(), z.size())) << io;
+  }
+}
+
+TEST(ReadRangesTest, RelativePathsAreRelativeToTheWorkingDirectory) {
+  TempDir dir;
+  const Bytes a = PatternBytes(1000, 3);
+  dir.Write("rel.bin", a);
+  char cwd[4096];
+  ASSERT_NE(getcwd(cwd, sizeof cwd), nullptr);
+  ASSERT_EQ(chdir(dir.path().c_str()), 0);
+  std::vector<uint8_t> x(10);
+  std::vector<ByteRange> ranges = {{0, 990, 10, x.data()}};
+  Status st = ReadRanges({RangeSource::File("./rel.bin")}, ranges);
+  ASSERT_EQ(chdir(cwd), 0);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(0, std::memcmp(x.data(), a.data() + 990, 10));
+}
+
+TEST(ReadRangesTest, ErrorsNameTheFileAndRangeAndWriteNothing) {
+  TempDir dir;
+  dir.Write("a.bin", PatternBytes(1000, 1));
+  std::vector<uint8_t> x(10, 0xAB), y(10, 0xAB);
+  std::vector<RangeSource> sources = {RangeSource::File(dir.path() + "/a.bin"),
+                                      RangeSource::File(dir.path() + "/missing.bin")};
+  std::vector<ByteRange> past = {{0, 0, 10, x.data()}, {0, 995, 10, y.data()}};
+  Status st = ReadRanges(sources, past);
+  EXPECT_EQ(st.code(), StatusCode::kIoError);
+  EXPECT_EQ(st.error_number(), EINVAL);
+  EXPECT_EQ(st.path(), dir.path() + "/a.bin");
+  EXPECT_NE(st.ToString().find("bytes [995, 1005)"), std::string::npos) << st.ToString();
+  std::vector<ByteRange> missing = {{0, 0, 10, x.data()}, {1, 0, 10, y.data()}};
+  st = ReadRanges(sources, missing);
+  EXPECT_EQ(st.error_number(), ENOENT);
+  EXPECT_EQ(st.path(), dir.path() + "/missing.bin");
+  EXPECT_EQ(x, std::vector<uint8_t>(10, 0xAB));
+  EXPECT_EQ(y, std::vector<uint8_t>(10, 0xAB));
+}
+
+TEST(ReadRangesTest, BadArguments) {
+  std::vector<uint8_t> x(10);
+  std::vector<ByteRange> ranges = {{0, 0, 10, x.data()}};
+  RangeOptions o;
+  o.io = "mmap";
+  EXPECT_EQ(ReadRanges({RangeSource::File("/dev/null")}, ranges, o).code(), StatusCode::kInvalidArgument);
+  o = RangeOptions{};
+  o.threads = -1;
+  EXPECT_EQ(ReadRanges({RangeSource::File("/dev/null")}, ranges, o).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReadRanges({RangeSource::File("")}, ranges).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReadRanges({}, ranges).code(), StatusCode::kInvalidArgument);  // no source 0
+  // A device is not a regular file: refused, not read.
+  Status st = ReadRanges({RangeSource::File("/dev/zero")}, ranges);
+  EXPECT_EQ(st.code(), StatusCode::kIoError) << st.ToString();
+}
+
+}  // namespace
+}  // namespace lsio
