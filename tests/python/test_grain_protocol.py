@@ -17,6 +17,22 @@ from lsio.grain import GrainCropSource  # noqa: E402
 from zarr.codecs import ZstdCodec  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _absl_flags_parsed():
+    """Grain 0.2.18 reads absl flags (--grain_enable_multiprocess_worker_profiling) when it
+    starts worker processes and raises UnparsedFlagAccessError where no absl app parsed them,
+    which is any pytest run once jax is installed (google/grain#1355). A Grain program run
+    through absl.app never sees it; scripts and notebooks mark the flags parsed, as here."""
+    try:
+        from absl import flags
+    except ImportError:
+        yield
+        return
+    if not flags.FLAGS.is_parsed():
+        flags.FLAGS.mark_as_parsed()
+    yield
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     root = tmp_path_factory.mktemp("grain")
