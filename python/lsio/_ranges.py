@@ -98,7 +98,7 @@ def read_ranges(
     storage_options:
         Options of remote stores, as for :func:`lsio.open`.
     threads, io, max_gap, max_request:
-        As for :func:`lsio.open`. ``max_gap``/``max_request`` default to 16 KiB / 1 MiB for
+        As for :func:`lsio.open`. ``max_gap``/``max_request`` default to 16 KiB / 8 MiB for
         local files and 1 MiB / 16 MiB for remote objects; a range longer than ``max_request``
         is split into several requests read by several threads.
 

@@ -59,7 +59,7 @@ struct RangeOptions {
   /// Local files: "auto", "uring" or "pread" (as OpenOptions::io).
   std::string io = "auto";
   unsigned queue_depth = 64;  ///< io_uring reads in flight per worker
-  /// Coalescing; 0 = defaults by store kind: local 16 KiB gap / 1 MiB requests, remote
+  /// Coalescing; 0 = defaults by store kind: local 16 KiB gap / 8 MiB requests, remote
   /// 1 MiB / 16 MiB. Ranges longer than max_request are split into max_request requests.
   uint64_t max_gap = 0;
   uint64_t max_request = 0;

@@ -429,7 +429,9 @@ Status Execute(const RangesContext& ctx, const std::vector<RangeObject>& objects
       LSIO_RETURN_IF_ERROR(r->store->TransportName().status());  // io="uring" where it cannot work
       r->traits = r->store->traits();
       r->max_gap = ctx.max_gap > 0 ? ctx.max_gap : (r->traits.remote ? (1ull << 20) : (16ull << 10));
-      r->max_request = ctx.max_request > 0 ? ctx.max_request : (r->traits.remote ? (16ull << 20) : (1ull << 20));
+      // Local: 8 MiB pieces. A checkpoint's long tensors read fastest in pieces of 4-16 MiB
+      // (hot 10 GB/s at 2 threads vs 8 with 1 MiB, W10), and merged small ranges stay small.
+      r->max_request = ctx.max_request > 0 ? ctx.max_request : (r->traits.remote ? (16ull << 20) : (8ull << 20));
       r->refs.resize(objects.size());
     }
     r->objects.push_back(o);

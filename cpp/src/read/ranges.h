@@ -62,7 +62,7 @@ struct RangeTarget {
 struct RangesContext {
   int threads = 1;            ///< workers including the calling thread (local stores)
   unsigned queue_depth = 64;  ///< reads in flight per worker (io_uring)
-  /// Coalescing; 0 = the store kind's default (local 16 KiB / 1 MiB, remote 1 MiB / 16 MiB).
+  /// Coalescing; 0 = the store kind's default (local 16 KiB / 8 MiB, remote 1 MiB / 16 MiB).
   uint64_t max_gap = 0;
   uint64_t max_request = 0;
   std::function<bool()> interrupted;   ///< see the header comment
