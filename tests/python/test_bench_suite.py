@@ -103,3 +103,23 @@ def test_limits_module_measures_the_same_bytes(tmp_path):
     with pytest.raises(lsio.CorruptDataError):
         _limits.zstd_decode([b"not zstd"], 16)
     assert _limits.memcpy(1 << 20, 2) >= 0
+
+
+def test_w10_checkpoint_benchmark_runs(tmp_path):
+    """W10 (benchmarks/python/w10.py) on a 20 MB checkpoint: it writes the checkpoint, checks
+    lsio against safetensors' loader byte for byte (it exits non-zero otherwise), runs every
+    reader cold and hot, and writes its JSON. No timing is asserted."""
+    pytest.importorskip("safetensors")
+    w10 = ROOT / "benchmarks" / "python" / "w10.py"
+    out = tmp_path / "w10.json"
+    cmd = [sys.executable, str(w10), "--gib", "0.02", "--shards", "3", "--rounds", "1",
+           "--cache-dir", str(tmp_path / "cache"), "--json", str(out)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "lsio equals safetensors.numpy.load_file" in p.stdout
+    doc = json.loads(out.read_text())
+    assert doc["shards"] == 3
+    readers = {(r["cache"], r["reader"]) for r in doc["rows"]}
+    for cache in ("cold", "hot"):
+        for reader in ("lsio", "safetensors load_file", "safetensors safe_open", "plain reads", "raw read"):
+            assert (cache, reader) in readers
