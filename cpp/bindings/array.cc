@@ -249,8 +249,9 @@ void BindArray(py::module_& m) {
       "open",
       [](const std::string& path, int threads, const std::string& io, unsigned queue_depth,
          uint64_t max_gap, uint64_t max_request, uint64_t index_cache_bytes, uint64_t memory_limit,
-         bool direct) {
+         bool direct, uint64_t cache_bytes) {
         lsio::OpenOptions o;
+        o.cache_bytes = cache_bytes;
         o.threads = threads;
         o.io = io;
         o.queue_depth = queue_depth;
@@ -265,7 +266,22 @@ void BindArray(py::module_& m) {
       },
       py::arg("path"), py::arg("threads") = 0, py::arg("io") = "auto", py::arg("queue_depth") = 64,
       py::arg("max_gap") = 16 << 10, py::arg("max_request") = 1 << 20,
-      py::arg("index_cache_bytes") = 64 << 20, py::arg("memory_limit") = 0, py::arg("direct") = false);
+      py::arg("index_cache_bytes") = 64 << 20, py::arg("memory_limit") = 0, py::arg("direct") = false,
+      py::arg("cache_bytes") = 0);
+
+  m.def("cache_info", [] {
+    const lsio::ChunkCacheStats c = lsio::GetChunkCacheStats();
+    py::dict d;
+    d["capacity"] = c.capacity;
+    d["bytes"] = c.bytes;
+    d["entries"] = c.entries;
+    d["hits"] = c.hits;
+    d["misses"] = c.misses;
+    d["inserts"] = c.inserts;
+    d["evictions"] = c.evictions;
+    return d;
+  });
+  m.def("cache_clear", &lsio::ClearChunkCache);
 
   m.def(
       "check_out",

@@ -7,11 +7,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <functional>
 #include <cerrno>
 #include <new>
 #include <stdexcept>
 
 #include "io/select_backend.h"
+#include "read/chunk_cache.h"
 #include "read/executor.h"
 #include "store/local_store.h"
 #include "util/process_local.h"
@@ -38,6 +41,8 @@ struct Array::Impl {
   std::shared_ptr<Store> store;
   bool remote = false;  // the store's traits().remote, read once at open
   ProcessLocal<IndexCache> index_cache;
+  // Chunk-cache keys start with this: what decoding depends on (metadata fingerprint).
+  std::string cache_namespace;
 
   Impl(const OpenOptions& o, std::shared_ptr<Store> s)
       : options(o), store(std::move(s)), remote(store->traits().remote), index_cache([this] { return new IndexCache(options.index_cache_bytes); }) {}
@@ -80,6 +85,13 @@ struct Array::Impl {
     if (remote) ctx.batch_bytes = std::max<uint64_t>(ctx.batch_bytes, 64ull << 20);
     ctx.queue_depth = options.queue_depth;
     ctx.memory_limit = options.memory_limit;
+    // The decoded-chunk cache serves local stores only: a local file's version is checked
+    // (stat) by every call, a remote object's only by a request, which a cached chunk skips.
+    if (options.cache_bytes > 0 && !remote) {
+      ProcessChunkCache().Reserve(options.cache_bytes);  // again in a forked child's fresh cache
+      ctx.chunk_cache = &ProcessChunkCache();
+      ctx.cache_namespace = cache_namespace;
+    }
     return ctx;
   }
 };
@@ -151,7 +163,9 @@ Result<std::unique_ptr<Array>> Array::Open(std::shared_ptr<Store> store, const s
     const std::string meta_path = store->Location("zarr.json");
     LSIO_ASSIGN_OR_RETURN(std::optional<std::string> zarr_json, ReadMetadata(*store, "zarr.json"));
     Result<ArrayMetadata> parsed = Status::Internal("unparsed");
+    std::string metadata_text;  // fingerprinted for the chunk cache
     if (zarr_json.has_value()) {
+      metadata_text = *zarr_json;
       parsed = ParseArrayMetadata(*zarr_json);
       if (!parsed.ok()) return Status(parsed.status()).WithPath(meta_path);
     } else {
@@ -162,6 +176,7 @@ Result<std::unique_ptr<Array>> Array::Open(std::shared_ptr<Store> store, const s
         return Status::InvalidFormat("no zarr.json or .zarray: not a Zarr array").WithPath(meta_path);
       }
       LSIO_ASSIGN_OR_RETURN(std::optional<std::string> zattrs, ReadMetadata(*store, ".zattrs"));
+      metadata_text = *zarray;
       parsed = ParseArrayMetadataV2(*zarray, zattrs.value_or(std::string()));
       if (!parsed.ok()) return Status(parsed.status()).WithPath(v2_path);
     }
@@ -186,6 +201,9 @@ Result<std::unique_ptr<Array>> Array::Open(std::shared_ptr<Store> store, const s
     info.dimension_names = m.dimension_names;
     info.codecs = m.codecs_description;
     info.zarr_format = m.zarr_format;
+    char fp[17];
+    std::snprintf(fp, sizeof fp, "%016zx", std::hash<std::string>{}(metadata_text));
+    impl->cache_namespace = m.dtype.typestr + "|" + m.codecs_description + "|" + fp;
     return std::unique_ptr<Array>(new Array(std::move(impl)));
   });
 }
@@ -357,6 +375,21 @@ Result<std::vector<int64_t>> Array::StoredChunkBytes() {
 }
 
 void SetInterruptProbe(bool (*probe)()) { g_interrupt_probe.store(probe); }
+
+ChunkCacheStats GetChunkCacheStats() {
+  const ChunkCache::Stats s = ProcessChunkCache().stats();
+  ChunkCacheStats c;
+  c.capacity = s.capacity;
+  c.bytes = s.bytes;
+  c.entries = s.entries;
+  c.hits = s.hits;
+  c.misses = s.misses;
+  c.inserts = s.inserts;
+  c.evictions = s.evictions;
+  return c;
+}
+
+void ClearChunkCache() { ProcessChunkCache().Clear(); }
 
 // For the other facade calls (ranges.cc declares it): the probe installed now.
 bool (*CurrentInterruptProbe())() { return g_interrupt_probe.load(std::memory_order_relaxed); }

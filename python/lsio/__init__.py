@@ -47,6 +47,8 @@ __all__ = [
     "prefetch",
     "read_ranges",
     "io_backend_info",
+    "cache_info",
+    "cache_clear",
     "Error",
     "FormatError",
     "UnsupportedError",
@@ -63,3 +65,20 @@ def io_backend_info() -> dict:
     (bool) and ``"reason"`` (why io_uring cannot be used here; empty when it can).
     """
     return dict(_core.io_backend_info())
+
+
+def cache_info() -> dict:
+    """Use of the decoded-chunk cache (``lsio.open(..., cache_bytes=N)``), one per process.
+
+    Returns a dict: ``capacity`` (bytes: the largest ``cache_bytes`` any array has read
+    with since the last :func:`cache_clear`), ``bytes`` (held now: decoded chunks plus about 128 bytes per entry), ``entries``,
+    and since the process started ``hits``, ``misses``, ``inserts`` and ``evictions``. A
+    forked child starts with an empty cache.
+    """
+    return dict(_core.cache_info())
+
+
+def cache_clear() -> None:
+    """Drops every chunk held by the decoded-chunk cache and resets its capacity to 0; the
+    next read of an array opened with ``cache_bytes`` sets it again. Counters stay."""
+    _core.cache_clear()

@@ -16,6 +16,7 @@ Every tunable resolves the same way, first match wins:
 | max_request       | LSIO_MAX_READ        | 1 MiB local disk / memory, 16 MiB network or HDD |
 | memory_limit      | LSIO_MEMORY_LIMIT    | none                                              |
 | direct            | LSIO_DIRECT          | off (0/1, false/true)                             |
+| cache_bytes       | LSIO_CACHE_BYTES     | 0 (no decoded-chunk cache; local arrays only)     |
 | index_cache_bytes | -                    | 64 MiB                                            |
 
 Sizes in environment variables take an optional binary suffix: ``64K``, ``4MiB``, ``1G``.
@@ -46,6 +47,7 @@ ENV = {
     "max_request": "LSIO_MAX_READ",
     "memory_limit": "LSIO_MEMORY_LIMIT",
     "direct": "LSIO_DIRECT",
+    "cache_bytes": "LSIO_CACHE_BYTES",
 }
 
 IO_MODES = ("auto", "uring", "pread")
@@ -266,6 +268,7 @@ def resolve(path: str, given: Dict[str, Any]) -> Dict[str, Any]:
                                     "index_cache_bytes", 0),
         "memory_limit": memory_limit_option(options.pop("memory_limit", None)),
         "direct": direct_option(options.pop("direct", None)),
+        "cache_bytes": size_option(options.pop("cache_bytes", None), "cache_bytes", 0),
     }
     if options:
         raise TypeError(f"unexpected options: {', '.join(sorted(options))}")
@@ -281,11 +284,11 @@ def resolve_remote(url: str, given: Dict[str, Any]) -> Dict[str, Any]:
     the store measures the bytes one first-byte latency is worth and coalesces up to that
     (``adaptive_coalescing``), within the object-store bounds 1 MiB gap / 16 MiB requests
     (what object_store/obstore and zarr-python use; S3 guidance is 8-16 MiB ranges). ``io``,
-    ``queue_depth`` and ``direct`` concern local files: given explicitly they raise
-    ValueError; from the environment they are ignored.
+    ``queue_depth``, ``direct`` and ``cache_bytes`` concern local files: given explicitly
+    they raise ValueError; from the environment they are ignored.
     """
     options = dict(given)
-    for local_only in ("io", "queue_depth", "direct"):
+    for local_only in ("io", "queue_depth", "direct", "cache_bytes"):
         if options.pop(local_only, None) is not None:
             raise ValueError(f"{local_only}= applies to local files only, not to {url!r}")
     explicit = [k for k in ("max_gap", "max_request")

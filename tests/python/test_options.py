@@ -20,7 +20,7 @@ from stores import assert_same_bits
 from test_parity import seed_of
 
 ENV_VARS = ("LSIO_THREADS", "LSIO_IO", "LSIO_QUEUE_DEPTH", "LSIO_MERGE_GAP", "LSIO_MAX_READ",
-            "LSIO_MEMORY_LIMIT", "LSIO_DIRECT")
+            "LSIO_MEMORY_LIMIT", "LSIO_DIRECT", "LSIO_CACHE_BYTES")
 
 
 @pytest.fixture(autouse=True)
@@ -43,7 +43,7 @@ def test_defaults_follow_the_storage_kind(path):
     assert kind in _options.COALESCING
     assert (opts["max_gap"], opts["max_request"]) == _options.COALESCING[kind]
     assert opts["queue_depth"] == 64 and opts["io"] == "auto" and opts["threads"] == 0
-    assert opts["direct"] is False and opts["memory_limit"] == 0
+    assert opts["direct"] is False and opts["memory_limit"] == 0 and opts["cache_bytes"] == 0
     assert "tuning" not in opts
 
 
@@ -79,8 +79,10 @@ def test_environment_variables_set_every_tunable(path, monkeypatch):
     monkeypatch.setenv("LSIO_MAX_READ", "1MiB")
     monkeypatch.setenv("LSIO_MEMORY_LIMIT", "256M")
     monkeypatch.setenv("LSIO_DIRECT", "1")
+    monkeypatch.setenv("LSIO_CACHE_BYTES", "64M")
     arr = lsio.open(path)
     opts = arr.options
+    assert opts["cache_bytes"] == 64 << 20
     assert opts["threads"] == 3 and opts["io"] == "pread" and opts["queue_depth"] == 8
     assert opts["max_gap"] == 4096 and opts["max_request"] == 1 << 20
     assert opts["memory_limit"] == 256 << 20 and opts["direct"] is True

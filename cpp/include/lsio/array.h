@@ -148,6 +148,23 @@ struct IoBackendInfo {
 };
 IoBackendInfo GetIoBackendInfo();
 
+/// The process's decoded-chunk cache (OpenOptions::cache_bytes): its capacity (the largest
+/// cache_bytes of any Array that has read since the last ClearChunkCache), bytes held (decoded sizes plus a per-entry
+/// overhead), and counters since the process started (a forked child starts afresh).
+struct ChunkCacheStats {
+  uint64_t capacity = 0;
+  uint64_t bytes = 0;
+  uint64_t entries = 0;
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t inserts = 0;
+  uint64_t evictions = 0;
+};
+ChunkCacheStats GetChunkCacheStats();
+/// Drops every cached chunk and resets the capacity to 0, until the next read of an Array
+/// with cache_bytes sets it again (counters stay).
+void ClearChunkCache();
+
 /// Installs a check that says whether the user asked to interrupt (Ctrl-C) without running
 /// any handler, callable with no lock held. Remote reads call it on the thread that made
 /// the call while they wait on the network (every ~20 ms), and stop with kCancelled when it

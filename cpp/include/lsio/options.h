@@ -34,6 +34,11 @@ struct OpenOptions {
   /// widened to 4 KiB-aligned ranges into aligned buffers and chunks decoded from inside
   /// them. Files on file systems without O_DIRECT are read buffered.
   bool direct = false;
+  /// Decoded-chunk cache (local stores): > 0 keeps decoded chunks in memory, shared by every
+  /// Array of the process, LRU by bytes, at most the largest cache_bytes any Array asked
+  /// for. Keyed by each file's version (checked on every call): a rewritten file is never
+  /// served from it. 0 = no cache. Remote arrays ignore it.
+  uint64_t cache_bytes = 0;
 };
 
 }  // namespace lsio

@@ -450,8 +450,23 @@ Status DecodeTask(const CallState& cs, const ChunkTask& t, std::span<const uint8
     target = scratch.chunk.data();
   }
   LSIO_RETURN_IF_ERROR(l.chain->Decode(in, target, scratch));
+  if (cs.ctx->chunk_cache != nullptr && t.file >= 0) {
+    const Plan& plan = *cs.plan;
+    const size_t f = static_cast<size_t>(t.file);
+    cs.ctx->chunk_cache->Insert(
+        ChunkCacheKey(cs.ctx->cache_namespace, plan.files[f], plan.file_refs[f]->version, t.offset, t.nbytes), target,
+        static_cast<size_t>(l.chain->decoded_size()));
+  }
   Scatter(cs, t, target);
   return Status::Ok();
+}
+
+// A chunk found in the chunk cache: copied whole into the output where it is one
+// contiguous run, and scattered into every other piece, as a decoded chunk would be.
+void ServeCached(const CallState& cs, const ChunkTask& t) {
+  const std::vector<uint8_t>& chunk = *cs.plan->cached_chunks[static_cast<size_t>(t.cached)];
+  if (t.direct != nullptr) std::memcpy(t.direct, chunk.data(), chunk.size());
+  Scatter(cs, t, chunk.data());
 }
 
 Status WithContext(Status st, const Plan& plan, const ChunkTask& t) {
@@ -528,8 +543,12 @@ void FinishRead(CallState& cs, const IoUnit& unit, const RangeRead& r) {
 // unsharded chunks). Returns false when `unit` needs a read.
 bool ServeWithoutRead(CallState& cs, const IoUnit& unit) {
   const Plan& plan = *cs.plan;
-  if (unit.file < 0) {  // fills need no I/O
-    for (uint32_t k = 0; k < unit.num_tasks; ++k) Fill(cs, plan.tasks[plan.unit_tasks[unit.first_task + k]]);
+  if (unit.file < 0) {  // fills and cached chunks need no I/O
+    for (uint32_t k = 0; k < unit.num_tasks; ++k) {
+      const ChunkTask& t = plan.tasks[plan.unit_tasks[unit.first_task + k]];
+      if (t.cached >= 0) ServeCached(cs, t);
+      else Fill(cs, t);
+    }
     return true;
   }
   const StoreObject& file = *plan.file_refs[static_cast<size_t>(unit.file)];
@@ -912,10 +931,28 @@ Status ExecuteRead(const ReadContext& ctx, const OuterSelection& sel) {
 
 namespace {
 
+// Marks the wave's resolved chunks that the chunk cache holds (a decoded copy of this very
+// object version and byte range); they are served without a read.
+void LookUpCached(const ReadContext& ctx, uint32_t first, uint32_t last, Plan* plan) {
+  for (uint32_t i = first; i < last; ++i) {
+    ChunkTask& t = plan->tasks[i];
+    if (t.missing || t.file < 0) continue;
+    const size_t f = static_cast<size_t>(t.file);
+    const StoreObject* obj = plan->file_refs[f].get();
+    if (obj == nullptr || obj->version.empty()) continue;
+    auto hit = ctx.chunk_cache->Find(
+        ChunkCacheKey(ctx.cache_namespace, plan->files[f], obj->version, t.offset, t.nbytes));
+    if (hit == nullptr || hit->size() != ctx.layout->chain->decoded_size()) continue;
+    t.cached = static_cast<int32_t>(plan->cached_chunks.size());
+    plan->cached_chunks.push_back(std::move(hit));
+  }
+}
+
 Status RunPlan(const ReadContext& ctx, Plan& plan) {
   const ArrayLayout& l = *ctx.layout;
   const StoreTraits traits = ctx.store->traits();
-  WaveResolver waves(ctx, &plan, traits, /*one_read=*/true);
+  // With a chunk cache, chunk files are opened while resolving: their version keys the cache.
+  WaveResolver waves(ctx, &plan, traits, /*one_read=*/ctx.chunk_cache == nullptr);
   const int max_workers = std::max(1, ctx.threads);
   // The fill element as the output stores it.
   std::vector<uint8_t> fill = l.fill;
@@ -930,11 +967,12 @@ Status RunPlan(const ReadContext& ctx, Plan& plan) {
     LSIO_ASSIGN_OR_RETURN(bool more, waves.Next(&first, &last));
     if (!more) break;
 
+    if (ctx.chunk_cache != nullptr) LookUpCached(ctx, first, last, &plan);
     // Uncompressed chunks must have exactly the decoded size; say so before reading.
     if (l.chain->stored_is_decoded()) {
       for (uint32_t i = first; i < last; ++i) {
         const ChunkTask& t = plan.tasks[i];
-        if (!t.missing && t.nbytes != l.chain->decoded_size()) {
+        if (!t.missing && t.cached < 0 && t.nbytes != l.chain->decoded_size()) {
           return WithContext(Status::DataLoss("uncompressed chunk has " + std::to_string(t.nbytes) +
                                               " bytes, expected " + std::to_string(l.chain->decoded_size())),
                              plan, t);

@@ -27,6 +27,10 @@
 // (local: half the descriptor cache's capacity), so one call never holds more descriptors
 // than that (tasks of one shard are mostly adjacent, so a shard is rarely opened twice). Before each wave the executor fits
 // its workers and read batches into ctx.memory_limit, or fails before reading.
+// With a chunk cache (ctx.chunk_cache), each wave looks its resolved chunks up by object
+// version and byte range after step 2: hits become no-read units that copy the cached
+// decoded chunk into the output (straight, or through the same scatter as scratch), and
+// every decoded miss is inserted by the worker that decoded it.
 // With a transform (ctx.convert), every chunk goes through scratch and is converted while
 // scattered; fills are converted once.
 // Workers run with the pool threads that exist: a thread that cannot be created (EAGAIN
@@ -43,6 +47,7 @@
 #include <vector>
 
 #include "lsio/box.h"
+#include "read/chunk_cache.h"
 #include "read/convert.h"
 #include "read/index_cache.h"
 #include "read/planner.h"
@@ -80,6 +85,12 @@ struct ReadContext {
   double scale = 1.0;
   double offset = 0.0;
   size_t out_itemsize = 0;  ///< element size of the output when convert is set
+  /// Optional decoded-chunk cache (read/chunk_cache.h): chunks found there are copied into
+  /// the output without a read or a decode; decoded misses are added. Keys start with
+  /// cache_namespace (a fingerprint of the array's metadata). Chunk files are then opened
+  /// (and versioned) while resolving, not by their read (Store::OpenForOneRead).
+  ChunkCache* chunk_cache = nullptr;
+  std::string cache_namespace;
 };
 
 /// Reads a validated batch of boxes (see Array::ReadBoxes) / an outer selection.

@@ -418,9 +418,12 @@ void Coalesce(const ArrayLayout& layout, const PlanOptions& opts, uint32_t first
   const bool raw = layout.chain->stored_is_decoded();
   std::vector<uint32_t> reads;
   std::vector<uint32_t> fills;
+  std::vector<uint32_t> cached;
   for (uint32_t i = first; i < last; ++i) {
     const ChunkTask& t = plan->tasks[i];
-    if (t.missing) {
+    if (t.cached >= 0) {
+      cached.push_back(i);
+    } else if (t.missing) {
       fills.push_back(i);
     } else if (raw && t.direct != nullptr) {
       // Stored bytes are the decoded chunk: read them straight into the output.
@@ -467,16 +470,20 @@ void Coalesce(const ArrayLayout& layout, const PlanOptions& opts, uint32_t first
     plan->units.push_back(u);
     i = j;
   }
-  // Fills: a few tasks per unit so threads share them.
-  constexpr size_t kFillsPerUnit = 16;
-  for (size_t i = 0; i < fills.size(); i += kFillsPerUnit) {
-    IoUnit u;
-    u.first_task = static_cast<uint32_t>(plan->unit_tasks.size());
-    u.num_tasks = static_cast<uint32_t>(std::min(kFillsPerUnit, fills.size() - i));
-    plan->unit_tasks.insert(plan->unit_tasks.end(), fills.begin() + static_cast<long>(i),
-                            fills.begin() + static_cast<long>(i + u.num_tasks));
-    plan->units.push_back(u);
-  }
+  // Fills and cached chunks (no read, file -1): a few tasks per unit so threads share them;
+  // a cached chunk is copied, more work than a fill.
+  auto no_read_units = [plan](const std::vector<uint32_t>& tasks, size_t per_unit) {
+    for (size_t i = 0; i < tasks.size(); i += per_unit) {
+      IoUnit u;
+      u.first_task = static_cast<uint32_t>(plan->unit_tasks.size());
+      u.num_tasks = static_cast<uint32_t>(std::min(per_unit, tasks.size() - i));
+      plan->unit_tasks.insert(plan->unit_tasks.end(), tasks.begin() + static_cast<long>(i),
+                              tasks.begin() + static_cast<long>(i + u.num_tasks));
+      plan->units.push_back(u);
+    }
+  };
+  no_read_units(cached, 4);
+  no_read_units(fills, 16);
 }
 
 }  // namespace lsio

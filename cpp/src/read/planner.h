@@ -87,6 +87,8 @@ struct ChunkTask {
   uint64_t offset = 0;
   uint64_t nbytes = 0;
   bool missing = false;
+  /// >= 0: the decoded chunk comes from the chunk cache, Plan::cached_chunks[cached] (no read)
+  int32_t cached = -1;
   uint8_t* direct = nullptr;  ///< output address when the whole chunk is one contiguous run
   uint32_t first_piece = 0;
   uint32_t num_pieces = 0;
@@ -130,6 +132,8 @@ struct Plan {
   std::vector<ObjectRef> file_refs;      ///< parallel to files (nullptr: released)
   std::vector<IoUnit> units;
   std::vector<uint32_t> unit_tasks;
+  /// Decoded chunks found in the chunk cache (read/chunk_cache.h), by ChunkTask::cached.
+  std::vector<std::shared_ptr<const std::vector<uint8_t>>> cached_chunks;
 };
 
 /// Step 0: upper bounds of BuildTasks' allocations (no allocation, O(boxes x ndim) or
