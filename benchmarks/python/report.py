@@ -246,6 +246,28 @@ def results_md(doc: dict, md: str) -> str:
 
 W7_HEADING = "## Remote (W7)"
 
+# Sections written by hand from runs of the standalone scripts (w9.py, w10.py): a run of the
+# suite rewrites RESULTS.md but keeps these, inserted before "## Targets".
+STANDALONE_HEADINGS = ("## Decoded-chunk cache (W9)", "## Checkpoints (W10)")
+
+
+def keep_standalone(existing: str, new: str) -> str:
+    old = existing.splitlines()
+    kept = []
+    for heading in STANDALONE_HEADINGS:
+        a = next((i for i, x in enumerate(old) if x.startswith(heading)), None)
+        if a is None:
+            continue
+        b = next((i for i in range(a + 1, len(old)) if old[i].startswith("## ")), len(old))
+        kept += old[a:b]
+    if not kept:
+        return new
+    lines = new.splitlines()
+    lines = [x for x in lines if not any(x.startswith(h) for h in STANDALONE_HEADINGS)]
+    at = next((i for i, x in enumerate(lines) if x.startswith("## Targets")), len(lines))
+    lines[at:at] = kept
+    return "\n".join(lines) + "\n"
+
 
 def merge_w7(existing: str, doc: dict, md: str) -> str:
     """RESULTS.md from a run of W7 alone: the existing file with its W7 section (and W7 target

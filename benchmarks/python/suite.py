@@ -720,7 +720,10 @@ def main(argv=None) -> int:
         args.results_md.write_text(report.merge_w7(args.results_md.read_text(), doc, md))
         log(f"updated the W7 section of {args.results_md}")
     elif full_mode or args.write_results:
-        args.results_md.write_text(report.results_md(doc, md))
+        new = report.results_md(doc, md)
+        if args.results_md.exists():
+            new = report.keep_standalone(args.results_md.read_text(), new)
+        args.results_md.write_text(new)
         log(f"wrote {args.results_md}")
     log(f"wrote {args.out}/results.json, results.md{'' if args.no_plot else ', results.png'} "
         f"({elapsed / 60:.1f} min)")

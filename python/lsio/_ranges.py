@@ -136,7 +136,7 @@ def read_ranges(
     if n:
         np.cumsum(lengths[:-1], out=starts[1:])
     total = int(lengths.sum()) if n else 0
-    engine = dict(
+    engine: Dict[str, Any] = dict(
         threads=_options.threads_option(threads),
         io=_options.io_option(io),
         max_gap=_options.size_option(max_gap, "max_gap", 0),
