@@ -450,7 +450,7 @@ Status DecodeTask(const CallState& cs, const ChunkTask& t, std::span<const uint8
     target = scratch.chunk.data();
   }
   LSIO_RETURN_IF_ERROR(l.chain->Decode(in, target, scratch));
-  if (cs.ctx->chunk_cache != nullptr && t.file >= 0) {
+  if (cs.ctx->chunk_cache != nullptr && t.file >= 0 && !cs.plan->file_refs[static_cast<size_t>(t.file)]->version.empty()) {
     const Plan& plan = *cs.plan;
     const size_t f = static_cast<size_t>(t.file);
     cs.ctx->chunk_cache->Insert(
