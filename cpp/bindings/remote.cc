@@ -23,7 +23,8 @@ lsio::RemoteOptions OptionsFrom(const py::dict& d) {
   static const char* kKnown[] = {"scheme", "host", "root", "display_url", "signing", "region", "service",
                                  "access_key_id", "secret_access_key", "session_token", "token", "headers",
                                  "verify_ssl", "ca_file", "request_concurrency", "timeout", "connect_timeout",
-                                 "retries", "total_timeout", "credentials_expiry", "credential_source", "list_root"};
+                                 "retries", "total_timeout", "credentials_expiry", "credential_source", "list_root",
+                                 "cache_dir", "cache_bytes"};
   for (auto item : d) {
     const std::string k = py::cast<std::string>(item.first);
     bool known = false;
@@ -50,6 +51,8 @@ lsio::RemoteOptions OptionsFrom(const py::dict& d) {
   Take(d, "connect_timeout", &o.connect_timeout_s);
   Take(d, "retries", &o.retries);
   Take(d, "total_timeout", &o.total_timeout_s);
+  Take(d, "cache_dir", &o.cache_dir);
+  Take(d, "cache_bytes", &o.cache_bytes);
   // None: the store cannot list (plain HTTP).
   if (d.contains("list_root") && !d["list_root"].is_none()) {
     o.listable = true;
@@ -65,6 +68,8 @@ py::dict CountersDict(const lsio::StoreCounters& c) {
   d["bytes_fetched"] = c.bytes_fetched;
   d["bytes_used"] = c.bytes_used;
   d["errors"] = c.errors;
+  d["disk_cache_hits"] = c.disk_cache_hits;
+  d["disk_cache_bytes"] = c.disk_cache_bytes;
   if (c.max_gap != 0) {
     d["max_gap"] = c.max_gap;
     d["max_request"] = c.max_request;

@@ -50,6 +50,10 @@ Result<HttpStoreConfig> ToConfig(const RemoteOptions& o) {
   c.client.ca_file = o.ca_file;
   c.listable = o.listable;
   c.list_root = o.list_root;
+  if (!o.cache_dir.empty()) {
+    if (o.cache_bytes == 0) return Status::InvalidArgument("cache_dir needs cache_bytes > 0");
+    c.disk_cache = SharedDiskCache(o.cache_dir, o.cache_bytes);
+  }
   return c;
 }
 

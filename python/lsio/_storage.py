@@ -79,6 +79,10 @@ A key whose value is ``None`` counts as absent (s3fs-style ``{"key": None}`` con
 | use_ssl             | bool                       | True; False selects ``http://`` for the      | s3, gs   |
 |                     |                            | default endpoint (an ``endpoint_url``'s own  |          |
 |                     |                            | scheme wins, as in botocore)                 |          |
+| cache_dir           | str or PathLike            | none: a local directory that keeps fetched   | all      |
+|                     |                            | byte ranges across calls, processes and      |          |
+|                     |                            | restarts (see ``store/disk_cache.h``)        |          |
+| cache_bytes         | int > 0                    | 10 GiB: the disk cache's bound               | all      |
 | client_kwargs       | dict                       | s3fs/botocore spellings: ``endpoint_url``,   | all      |
 |                     |                            | ``region_name``, ``verify`` (bool ->         |          |
 |                     |                            | verify_ssl, str -> ca_file), ``use_ssl``,    |          |
@@ -234,6 +238,8 @@ Exactly these keys:
 | retries             | int >= 0 retries after the first attempt                                 |
 | display_url         | the URL for messages: normalized, no userinfo, no query                  |
 | credentials_expiry  | float unix seconds; 0.0 = none                                           |
+| cache_dir           | str, "" = no disk cache; else an absolute directory                      |
+| cache_bytes         | int, the disk cache's bound in bytes (0 when there is none)              |
 """
 
 from __future__ import annotations
@@ -277,7 +283,7 @@ CORE_KEYS = (
     "scheme", "host", "root", "signing", "region", "service", "access_key_id",
     "secret_access_key", "session_token", "token", "headers", "verify_ssl", "ca_file",
     "request_concurrency", "timeout", "connect_timeout", "retries", "display_url",
-    "credentials_expiry", "list_root",
+    "credentials_expiry", "list_root", "cache_dir", "cache_bytes",
 )
 
 #: The clock used for credential expiry; tests may replace it.
@@ -291,6 +297,7 @@ KNOWN_KEYS = (
     "session_token", "profile", "token", "headers", "verify_ssl", "ca_file",
     "request_concurrency", "timeout", "connect_timeout", "retries", "credentials",
     "addressing_style", "requester_pays", "project", "use_ssl", "client_kwargs",
+    "cache_dir", "cache_bytes",
 )
 ALIASES = {"anon": "anonymous", "key": "access_key_id", "secret": "secret_access_key",
            "ca_bundle": "ca_file"}
@@ -319,7 +326,8 @@ APPLICABLE = {
     "s3": set(KNOWN_KEYS) - {"project"},
     "gs": set(KNOWN_KEYS) - {"session_token", "profile"},
     "http": {"anonymous", "token", "headers", "verify_ssl", "ca_file", "request_concurrency",
-             "timeout", "connect_timeout", "retries", "credentials", "client_kwargs"},
+             "timeout", "connect_timeout", "retries", "credentials", "client_kwargs",
+             "cache_dir", "cache_bytes"},
 }
 _SECRET_OPTIONS = {"secret_access_key", "session_token", "token", "headers", "access_key_id",
                    "credentials"}
@@ -853,6 +861,9 @@ class RemoteConfig:
     # addressing, "/bucket" with path style, after any endpoint prefix); None: the store
     # cannot be listed (http).
     list_root: Optional[str] = None
+    # local disk cache of byte ranges ("" = none) and its bound in bytes
+    cache_dir: str = ""
+    cache_bytes: int = 0
     url: str = dataclasses.field(default="", compare=False)
     storage_options: Optional[Mapping] = dataclasses.field(default=None, compare=False)
     credentials: Any = dataclasses.field(default=None, compare=False)
@@ -879,6 +890,8 @@ class RemoteConfig:
             "display_url": self.display_url,
             "credentials_expiry": self.credentials_expiry,
             "list_root": self.list_root,
+            "cache_dir": self.cache_dir,
+            "cache_bytes": self.cache_bytes,
         }
 
     @property
@@ -1021,6 +1034,29 @@ def redact(text: str, secrets: Any = ()) -> str:
 # resolve
 
 
+DEFAULT_DISK_CACHE_BYTES = 10 << 30
+
+
+def _disk_cache(opt: Callable[[str], Tuple[Any, str]]) -> Tuple[str, int]:
+    """(cache_dir, cache_bytes) from storage_options: a directory (str or PathLike, ``~``
+    expanded, created on first write) and its bound in bytes (default 10 GiB). cache_bytes
+    without cache_dir is an error."""
+    value, spelled = opt("cache_dir")
+    size, size_spelled = opt("cache_bytes")
+    if value is None:
+        if size is not None:
+            raise ValueError(f"storage_options {size_spelled!r} needs cache_dir (the directory to keep blocks in)")
+        return "", 0
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    directory = os.path.abspath(os.path.expanduser(_as_str(value, spelled)))
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise ValueError(f"storage_options {spelled} {directory!r} exists and is not a directory")
+    if size is None:
+        return directory, DEFAULT_DISK_CACHE_BYTES
+    return directory, _as_int(size, size_spelled, 1)
+
+
 def _headers(value: Any, spelled: str) -> List[Tuple[str, str]]:
     if isinstance(value, Mapping):
         items = list(value.items())
@@ -1097,6 +1133,7 @@ def resolve(url: str, storage_options: Optional[Mapping] = None) -> RemoteConfig
                 break
     if ca_file and not os.path.isfile(ca_file):
         raise ValueError(f"the CA file {ca_file!r} (from {ca_source}) does not exist")
+    cache_dir, cache_bytes = _disk_cache(opt)
     value, spelled = opt("request_concurrency")
     if value is not None:
         concurrency = _as_int(value, spelled, 1, MAX_REQUEST_CONCURRENCY)
@@ -1356,6 +1393,7 @@ def resolve(url: str, storage_options: Optional[Mapping] = None) -> RemoteConfig
         credential_source=source, bucket=bucket, url=given_url,
         storage_options=given_options, credentials=provider,
         list_root=list_root if kind in ("s3", "gs") else None,
+        cache_dir=cache_dir, cache_bytes=cache_bytes,
     )
 
 

@@ -55,6 +55,10 @@ struct RemoteOptions {
   /// style); listable false for plain HTTP, which cannot list.
   bool listable = false;
   std::string list_root;
+  /// Local disk cache of byte ranges (store/disk_cache.h): "" = none. Shared by every store
+  /// of the process with the same directory, and by other processes using it.
+  std::string cache_dir;
+  uint64_t cache_bytes = 0;  ///< its bound (bytes of block files)
 };
 
 /// Counters of one store, since it was created.
@@ -64,6 +68,8 @@ struct StoreCounters {
   uint64_t bytes_fetched = 0;  ///< body bytes received
   uint64_t bytes_used = 0;     ///< bytes of metadata, shard indexes and chunks actually needed
   uint64_t errors = 0;         ///< requests that failed after their retries
+  uint64_t disk_cache_hits = 0;   ///< reads served by the local disk cache (no request)
+  uint64_t disk_cache_bytes = 0;  ///< bytes they served
   /// Array::Stats only: the coalescing the next read uses (measured when adaptive).
   uint64_t max_gap = 0;
   uint64_t max_request = 0;

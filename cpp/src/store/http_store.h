@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "net/http_client.h"
+#include "store/disk_cache.h"
 #include "store/store.h"
 
 namespace lsio {
@@ -80,6 +81,9 @@ struct HttpStoreConfig {
   /// path style); listable false: the server cannot list (plain HTTP).
   bool listable = false;
   std::string list_root;
+  /// Optional local disk cache of byte ranges (store/disk_cache.h): reads pinned to a known
+  /// ETag are served from it when it holds them, and kept in it after a network read.
+  std::shared_ptr<DiskCache> disk_cache;
 };
 
 class HttpStore final : public Store {
@@ -122,6 +126,11 @@ class HttpStore final : public Store {
   void ReportCall(uint64_t used_bytes, double seconds, uint64_t max_gap) override;
 
  private:
+  // The local disk cache (config_.disk_cache): serve `r` from it (true: r is finished), and
+  // keep a finished network read in it. CacheUrl: the endpoint URL of r's object.
+  bool ServeFromDisk(RangeRead& r);
+  void KeepOnDisk(const RangeRead& r);
+  std::string CacheUrl(const RangeRead& r) const;
   // Prepares `r` for the key's object: URL, headers, signing callback.
   void Prepare(std::string_view key, HttpRequest* r, const std::shared_ptr<const HttpCredentials>& creds) const;
   // The same for any unencoded path and (decoded) query parameters (listing).

@@ -128,6 +128,8 @@ struct StoreStats {
   std::atomic<uint64_t> bytes_fetched{0};  ///< body bytes received
   std::atomic<uint64_t> bytes_used{0};     ///< bytes of chunks and indexes reads needed
   std::atomic<uint64_t> errors{0};         ///< reads that failed
+  std::atomic<uint64_t> disk_cache_hits{0};   ///< reads served by the local disk cache
+  std::atomic<uint64_t> disk_cache_bytes{0};  ///< bytes they served
 };
 
 /// A plain copy of the counters (lsio/remote.h's StoreCounters, public).
@@ -138,6 +140,8 @@ inline StoreCounters Snapshot(const StoreStats& s) {
   c.bytes_fetched = s.bytes_fetched.load(std::memory_order_relaxed);
   c.bytes_used = s.bytes_used.load(std::memory_order_relaxed);
   c.errors = s.errors.load(std::memory_order_relaxed);
+  c.disk_cache_hits = s.disk_cache_hits.load(std::memory_order_relaxed);
+  c.disk_cache_bytes = s.disk_cache_bytes.load(std::memory_order_relaxed);
   return c;
 }
 

@@ -1,0 +1,136 @@
+// DiskCache: round trips keyed by (URL, version, offset, length); a different key is a miss;
+// damaged blocks are misses and are removed; least recently used blocks go first when the
+// directory passes its bound (Get refreshes a block); blocks larger than the bound are not
+// kept; temporary files of dead writers are cleaned; several caches (processes) on one
+// directory see each other's blocks.
+#include "store/disk_cache.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+
+namespace lsio {
+namespace {
+
+using lsio_test::PatternBytes;
+using lsio_test::TempDir;
+
+std::vector<std::filesystem::path> Blocks(const std::string& dir) {
+  std::vector<std::filesystem::path> out;
+  if (!std::filesystem::exists(dir)) return out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file() && e.path().extension() == ".blk") out.push_back(e.path());
+  }
+  return out;
+}
+
+TEST(DiskCacheTest, RoundTripsAndMissesOtherKeys) {
+  TempDir dir;
+  DiskCache c(dir.path() + "/cache", 1 << 20);
+  const auto b = PatternBytes(5000, 1);
+  std::vector<uint8_t> out(5000);
+  EXPECT_FALSE(c.Get("http://h/a", "\"e1\"", 100, 5000, out.data()));
+  c.Put("http://h/a", "\"e1\"", 100, 5000, b.data());
+  ASSERT_TRUE(c.Get("http://h/a", "\"e1\"", 100, 5000, out.data()));
+  EXPECT_EQ(out, std::vector<uint8_t>(b.begin(), b.end()));
+  EXPECT_FALSE(c.Get("http://h/a", "\"e2\"", 100, 5000, out.data()));  // another version
+  EXPECT_FALSE(c.Get("http://h/b", "\"e1\"", 100, 5000, out.data()));
+  EXPECT_FALSE(c.Get("http://h/a", "\"e1\"", 101, 5000, out.data()));
+  const auto s = c.stats();
+  EXPECT_EQ(s.hits, 1u);
+  EXPECT_EQ(s.misses, 4u);
+  EXPECT_EQ(s.puts, 1u);
+  // Another cache object on the same directory (another process) finds it.
+  DiskCache other(dir.path() + "/cache/", 1 << 20);
+  EXPECT_TRUE(other.Get("http://h/a", "\"e1\"", 100, 5000, out.data()));
+}
+
+TEST(DiskCacheTest, DamagedBlocksAreMissesAndAreRemoved) {
+  TempDir dir;
+  DiskCache c(dir.path(), 1 << 20);
+  const auto b = PatternBytes(1000, 2);
+  c.Put("u", "v", 0, 1000, b.data());
+  auto files = Blocks(dir.path());
+  ASSERT_EQ(files.size(), 1u);
+  std::filesystem::resize_file(files[0], 500);  // truncated
+  std::vector<uint8_t> out(1000);
+  EXPECT_FALSE(c.Get("u", "v", 0, 1000, out.data()));
+  EXPECT_TRUE(Blocks(dir.path()).empty());
+  c.Put("u", "v", 0, 1000, b.data());
+  EXPECT_TRUE(c.Get("u", "v", 0, 1000, out.data()));
+}
+
+TEST(DiskCacheTest, EvictsLeastRecentlyUsedBlocksToStayWithinTheBound) {
+  TempDir dir;
+  const uint64_t block = 4000;
+  DiskCache c(dir.path(), 5 * block);  // about four blocks with their headers
+  const auto b = PatternBytes(block, 3);
+  std::vector<uint8_t> out(block);
+  for (int i = 0; i < 4; ++i) {
+    c.Put("u" + std::to_string(i), "v", 0, block, b.data());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // distinct mtimes
+  }
+  ASSERT_TRUE(c.Get("u0", "v", 0, block, out.data()));  // u0 becomes the most recent
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  c.Put("u4", "v", 0, block, b.data());
+  c.Put("u5", "v", 0, block, b.data());
+  uint64_t total = 0;
+  for (const auto& p : Blocks(dir.path())) total += std::filesystem::file_size(p);
+  EXPECT_LE(total, 5 * block);
+  EXPECT_TRUE(c.Get("u0", "v", 0, block, out.data()));
+  EXPECT_FALSE(c.Get("u1", "v", 0, block, out.data()));  // the oldest unused went first
+  EXPECT_TRUE(c.Get("u5", "v", 0, block, out.data()));
+  EXPECT_GT(c.stats().evictions, 0u);
+}
+
+TEST(DiskCacheTest, BlocksLargerThanTheBoundAreNotKeptAndOldTempFilesAreCleaned) {
+  TempDir dir;
+  DiskCache c(dir.path(), 1000);
+  const auto b = PatternBytes(2000, 4);
+  c.Put("u", "v", 0, 2000, b.data());
+  EXPECT_TRUE(Blocks(dir.path()).empty());
+  // A writer that died left a temporary file two hours ago.
+  std::filesystem::create_directories(dir.path() + "/ab");
+  const std::string tmp = dir.path() + "/ab/.tmp.1.2.3";
+  std::ofstream(tmp) << "partial";
+  const struct timespec old[2] = {{time(nullptr) - 7200, 0}, {time(nullptr) - 7200, 0}};
+  ASSERT_EQ(utimensat(AT_FDCWD, tmp.c_str(), old, 0), 0);
+  const std::string fresh = dir.path() + "/ab/.tmp.1.2.4";
+  std::ofstream(fresh) << "in progress";
+  c.Evict(0);
+  EXPECT_FALSE(std::filesystem::exists(tmp));
+  EXPECT_TRUE(std::filesystem::exists(fresh));  // may be another process's write in flight
+}
+
+TEST(DiskCacheTest, ConcurrentWritersOfOneBlockLeaveOneWholeBlock) {
+  TempDir dir;
+  DiskCache c(dir.path(), 1 << 20);
+  const auto b = PatternBytes(100000, 5);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t) {
+    ts.emplace_back([&] {
+      std::vector<uint8_t> out(b.size());
+      for (int i = 0; i < 20; ++i) {
+        c.Put("u", "v", 0, b.size(), b.data());
+        if (c.Get("u", "v", 0, b.size(), out.data())) {
+          ASSERT_EQ(out, std::vector<uint8_t>(b.begin(), b.end()));
+        }
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(Blocks(dir.path()).size(), 1u);
+}
+
+}  // namespace
+}  // namespace lsio
