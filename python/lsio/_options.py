@@ -313,3 +313,4 @@ def resolve_remote(url: str, given: Dict[str, Any]) -> Dict[str, Any]:
 
 # Keys of a resolved configuration that are not engine options.
 NOT_ENGINE = ("storage", "explicit", "tuning", "storage_options")
+

@@ -102,7 +102,7 @@ def test_a_rewritten_object_is_never_served_stale(fs, tmp_path):
 
 def test_the_directory_stays_within_its_bound(fs, tmp_path):
     d = tmp_path / "cache"
-    bound = 6000  # a few blocks: shard chunk ranges are ~1-3 KB here
+    bound = 14000  # two or so blocks: a block here is a whole ~5.5 KB shard file
     so = {**OPTS, "cache_dir": str(d), "cache_bytes": bound}
     arr = lsio.open(fs.url("sh.zarr"), storage_options=so, max_gap=0, max_request=1000)
     for a in range(0, 100, 10):

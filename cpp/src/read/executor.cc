@@ -677,6 +677,8 @@ void RemoteWorkerLoop(CallState& cs) {
   const size_t slots = std::max<size_t>(1, (std::max<size_t>(1, cs.traits.max_in_flight) + workers - 1) / workers);
   std::vector<RangeRead> reads(slots);
   std::vector<size_t> read_unit(slots);
+  // The chunk ranges each read serves (RangeRead::needed: a disk cache skips gap blocks).
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> needed(slots);
   std::vector<AlignedBuffer>& buffers = ThreadRemoteBuffers();
   if (buffers.size() < slots) buffers.resize(slots);
   std::vector<size_t> free_slots;
@@ -715,6 +717,13 @@ void RemoteWorkerLoop(CallState& cs) {
       r.length = unit.length;
       r.dst = unit.dst;
       r.pin_version = true;
+      needed[slot].clear();
+      for (uint32_t k = 0; k < unit.num_tasks; ++k) {
+        const ChunkTask& t = plan.tasks[plan.unit_tasks[unit.first_task + k]];
+        needed[slot].emplace_back(t.offset, t.offset + t.nbytes);
+      }
+      std::sort(needed[slot].begin(), needed[slot].end());
+      r.needed = needed[slot];
       if (r.dst == nullptr) {
         if (!buffers[slot].Reserve(bytes)) {
           cs.Fail(Status::ResourceExhausted("cannot allocate " + std::to_string(bytes) + " bytes for a read"));

@@ -129,13 +129,14 @@ void DiskCache::Put(const std::string& url, const std::string& version, uint64_t
   if (size > capacity_) return;
   const std::string path = BlockPath(key);
   const std::string sub = path.substr(0, path.rfind('/'));
-  if (mkdir(dir_.c_str(), 0777) != 0 && errno != EEXIST) {
-    ++errors_;
-    return;
-  }
-  if (mkdir(sub.c_str(), 0777) != 0 && errno != EEXIST) {
-    ++errors_;
-    return;
+  // The 256 subdirectories are created once per process (2 syscalls saved per block).
+  const size_t sub_index = static_cast<size_t>(std::stoul(path.substr(dir_.size() + 1, 2), nullptr, 16));
+  if (!made_[sub_index].load(std::memory_order_relaxed)) {
+    if ((mkdir(dir_.c_str(), 0777) != 0 && errno != EEXIST) || (mkdir(sub.c_str(), 0777) != 0 && errno != EEXIST)) {
+      ++errors_;
+      return;
+    }
+    made_[sub_index].store(true, std::memory_order_relaxed);
   }
   const std::string tmp = sub + "/.tmp." + std::to_string(getpid()) + "." +
                           std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id())) + "." +

@@ -73,6 +73,7 @@ class DiskCache {
   bool scanned_ = false;  // total_ known from a scan
   uint64_t total_ = 0;    // this process's estimate of the bytes in dir_
   std::atomic<uint64_t> hits_{0}, misses_{0}, puts_{0}, evictions_{0}, errors_{0}, counter_{0};
+  std::atomic<bool> made_[256] = {};  // subdirectory <2 hex> created (by this process)
 };
 
 /// The process's DiskCache for `dir` (created on first use; the capacity is the largest any

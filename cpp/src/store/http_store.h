@@ -126,10 +126,33 @@ class HttpStore final : public Store {
   void ReportCall(uint64_t used_bytes, double seconds, uint64_t max_gap) override;
 
  private:
-  // The local disk cache (config_.disk_cache): serve `r` from it (true: r is finished), and
-  // keep a finished network read in it. CacheUrl: the endpoint URL of r's object.
-  bool ServeFromDisk(RangeRead& r);
-  void KeepOnDisk(const RangeRead& r);
+  // The local disk cache (config_.disk_cache). KeepOnDisk queues the blocks of a finished
+  // widened read for writing and restores the read as asked (no-op if not widened). CacheUrl: the
+  // endpoint URL of r's object.
+  struct DiskWidening {
+    uint64_t offset = 0;
+    uint64_t length = 0;
+    uint8_t* dst = nullptr;  // null: not widened
+    std::unique_ptr<uint8_t[]> buffer;
+  };
+  // ReadFromDisk: true when the disk cache holds every block of r that holds needed bytes
+  // (r is then finished); else r is narrowed and widened to the whole blocks from the first
+  // missing one to the last, into w's buffer, for its request (blocks found are already in
+  // dst).
+  bool ReadFromDisk(RangeRead& r, DiskWidening* w);
+  // Fetched spans waiting to be written to the disk cache (WritePending, at the end of a
+  // Read/ReadStream call or when they pass 256 MiB).
+  struct PendingBlocks {
+    struct Span {
+      std::string url, version;
+      uint64_t offset = 0, length = 0;
+      std::unique_ptr<uint8_t[]> bytes;
+    };
+    std::vector<Span> spans;
+    uint64_t bytes = 0;
+  };
+  void KeepOnDisk(RangeRead& r, DiskWidening* w, PendingBlocks* pending);
+  void WritePending(PendingBlocks* pending);
   std::string CacheUrl(const RangeRead& r) const;
   // Prepares `r` for the key's object: URL, headers, signing callback.
   void Prepare(std::string_view key, HttpRequest* r, const std::shared_ptr<const HttpCredentials>& creds) const;

@@ -42,6 +42,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "lsio/remote.h"  // StoreCounters
 #include "lsio/status.h"
@@ -100,6 +101,10 @@ struct RangeRead {
   /// longer object->version (remote: If-Match). Local stores ignore it (they revalidate at
   /// Open).
   bool pin_version = false;
+  /// Optional: the parts of [offset, offset + length) the caller will use (object offsets,
+  /// sorted; empty = all of it). A store may leave the other bytes of dst unwritten (the
+  /// disk cache does not fetch blocks that hold only bytes of coalescing gaps).
+  std::span<const std::pair<uint64_t, uint64_t>> needed;
   // --- out ---
   Status status;
   bool missing = false;      ///< no object under the key (status Ok)
