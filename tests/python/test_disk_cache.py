@@ -66,6 +66,23 @@ def test_a_second_array_reads_chunks_from_disk_after_revalidating_indexes(fs, tm
     assert_same_bits(again[3:47, 55:99], fs.sh[3:47, 55:99])
 
 
+def test_blocks_serve_reads_coalesced_differently(fs, tmp_path):
+    """Blocks, not request ranges, are cached: reads merged across gaps (max_gap 1 MiB) are
+    served from blocks that reads of single chunks (max_gap 0) fetched, and the other way."""
+    so = {**OPTS, "cache_dir": str(tmp_path / "cache"), "cache_bytes": 1 << 20}
+    narrow = lsio.open(fs.url("sh.zarr"), storage_options=so, max_gap=0, max_request=1 << 20)
+    rng = np.random.default_rng(5)
+    boxes = [tuple(slice(int(a), int(a) + 15) for a in rng.integers(0, 85, 2)) for _ in range(12)]
+    for b in boxes:
+        assert_same_bits(narrow[b], fs.sh[b])
+    before = len(chunk_gets(fs))
+    wide = lsio.open(fs.url("sh.zarr"), storage_options=so, max_gap=1 << 20, max_request=16 << 20)
+    for b in boxes:
+        assert_same_bits(wide[b], fs.sh[b])
+    assert len(chunk_gets(fs)) == before, "merged reads of cached chunks went to the server"
+    assert wide.stats()["disk_cache_hits"] > 0
+
+
 def test_blocks_survive_a_restart(fs, tmp_path):
     so = {**OPTS, "cache_dir": str(tmp_path / "cache"), "cache_bytes": 1 << 20}
     url = fs.url("sh.zarr")

@@ -9,7 +9,9 @@
 //        if (cache->Get(url, etag, offset, length, dst)) ... // served, no request
 //   3. after a successful network read: cache->Put(url, etag, offset, length, dst);
 //
-// Blocks are keyed by (URL, ETag, offset, length): an object rewritten under the same URL
+// The HTTP store caches aligned 64 KiB blocks of objects (store/http_store.cc: reads are
+// served when every block holding needed bytes is here, else the missing span is fetched as
+// whole blocks). Blocks are keyed by (URL, ETag, offset, length): an object rewritten under the same URL
 // has another ETag, so its old blocks are never served again and age out. Only reads pinned
 // to a version the store learned from the server this process (chunk reads after their
 // shard index was read; read_ranges after an object's first request) use the cache, so
