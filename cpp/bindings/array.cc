@@ -282,6 +282,17 @@ void BindArray(py::module_& m) {
     return d;
   });
   m.def("cache_clear", &lsio::ClearChunkCache);
+  // Private: benchmarks/python/scaling.py measures the serial share of a call with it.
+  m.def("_last_call_profile", [] {
+    const lsio::CallProfile p = lsio::GetLastCallProfile();
+    py::dict d;
+    d["total_ns"] = p.total_ns;
+    d["workers_ns"] = p.workers_ns;
+    d["waves"] = p.waves;
+    d["workers"] = p.workers;
+    d["units"] = p.units;
+    return d;
+  });
 
   m.def(
       "check_out",

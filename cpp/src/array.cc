@@ -391,6 +391,8 @@ ChunkCacheStats GetChunkCacheStats() {
 
 void ClearChunkCache() { ProcessChunkCache().Clear(); }
 
+CallProfile GetLastCallProfile() { return LastCallProfile(); }
+
 // For the other facade calls (ranges.cc declares it): the probe installed now.
 bool (*CurrentInterruptProbe())() { return g_interrupt_probe.load(std::memory_order_relaxed); }
 

@@ -33,6 +33,7 @@
 
 #include "lsio/box.h"
 #include "lsio/options.h"
+#include "lsio/profile.h"
 #include "lsio/remote.h"  // StoreCounters
 #include "lsio/status.h"
 
@@ -164,6 +165,9 @@ ChunkCacheStats GetChunkCacheStats();
 /// Drops every cached chunk and resets the capacity to 0, until the next read of an Array
 /// with cache_bytes sets it again (counters stay).
 void ClearChunkCache();
+
+/// Timing of the last read call made on the calling thread (lsio/profile.h).
+CallProfile GetLastCallProfile();
 
 /// Installs a check that says whether the user asked to interrupt (Ctrl-C) without running
 /// any handler, callable with no lock held. Remote reads call it on the thread that made

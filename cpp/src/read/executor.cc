@@ -920,7 +920,41 @@ Status ExecuteRead(const ReadContext& ctx, const std::vector<Selection>& sels,
   return ExecuteRead(ctx, storage.batch);
 }
 
+// The calls themselves (ExecuteRead wraps them to time them).
+Status ExecuteReadImpl(const ReadContext& ctx, const BoxBatch& batch);
+Status ExecuteReadImpl(const ReadContext& ctx, const OuterSelection& sel);
+
+namespace {
+thread_local CallProfile t_profile;  // the last call of this thread (LastCallProfile)
+using ProfileClock = std::chrono::steady_clock;
+
+uint64_t NsSince(ProfileClock::time_point t0) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(ProfileClock::now() - t0).count());
+}
+
+// Times a whole call (planning, resolving, workers) into t_profile; RunPlan adds the time
+// spent in RunOnWorkers.
+template <typename F>
+Status Profiled(F&& call) {
+  t_profile = CallProfile{};
+  const auto t0 = ProfileClock::now();
+  Status st = call();
+  t_profile.total_ns = NsSince(t0);
+  return st;
+}
+}  // namespace
+
+CallProfile LastCallProfile() { return t_profile; }
+
 Status ExecuteRead(const ReadContext& ctx, const BoxBatch& batch) {
+  return Profiled([&] { return ExecuteReadImpl(ctx, batch); });
+}
+
+Status ExecuteRead(const ReadContext& ctx, const OuterSelection& sel) {
+  return Profiled([&] { return ExecuteReadImpl(ctx, sel); });
+}
+
+Status ExecuteReadImpl(const ReadContext& ctx, const BoxBatch& batch) {
   const ArrayLayout& l = *ctx.layout;
   if (l.ndim() > 64) return Status::Unimplemented("arrays of more than 64 dimensions");
   LSIO_RETURN_IF_ERROR(CheckPlanBound(ctx, PlanBytesBound(l, batch)));
@@ -929,7 +963,7 @@ Status ExecuteRead(const ReadContext& ctx, const BoxBatch& batch) {
   return RunPlan(ctx, plan);
 }
 
-Status ExecuteRead(const ReadContext& ctx, const OuterSelection& sel) {
+Status ExecuteReadImpl(const ReadContext& ctx, const OuterSelection& sel) {
   const ArrayLayout& l = *ctx.layout;
   if (l.ndim() > 64) return Status::Unimplemented("arrays of more than 64 dimensions");
   LSIO_RETURN_IF_ERROR(CheckPlanBound(ctx, PlanBytesBound(l, sel)));
@@ -1007,7 +1041,12 @@ Status RunPlan(const ReadContext& ctx, Plan& plan) {
       workers = 1 + std::min(workers - 1, pool->EnsureThreads(workers - 1));
     }
     cs.workers = workers;
+    const auto t_workers = ProfileClock::now();
     RunOnWorkers(pool, workers - 1, [&cs] { WorkerLoop(cs); });
+    t_profile.workers_ns += NsSince(t_workers);
+    t_profile.waves += 1;
+    t_profile.workers = std::max(t_profile.workers, workers);
+    t_profile.units += plan.units.size();
     if (cs.failed.load()) return cs.error;
   }
   return Status::Ok();

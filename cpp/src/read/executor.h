@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "lsio/box.h"
+#include "lsio/profile.h"
 #include "read/chunk_cache.h"
 #include "read/convert.h"
 #include "read/index_cache.h"
@@ -104,6 +105,13 @@ Status ExecuteRead(const ReadContext& ctx, const std::vector<Selection>& sels,
 /// The process's worker pool, shared by every read call (rebuilt in a forked child, never
 /// joined at exit). Byte-range reads (read/ranges.h) use it too.
 ThreadPool& ProcessWorkerPool();
+
+/// Where the last read call made on the calling thread spent its time (benchmarks: the
+/// serial fraction of a call). total_ns: the whole ExecuteRead; workers_ns: inside
+/// RunOnWorkers, where the calling thread and the pool threads read and decode in parallel.
+/// total_ns - workers_ns is the calling thread's serial share (planning, resolving shard
+/// indexes, coalescing). Overwritten by each call of the thread.
+CallProfile LastCallProfile();
 
 /// Stored size of every read chunk, in C order of the read-chunk grid (-1: not stored, reads
 /// as fill). Reads shard indexes (through the cache) but no chunk data.
