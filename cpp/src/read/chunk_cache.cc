@@ -1,6 +1,8 @@
 // ChunkCache (see chunk_cache.h).
 #include "read/chunk_cache.h"
 
+#include <cstring>
+
 #include "util/process_local.h"
 
 namespace lsio {
@@ -17,15 +19,23 @@ ChunkCache::Chunk ChunkCache::Find(const std::string& key) {
   return it->second->chunk;
 }
 
-void ChunkCache::Insert(const std::string& key, const uint8_t* data, size_t n) {
-  const uint64_t cost = Cost(key, n);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (cost > capacity_) return;
-  }
-  // Copied outside the lock: workers insert concurrently.
-  auto chunk = std::make_shared<const std::vector<uint8_t>>(data, data + n);
+bool ChunkCache::Fits(const std::string& key, size_t n) {
   std::lock_guard<std::mutex> lock(mu_);
+  return Cost(key, n) <= capacity_;
+}
+
+void ChunkCache::Insert(const std::string& key, const uint8_t* data, size_t n) {
+  if (!Fits(key, n)) return;
+  // Copied outside the lock: workers insert concurrently.
+  auto chunk = std::make_shared<CachedChunk>(n);
+  std::memcpy(chunk->bytes.get(), data, n);
+  Insert(key, Chunk(std::move(chunk)));
+}
+
+void ChunkCache::Insert(const std::string& key, Chunk chunk) {
+  const uint64_t cost = Cost(key, chunk->size);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cost > capacity_) return;
   auto it = map_.find(key);
   if (it != map_.end()) {  // another worker (or call) got there first: keep the newer copy
     bytes_ -= it->second->cost;

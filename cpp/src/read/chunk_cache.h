@@ -33,18 +33,33 @@
 #include <unordered_map>
 #include <vector>
 
+#include <cstddef>
+
 namespace lsio {
+
+/// A decoded chunk held by the cache (uninitialised when made: decoders fill it).
+struct CachedChunk {
+  explicit CachedChunk(size_t n) : bytes(new uint8_t[n]), size(n) {}
+  std::unique_ptr<uint8_t[]> bytes;
+  size_t size;
+  const uint8_t* data() const { return bytes.get(); }
+};
 
 class ChunkCache {
  public:
   explicit ChunkCache(uint64_t capacity_bytes = 0) : capacity_(capacity_bytes) {}
 
-  using Chunk = std::shared_ptr<const std::vector<uint8_t>>;
+  using Chunk = std::shared_ptr<const CachedChunk>;
 
   /// The decoded chunk under `key`, or nullptr (counted as a hit or a miss).
   Chunk Find(const std::string& key);
   /// Keeps a copy of `n` decoded bytes under `key` (replacing an entry with that key).
   void Insert(const std::string& key, const uint8_t* data, size_t n);
+  /// Keeps `chunk` itself under `key` (a chunk decoded straight into a CachedChunk: no copy).
+  void Insert(const std::string& key, Chunk chunk);
+  /// Whether an entry of `n` bytes under `key` would be kept (so a decoder may decode into
+  /// a CachedChunk instead of its scratch buffer).
+  bool Fits(const std::string& key, size_t n);
   /// Raises the capacity to at least `bytes` (never lowers it).
   void Reserve(uint64_t bytes);
   /// Drops every entry and resets the capacity to 0 (counters stay).

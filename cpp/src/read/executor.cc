@@ -442,20 +442,29 @@ void Fill(const CallState& cs, const ChunkTask& t) {
 Status DecodeTask(const CallState& cs, const ChunkTask& t, std::span<const uint8_t> in) {
   const ArrayLayout& l = *cs.ctx->layout;
   DecodeScratch& scratch = ThreadDecodeScratch();
+  const size_t n = static_cast<size_t>(l.chain->decoded_size());
+  // With a chunk cache, a chunk that is not decoded into the output is decoded straight into
+  // a new cache entry instead of the scratch buffer (no copy); one decoded into the output
+  // is copied from there.
+  std::string key;
+  std::shared_ptr<CachedChunk> entry;
+  if (cs.ctx->chunk_cache != nullptr && t.file >= 0 && !cs.plan->file_refs[static_cast<size_t>(t.file)]->version.empty()) {
+    const size_t f = static_cast<size_t>(t.file);
+    key = ChunkCacheKey(cs.ctx->cache_namespace, cs.plan->files[f], cs.plan->file_refs[f]->version, t.offset, t.nbytes);
+    if (t.direct == nullptr && cs.ctx->chunk_cache->Fits(key, n)) entry = std::make_shared<CachedChunk>(n);
+  }
   uint8_t* target = t.direct;
-  if (target == nullptr) {
-    if (!scratch.chunk.Reserve(l.chain->decoded_size())) {
-      return Status::ResourceExhausted("cannot allocate a chunk buffer");
-    }
+  if (entry != nullptr) {
+    target = entry->bytes.get();
+  } else if (target == nullptr) {
+    if (!scratch.chunk.Reserve(n)) return Status::ResourceExhausted("cannot allocate a chunk buffer");
     target = scratch.chunk.data();
   }
   LSIO_RETURN_IF_ERROR(l.chain->Decode(in, target, scratch));
-  if (cs.ctx->chunk_cache != nullptr && t.file >= 0 && !cs.plan->file_refs[static_cast<size_t>(t.file)]->version.empty()) {
-    const Plan& plan = *cs.plan;
-    const size_t f = static_cast<size_t>(t.file);
-    cs.ctx->chunk_cache->Insert(
-        ChunkCacheKey(cs.ctx->cache_namespace, plan.files[f], plan.file_refs[f]->version, t.offset, t.nbytes), target,
-        static_cast<size_t>(l.chain->decoded_size()));
+  if (entry != nullptr) {
+    cs.ctx->chunk_cache->Insert(key, ChunkCache::Chunk(entry));
+  } else if (!key.empty()) {
+    cs.ctx->chunk_cache->Insert(key, target, n);
   }
   Scatter(cs, t, target);
   return Status::Ok();
@@ -464,8 +473,8 @@ Status DecodeTask(const CallState& cs, const ChunkTask& t, std::span<const uint8
 // A chunk found in the chunk cache: copied whole into the output where it is one
 // contiguous run, and scattered into every other piece, as a decoded chunk would be.
 void ServeCached(const CallState& cs, const ChunkTask& t) {
-  const std::vector<uint8_t>& chunk = *cs.plan->cached_chunks[static_cast<size_t>(t.cached)];
-  if (t.direct != nullptr) std::memcpy(t.direct, chunk.data(), chunk.size());
+  const CachedChunk& chunk = *cs.plan->cached_chunks[static_cast<size_t>(t.cached)];
+  if (t.direct != nullptr) std::memcpy(t.direct, chunk.data(), chunk.size);
   Scatter(cs, t, chunk.data());
 }
 
@@ -985,7 +994,7 @@ void LookUpCached(const ReadContext& ctx, uint32_t first, uint32_t last, Plan* p
     if (obj == nullptr || obj->version.empty()) continue;
     auto hit = ctx.chunk_cache->Find(
         ChunkCacheKey(ctx.cache_namespace, plan->files[f], obj->version, t.offset, t.nbytes));
-    if (hit == nullptr || hit->size() != ctx.layout->chain->decoded_size()) continue;
+    if (hit == nullptr || hit->size != ctx.layout->chain->decoded_size()) continue;
     t.cached = static_cast<int32_t>(plan->cached_chunks.size());
     plan->cached_chunks.push_back(std::move(hit));
   }

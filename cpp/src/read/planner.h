@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "codec/chain.h"
+#include "read/chunk_cache.h"
 #include "lsio/box.h"
 #include "lsio/status.h"
 #include "store/store.h"
@@ -133,7 +134,7 @@ struct Plan {
   std::vector<IoUnit> units;
   std::vector<uint32_t> unit_tasks;
   /// Decoded chunks found in the chunk cache (read/chunk_cache.h), by ChunkTask::cached.
-  std::vector<std::shared_ptr<const std::vector<uint8_t>>> cached_chunks;
+  std::vector<std::shared_ptr<const CachedChunk>> cached_chunks;
 };
 
 /// Step 0: upper bounds of BuildTasks' allocations (no allocation, O(boxes x ndim) or

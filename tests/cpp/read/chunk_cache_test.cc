@@ -3,6 +3,8 @@
 // replaced keys, entries outliving their eviction, and concurrent use (run under TSan too).
 #include "read/chunk_cache.h"
 
+#include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -13,6 +15,7 @@ namespace lsio {
 namespace {
 
 std::vector<uint8_t> Bytes(size_t n, uint8_t v) { return std::vector<uint8_t>(n, v); }
+std::vector<uint8_t> Of(const ChunkCache::Chunk& c) { return std::vector<uint8_t>(c->data(), c->data() + c->size); }
 
 TEST(ChunkCacheTest, FindsWhatWasInsertedAndCountsHitsAndMisses) {
   ChunkCache c(1 << 20);
@@ -21,7 +24,7 @@ TEST(ChunkCacheTest, FindsWhatWasInsertedAndCountsHitsAndMisses) {
   c.Insert("a", b.data(), b.size());
   auto hit = c.Find("a");
   ASSERT_NE(hit, nullptr);
-  EXPECT_EQ(*hit, b);
+  EXPECT_EQ(Of(hit), b);
   const auto s = c.stats();
   EXPECT_EQ(s.hits, 1u);
   EXPECT_EQ(s.misses, 1u);
@@ -79,10 +82,24 @@ TEST(ChunkCacheTest, ReplacingAKeyKeepsOneEntryAndEvictedEntriesStayValidForThei
   auto held = c.Find("a");
   c.Insert("a", two.data(), two.size());
   EXPECT_EQ(c.stats().entries, 1u);
-  EXPECT_EQ(*c.Find("a"), two);
+  EXPECT_EQ(Of(c.Find("a")), two);
   c.Insert("b", one.data(), one.size());  // evicts "a"
   EXPECT_EQ(c.Find("a"), nullptr);
-  EXPECT_EQ(*held, one);  // the old value lives while held
+  EXPECT_EQ(Of(held), one);  // the old value lives while held
+}
+
+TEST(ChunkCacheTest, AChunkInsertedAsItIsKeptWithoutACopy) {
+  ChunkCache c(1 << 20);
+  EXPECT_TRUE(c.Fits("a", 1000));
+  EXPECT_FALSE(c.Fits("a", 2 << 20));
+  auto entry = std::make_shared<CachedChunk>(1000);
+  std::memset(entry->bytes.get(), 9, 1000);
+  const uint8_t* where = entry->data();
+  c.Insert("a", ChunkCache::Chunk(entry));
+  auto hit = c.Find("a");
+  ASSERT_NE(hit, nullptr);
+  EXPECT_EQ(hit->data(), where);
+  EXPECT_EQ(Of(hit), Bytes(1000, 9));
 }
 
 TEST(ChunkCacheTest, KeysSeparateNamespaceLocationVersionAndRange) {
@@ -103,8 +120,8 @@ TEST(ChunkCacheTest, ConcurrentFindsAndInsertsStayConsistent) {
         const std::string key = "key-" + std::to_string((i * 7 + t) % 100);
         auto hit = c.Find(key);
         if (hit != nullptr) {
-          ASSERT_EQ(hit->size(), 256u);
-          ASSERT_EQ((*hit)[0], static_cast<uint8_t>(key.size()));
+          ASSERT_EQ(hit->size, 256u);
+          ASSERT_EQ(hit->data()[0], static_cast<uint8_t>(key.size()));
         } else {
           auto b = Bytes(256, static_cast<uint8_t>(key.size()));
           c.Insert(key, b.data(), b.size());
