@@ -123,3 +123,35 @@ def test_w10_checkpoint_benchmark_runs(tmp_path):
     for cache in ("cold", "hot"):
         for reader in ("lsio", "safetensors load_file", "safetensors safe_open", "plain reads", "raw read"):
             assert (cache, reader) in readers
+
+
+def test_gpu_feed_benchmark_runs(tmp_path):
+    """benchmarks/python/gpu_feed.py: without CUDA it skips with one line (exit 0); with
+    ``--device cpu`` it runs its whole pipeline (lsio double-buffered, lsio.torch DataLoader
+    with 2 workers) on the CPU and writes its JSON. No timing is asserted."""
+    pytest.importorskip("torch")
+    pytest.importorskip("zarr", minversion="3")
+    script = ROOT / "benchmarks" / "python" / "gpu_feed.py"
+    out = tmp_path / "gpu_feed.json"
+    common = ["--quick", "--batch", "8", "--batches", "3", "--modes", "lsio,lsio.torch", "--workers", "2",
+              "--threads", "2", "--cache-dir", str(tmp_path / "cache")]
+    p = subprocess.run([sys.executable, str(script), "--device", "cpu", *common, "--json", str(out)],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "CPU SMOKE RUN" in p.stdout
+    assert "| lsio |" in p.stdout and "| lsio.torch (W=2) |" in p.stdout
+    assert "check: every mode delivered the same crops (float64 sums): ok" in p.stdout
+    doc = json.loads(out.read_text())
+    assert doc["cpu_smoke_run"] is True
+    rows = {r["mode"]: r for r in doc["results"]}
+    for mode in ("model only", "lsio", "lsio.torch"):
+        assert rows[mode]["status"] == "ok", rows[mode]
+        assert rows[mode]["crops_s"] > 0 and rows[mode]["batches"] == 3
+
+    p = subprocess.run([sys.executable, str(script), *common], capture_output=True, text=True, timeout=300,
+                       cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    import torch
+
+    if not torch.cuda.is_available():
+        assert p.stdout.strip() == "gpu_feed: no CUDA device (torch.cuda.is_available() is False): skipped"
