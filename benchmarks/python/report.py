@@ -249,7 +249,8 @@ W7_HEADING = "## Remote (W7)"
 # Sections written by hand from runs of the standalone scripts (scaling.py, w9.py, w7_cache.py, w10.py): a run of the
 # suite rewrites RESULTS.md but keeps these, inserted before "## Targets".
 STANDALONE_HEADINGS = ("## Thread scaling and the serial share of a call", "## Decoded-chunk cache (W9)",
-                       "## Remote disk cache (W7, cold vs warm)", "## Checkpoints (W10)")
+                       "## Remote disk cache (W7, cold vs warm)", "## Checkpoints (W10)",
+                       "## DataLoader feed (lsio.torch workers vs in-process)")
 
 
 def keep_standalone(existing: str, new: str) -> str:

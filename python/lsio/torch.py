@@ -29,6 +29,9 @@ Importing this module imports torch (``import lsio`` alone never does)::
   the batch tensor (in a worker, into shared memory, so the batch reaches the main process
   without a copy). With ``collate_fn=collate`` that tensor is the batch; with the default
   collate the per-sample views are stacked (one copy), with the same values.
+* Each worker reuses a few shared-memory batch slots (``pool_batches``) instead of creating,
+  zero-filling and mapping a new one per batch; a slot is rewritten only after the main
+  process dropped every tensor of its previous batch (lsio/_torch_pool.py says how).
 * In DataLoader workers the arrays are reopened with ``worker_threads`` (default 1) native
   threads: the workers are the parallelism. :func:`worker_init_fn` does the same
   explicitly, and also sets ``LSIO_THREADS`` for arrays opened later in the worker.
@@ -49,10 +52,11 @@ except ImportError as e:  # the optional dependency: say how to get it
     raise ImportError(f"lsio.torch needs PyTorch: pip install torch (or pip install 'lsio[torch]'); "
                       f"importing it failed: {e}") from e
 
+from . import _torch_pool
 from .array import Array
 from .grain import CropSource, with_options
 
-__all__ = ["CropDataset", "CropSampler", "CropBatch", "collate", "worker_init_fn", "with_options"]
+__all__ = ["CropDataset", "CropSampler", "CropBatch", "collate", "pool_stats", "worker_init_fn", "with_options"]
 
 
 def _torch_dtype(dt: np.dtype) -> "torch.dtype":
@@ -87,6 +91,11 @@ class CropDataset(torch.utils.data.Dataset):
     worker_threads:
         Native threads per read inside DataLoader workers (default 1; ``None`` keeps the
         arrays' own setting). The main process keeps the arrays' setting.
+    pool_batches:
+        Shared-memory batch slots each DataLoader worker keeps and reuses (default 4; 0
+        allocates a fresh shared tensor per batch, as torch's own collate does). A slot is
+        reused only once the main process has dropped every tensor of its previous batch,
+        so batches a training loop keeps stay intact; see :func:`pool_stats`.
 
     Keys are ints (record of :attr:`epoch`, see :meth:`set_epoch`) or ``(epoch, index)``
     pairs (what :class:`CropSampler` yields). A sample is a tensor, a tuple of tensors or a
@@ -104,11 +113,15 @@ class CropDataset(torch.utils.data.Dataset):
         shared_dims: Optional[int] = None,
         origins: Any = None,
         worker_threads: Optional[int] = 1,
+        pool_batches: int = 4,
     ) -> None:
         self.source = CropSource(
             arrays, crop_shape, length=length, seed=seed, epoch=epoch, shared_dims=shared_dims, origins=origins
         )
         self.worker_threads = worker_threads
+        if int(pool_batches) < 0:
+            raise ValueError(f"pool_batches must be >= 0, got {pool_batches}")
+        self.pool_batches = int(pool_batches)
         self._tdtypes = [_torch_dtype(a.dtype) for a in self.source.arrays]
         self._pid = os.getpid()
 
@@ -151,25 +164,16 @@ class CropDataset(torch.utils.data.Dataset):
 
     # -- reading ----------------------------------------------------------------------------
 
-    def _alloc(self, n: int, j: int, shared: bool) -> torch.Tensor:
-        shape = (n, *self.source.crop_shapes[j])
-        dt = self._tdtypes[j]
-        if shared:
-            try:
-                elem = torch.empty(0, dtype=dt)
-                numel = int(np.prod(shape, dtype=np.int64))
-                storage = elem._typed_storage()._new_shared(numel, device=elem.device)
-                return elem.new(storage).resize_(shape)
-            except Exception:  # pragma: no cover - private API changed: plain memory
-                pass
-        return torch.empty(shape, dtype=dt)
-
     def read_batch(self, keys: Sequence[Any]) -> Any:
         """The samples ``keys`` stacked into batch tensors (one ``read_crops`` per array)."""
         self._check_process()
         keys = list(keys)
-        shared = torch.utils.data.get_worker_info() is not None
-        tensors = [self._alloc(len(keys), j, shared) for j in range(len(self._tdtypes))]
+        if torch.utils.data.get_worker_info() is not None:
+            # In a worker: shared memory, so the batch reaches the main process without a
+            # copy, on one of the worker's reused slots when one is free.
+            tensors = _torch_pool.batch_tensors(len(keys), self.source.crop_shapes, self._tdtypes, self.pool_batches)
+        else:
+            tensors = [torch.empty((len(keys), *c), dtype=d) for c, d in zip(self.source.crop_shapes, self._tdtypes)]
         self.source.read_batch_arrays(keys, outs=[t.numpy() for t in tensors])
         return self.source._structure(tensors)
 
@@ -185,6 +189,18 @@ class CropDataset(torch.utils.data.Dataset):
         self._check_process()
         arrays = self.source.read_batch_arrays([key])
         return self.source._structure([torch.from_numpy(a[0]) for a in arrays])
+
+
+def pool_stats() -> Dict[str, int]:
+    """Counters of the shared-memory batch slots (see ``CropDataset(pool_batches=...)``).
+
+    In the main process: ``pooled_batches``, batch tensors received on a worker's slot;
+    ``released``, slots handed back because every tensor of their batch was dropped;
+    ``held``, received ones still alive. In a worker (e.g. from a ``collate_fn``):
+    ``slots``, slots this worker allocated; ``fresh``, batches that got a new shared tensor
+    because every slot was still in use.
+    """
+    return {**_torch_pool.main_stats(), **_torch_pool.worker_stats()}
 
 
 def _dist_defaults(num_replicas: Optional[int], rank: Optional[int]) -> Tuple[int, int]:

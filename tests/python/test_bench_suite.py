@@ -139,7 +139,7 @@ def test_gpu_feed_benchmark_runs(tmp_path):
                        capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert "CPU SMOKE RUN" in p.stdout
-    assert "| lsio |" in p.stdout and "| lsio.torch (W=2) |" in p.stdout
+    assert "| lsio |" in p.stdout and "| lsio.torch (W=2, pool_batches=4) |" in p.stdout
     assert "check: every mode delivered the same crops (float64 sums): ok" in p.stdout
     doc = json.loads(out.read_text())
     assert doc["cpu_smoke_run"] is True
@@ -147,6 +147,14 @@ def test_gpu_feed_benchmark_runs(tmp_path):
     for mode in ("model only", "lsio", "lsio.torch"):
         assert rows[mode]["status"] == "ok", rows[mode]
         assert rows[mode]["crops_s"] > 0 and rows[mode]["batches"] == 3
+    assert rows["lsio.torch"]["config"]["pool_batches"] == 4
+
+    # --no-model (the DataLoader vs in-process comparison) with fresh tensors per batch.
+    p = subprocess.run([sys.executable, str(script), "--device", "cpu", "--no-model", "--pool-batches", "0",
+                        *common], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "0 fwd+bwd per step (--no-model)" in p.stdout and "| lsio.torch (W=2, pool_batches=0) |" in p.stdout
+    assert "check: every mode delivered the same crops (float64 sums): ok" in p.stdout
 
     p = subprocess.run([sys.executable, str(script), *common], capture_output=True, text=True, timeout=300,
                        cwd=tmp_path)

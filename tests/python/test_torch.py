@@ -309,3 +309,141 @@ def test_workers_use_one_native_thread(arrays, init):
     assert list(loader)[0] == [1, 1]
     # The main process's dataset is unchanged.
     assert [a.__getstate__()["config"]["threads"] for a in ds.source.arrays] == [0, 0]
+
+
+# -- shared-memory batch slots reused by workers (lsio/_torch_pool.py) ------------------------
+
+
+def expected_batches(ds, keys, batch_size):
+    """What each batch must hold, read in this process (no workers, no pool)."""
+    out = []
+    for i in range(0, len(keys), batch_size):
+        arrays = ds.source.read_batch_arrays(keys[i : i + batch_size])
+        out.append(dict(zip(["x", "y"], [torch.from_numpy(a.copy()) for a in arrays])))
+    return out
+
+
+def with_worker_stats(inner):
+    def collate_fn(samples):
+        batch = inner(samples)
+        return batch, lsio.torch.pool_stats()
+
+    return collate_fn
+
+
+def pooled_loader(arrays, collate_fn, *, n=60, batch_size=2, **kw):
+    ds = make_ds(arrays, length=n)
+    sampler = CropSampler(ds, num_replicas=1, rank=0, seed=4, shuffle=False)
+    keys = list(sampler)
+    kw.setdefault("num_workers", 1)
+    kw.setdefault("multiprocessing_context", "fork")
+    loader = DataLoader(ds, sampler=sampler, batch_size=batch_size, collate_fn=collate_fn,
+                        worker_init_fn=worker_init_fn, **kw)
+    return loader, expected_batches(ds, keys, batch_size)
+
+
+def test_worker_reuses_slots_once_batches_are_dropped(arrays):
+    before = lsio.torch.pool_stats()
+    loader, want = pooled_loader(arrays, with_worker_stats(collate))
+    last = None
+    for k, (batch, stats) in enumerate(loader):
+        # The main process receives plain tensors, equal to a direct read.
+        assert type(batch["x"]) is torch.Tensor and type(batch["y"]) is torch.Tensor
+        assert_batches_equal([want[k]], [batch])
+        last = stats
+        del batch
+    assert k + 1 == len(want) == 30
+    # 30 batches through at most 4 slots, and never a fresh tensor: slots were reused.
+    assert 1 <= last["slots"] <= 4 and last["fresh"] == 0
+    after = lsio.torch.pool_stats()
+    assert after["pooled_batches"] - before["pooled_batches"] == 2 * 30  # x and y of each batch
+    assert after["released"] - before["released"] >= 2 * 25
+
+
+def test_batches_the_loop_keeps_are_never_overwritten(arrays):
+    # The loop holds every batch, so no slot is ever released: the worker must fill its 4
+    # slots, then fall back to fresh tensors, and every kept batch keeps its values.
+    loader, want = pooled_loader(arrays, with_worker_stats(collate), num_workers=2)
+    kept = [b for b, _ in loader]
+    assert_batches_equal(want, kept)
+    stats = [s for _, s in pooled_loader(arrays, with_worker_stats(collate), num_workers=2)[0]]
+    assert all(s["slots"] <= 4 for s in stats)
+
+
+def test_views_of_a_slot_sent_by_a_custom_collate_stay_intact(arrays):
+    def views(samples):
+        b = collate(samples)
+        return {"x": b["x"][:, 1:], "y": b["y"][:, :, 2:]}  # views of the slot, not copies
+
+    loader, want = pooled_loader(arrays, with_worker_stats(views))
+    kept, stats = zip(*loader)
+    for w, b in zip(want, kept):
+        torch.testing.assert_close(b["x"], w["x"][:, 1:], rtol=0, atol=0)
+        torch.testing.assert_close(b["y"], w["y"][:, :, 2:], rtol=0, atol=0)
+    assert stats[-1]["slots"] <= 4
+
+
+@pytest.mark.parametrize("inner", ["default", "copy"])
+def test_batches_copied_in_the_worker_free_their_slot_at_once(arrays, inner):
+    # torch's default collate stacks the per-sample views into a new tensor, and a collate
+    # that transforms the batch sends the result: the slot itself never leaves the worker.
+    if inner == "default":
+        fn = torch.utils.data.default_collate
+    else:
+        def fn(samples):
+            b = collate(samples)
+            return {"x": b["x"] * 2, "y": b["y"] + 1}
+    loader, want = pooled_loader(arrays, with_worker_stats(fn))
+    kept, stats = zip(*loader)
+    for w, b in zip(want, kept):
+        scale = (2, 1) if inner == "copy" else (1, 0)
+        torch.testing.assert_close(b["x"], w["x"] * scale[0], rtol=0, atol=0)
+        torch.testing.assert_close(b["y"], w["y"] + scale[1], rtol=0, atol=0)
+    assert stats[-1]["slots"] == 1 and stats[-1]["fresh"] == 0
+
+
+def test_pool_batches_zero_allocates_per_batch(arrays):
+    ds = make_ds(arrays, length=20, pool_batches=0)
+    sampler = CropSampler(ds, num_replicas=1, rank=0, seed=4, shuffle=False)
+    want = expected_batches(ds, list(sampler), 4)
+    loader = DataLoader(ds, sampler=sampler, batch_size=4, collate_fn=with_worker_stats(collate),
+                        num_workers=1, multiprocessing_context="fork")
+    kept, stats = zip(*loader)
+    assert_batches_equal(want, kept)
+    assert stats[-1]["slots"] == 0
+    with pytest.raises(ValueError, match="pool_batches"):
+        make_ds(arrays, pool_batches=-1)
+
+
+def test_slot_grows_for_a_bigger_batch(arrays):
+    # A batch sampler with growing batch sizes: a free slot too small is replaced.
+    ds = make_ds(arrays, length=30)
+    sizes = [1, 2, 3, 4, 5, 6, 2, 7]
+    groups, at = [], 0
+    for s in sizes:
+        groups.append([(0, i) for i in range(at, at + s)])
+        at += s
+    want = [{"x": torch.from_numpy(a), "y": torch.from_numpy(b)}
+            for a, b in (ds.source.read_batch_arrays(g) for g in groups)]
+    loader = DataLoader(ds, batch_sampler=groups, collate_fn=with_worker_stats(collate), num_workers=1,
+                        multiprocessing_context="fork")
+    got = []
+    for b, s in loader:
+        got.append({k: v.clone() for k, v in b.items()})
+        del b
+    assert_batches_equal(want, got)
+    assert s["slots"] <= 4 and s["fresh"] == 0
+
+
+def collate_with_stats(samples):  # module level: spawn workers unpickle it
+    return collate(samples), lsio.torch.pool_stats()
+
+
+def test_pooled_batches_under_spawn(arrays):
+    loader, want = pooled_loader(arrays, collate_with_stats, n=12, multiprocessing_context="spawn")
+    got = []
+    for b, s in loader:
+        got.append({k: v.clone() for k, v in b.items()})
+        del b
+    assert_batches_equal(want, got)
+    assert 1 <= s["slots"] <= 4 and s["fresh"] == 0
