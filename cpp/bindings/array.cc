@@ -99,6 +99,57 @@ void Check(const lsio::Status& st) {
   if (!st.ok()) ThrowStatus(st);
 }
 
+// The common case of Array.read / arr[key], decided in C++: a key of exact ints and step-1
+// slices, at most one entry per dimension (the rest whole). Returns false, having changed
+// nothing the caller sees, for any other key and for keys numpy would reject (an int out of
+// range): the Python path then handles them and raises its usual errors. Otherwise fills,
+// per array dimension, the selection and whether an int dropped it from the result.
+bool SimpleKey(const py::handle key, const std::vector<int64_t>& shape, std::vector<int64_t>* starts,
+               std::vector<int64_t>* counts, std::vector<bool>* dropped) {
+  const size_t nd = shape.size();
+  PyObject* k = key.ptr();
+  PyObject* const* items = &k;
+  size_t n = 1;
+  if (PyTuple_CheckExact(k)) {
+    items = &PyTuple_GET_ITEM(k, 0);
+    n = static_cast<size_t>(PyTuple_GET_SIZE(k));
+  }
+  if (n > nd) return false;
+  starts->assign(nd, 0);
+  counts->assign(shape.begin(), shape.end());
+  dropped->assign(nd, false);
+  for (size_t d = 0; d < n; ++d) {
+    const int64_t len = shape[d];
+    PyObject* it = items[d];
+    if (PyLong_CheckExact(it)) {  // exact int: not a bool, not a numpy scalar
+      int overflow = 0;
+      long long i = PyLong_AsLongLongAndOverflow(it, &overflow);
+      if (overflow != 0 || (i == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return false;
+      }
+      if (i < 0) i += len;
+      if (i < 0 || i >= len) return false;
+      (*starts)[d] = i;
+      (*counts)[d] = 1;
+      (*dropped)[d] = true;
+    } else if (PySlice_Check(it)) {
+      Py_ssize_t start = 0, stop = 0, step = 0;
+      if (PySlice_Unpack(it, &start, &stop, &step) != 0) {
+        PyErr_Clear();
+        return false;
+      }
+      if (step != 1) return false;
+      const Py_ssize_t count = PySlice_AdjustIndices(static_cast<Py_ssize_t>(len), &start, &stop, step);
+      (*starts)[d] = count > 0 ? start : 0;
+      (*counts)[d] = count;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
 py::dict Info(const lsio::Array& a) {
   const lsio::ArrayInfo& i = a.info();
   py::dict d;
@@ -169,6 +220,45 @@ void BindArray(py::module_& m) {
           },
           py::arg("starts"), py::arg("counts"), py::arg("steps"), py::arg("out"),
           py::arg("transform") = py::none())
+      .def(
+          "read_simple",
+          // Array.read's fast path (SimpleKey): fills and returns `out` (a new array of
+          // `dtype` when None), or returns None, having read nothing, when the key needs the
+          // general Python path. `out` gets the same checks and errors as read_into.
+          [](lsio::Array& a, const py::handle key, const py::object& out_obj, const py::dtype& dtype) -> py::object {
+            const lsio::ArrayInfo& info = a.info();
+            std::vector<int64_t> starts, counts;
+            std::vector<bool> dropped;
+            if (!SimpleKey(key, info.shape, &starts, &counts, &dropped)) return py::none();
+            std::vector<int64_t> out_shape;
+            for (size_t d = 0; d < counts.size(); ++d) {
+              if (!dropped[d]) out_shape.push_back(counts[d]);
+            }
+            py::array out;
+            if (out_obj.is_none()) {
+              out = py::array(dtype, std::vector<py::ssize_t>(out_shape.begin(), out_shape.end()));
+            } else {
+              if (!py::isinstance<py::array>(out_obj)) return py::none();  // the Python path says why
+              out = py::reinterpret_borrow<py::array>(out_obj);
+            }
+            const lsio::DstView v = CheckedView(out, ExpectedOut(info, std::nullopt), out_shape, /*allow_negative=*/false);
+            if (std::find(counts.begin(), counts.end(), 0) != counts.end()) return std::move(out);
+            // The engine addresses every array dimension: an int-indexed one has count 1.
+            lsio::DstView full;
+            full.data = v.data;
+            lsio::Selection sel(counts.size());
+            for (size_t d = 0, o = 0; d < counts.size(); ++d) {
+              sel[d] = {starts[d], counts[d], 1};
+              full.shape.push_back(counts[d]);
+              full.byte_strides.push_back(dropped[d] ? 0 : v.byte_strides[o++]);
+            }
+            const lsio::Status st = WithoutGil([&](const std::function<bool()>& interrupted) {
+              return a.ReadBatch({sel}, {full}, interrupted, nullptr);
+            });
+            Check(st);
+            return std::move(out);
+          },
+          py::arg("key"), py::arg("out"), py::arg("dtype"))
       .def(
           "read_outer_into",
           // Outer (orthogonal) indexing: per dimension, runs of evenly spaced indices given as

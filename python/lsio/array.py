@@ -469,6 +469,12 @@ class Array:
         the result holds ``value * scale + offset`` (computed in double precision, rounded
         once), so a uint16 store feeds float32 tensors without a second pass.
         """
+        if dtype is None and scale is None and offset is None and type(out) in (np.ndarray, type(None)):
+            # Ints and step-1 slices, decided and read in one C++ call (the per-call cost of
+            # small reads from many Python threads); None: the general path below.
+            done = self._native().read_simple(key, out, self._dtype)
+            if done is not None:
+                return done
         out, view, sel, transform = self._prepare_read(key, out, dtype, scale, offset)
         if view is not None:
             self._native().read_into(*sel, view, transform)

@@ -887,3 +887,91 @@ def test_many_files_under_a_low_open_file_limit(many_files_store, io,
             assert_same_bits(got, want, str(path))
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+# -- the C++ fast path for ints and step-1 slices (Array.read -> _core read_simple) ----------
+
+
+def _general_path_calls(arr, monkeypatch):
+    calls = []
+    orig = lsio.Array._prepare_read
+
+    def spy(self, *a, **k):
+        calls.append(a[0])
+        return orig(self, *a, **k)
+
+    monkeypatch.setattr(lsio.Array, "_prepare_read", spy)
+    return calls
+
+
+def test_simple_keys_take_the_fast_path_and_equal_numpy(four_d, monkeypatch):
+    arr, expected = four_d
+    general = _general_path_calls(arr, monkeypatch)
+    rng = np.random.default_rng(3)
+    shape = arr.shape
+    for _ in range(300):
+        parts = []
+        for n in shape[: rng.integers(0, len(shape) + 1)]:
+            kind = rng.integers(0, 4)
+            if kind == 0:
+                parts.append(int(rng.integers(-n, n)))
+            elif kind == 1:
+                parts.append(slice(None))
+            else:  # any bounds, also reversed, negative and past the end (clamped)
+                a, b = (int(x) for x in rng.integers(-n - 3, n + 4, size=2))
+                parts.append(slice(a if rng.random() < 0.8 else None, b if rng.random() < 0.8 else None,
+                                   1 if rng.random() < 0.3 else None))
+        key = tuple(parts) if len(parts) != 1 or rng.random() < 0.5 else parts[0]
+        want = expected[key]
+        got = arr[key]
+        assert got.shape == want.shape and got.dtype == want.dtype and isinstance(got, np.ndarray)
+        np.testing.assert_array_equal(got, want)
+        out = np.full(want.shape, 7, dtype=arr.dtype)
+        assert arr.read(key, out=out) is out
+        np.testing.assert_array_equal(out, want)
+    assert general == []  # none of these needed the Python path
+
+
+@pytest.mark.parametrize("key", [
+    np.s_[..., 1], np.s_[None, 2], np.s_[::2], np.s_[::-1, 0], np.s_[np.int64(1)], np.s_[1, ..., 2:5],
+    np.s_[True], np.s_[np.True_],
+])
+def test_other_keys_take_the_general_path(four_d, monkeypatch, key):
+    arr, expected = four_d
+    general = _general_path_calls(arr, monkeypatch)
+    if isinstance(key, (bool, np.bool_)):
+        with pytest.raises(TypeError, match="oindex"):  # lsio refuses boolean keys
+            arr[key]
+    else:
+        np.testing.assert_array_equal(arr[key], expected[key])
+    assert len(general) == 1
+
+
+@pytest.mark.parametrize("key", [np.s_[10**6], np.s_[0, -10**6], np.s_[2**63], np.s_[-(2**70)]], ids=repr)
+def test_fast_path_leaves_errors_to_the_general_path(four_d, key):
+    arr, _ = four_d
+    with pytest.raises(IndexError):
+        arr[key]
+
+
+def test_fast_path_out_errors_are_the_general_ones(plain):
+    arr, expected = plain
+    key = np.s_[2:5, 1:4]
+    for bad, exc, msg in [
+        (np.empty((3, 3), np.float64), TypeError, "expected exactly"),
+        (np.empty((3, 4), arr.dtype), ValueError, "out has shape"),
+        (np.empty((3, 3), arr.dtype)[:, ::-1], ValueError, "negative strides"),
+    ]:
+        with pytest.raises(exc, match=msg):
+            arr.read(key, out=bad)
+    ro = np.empty((3, 3), arr.dtype)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        arr.read(key, out=ro)
+    with pytest.raises(TypeError):
+        arr.read(key, out=[[0] * 3] * 3)
+    # A strided (non-contiguous) out is filled in place.
+    big = np.zeros((6, 6), arr.dtype)
+    arr.read(key, out=big[::2, 1::2])
+    np.testing.assert_array_equal(big[::2, 1::2], expected[key])
+    assert not big[1::2].any()
