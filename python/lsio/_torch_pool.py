@@ -6,63 +6,100 @@ again by the main process. On a W1 batch (32 x 4 x 256 x 256 float32, 32 MiB) th
 about a third of the read itself. A worker instead keeps a few *slots* (one shared storage
 each, holding every array's batch tensor) and reads each batch into a free one.
 
-A slot may be rewritten only when no process can still see its previous batch:
+A slot may be rewritten only when no process can still see its previous batch. How that is
+known:
 
-* In the worker, a slot's batch tensors are :class:`PoolTensor` instances (a tensor subclass
-  whose results of views and ops stay PoolTensors). Pickling one whose storage is a slot,
-  which is what the DataLoader's result queue does, counts a *send* of that slot and turns it
-  into a plain tensor plus a release handle.
-* In the main process, :func:`_arrive` (the unpickling side) records the slot's storage with
-  a weak reference; once every tensor on it is gone there (after pinning, or when the user
-  drops the batch), the next arrival counts a *release* in the slot's shared counter.
-* The worker reuses a slot only when nothing in the worker references its storage any more
-  (the storage's use count is the pool's alone) and releases == sends. Sends are counted
-  while the tensor is alive, so a use count of one makes the send count final.
+* Worker side. The batch tensors are :class:`PoolTensor` instances (a tensor subclass whose
+  views and op results stay PoolTensors). When the DataLoader's result queue pickles one
+  (``ForkingPickler``), it counts a *tracked send* of its slot and becomes a plain tensor
+  plus a release handle. Independently, torch's own reductions record every storage they
+  pickle in ``torch.multiprocessing.reductions.shared_cache``; the slot's entry there is
+  removed when the slot is handed out, so its reappearance means "this slot's memory left
+  the worker", whatever tensor type carried it (a plain view made by TorchScript, or by
+  ``as_subclass``, is not tracked). A slot is free again when nothing in the worker
+  references it (the storage's use count is the pool's alone) and either it never left, or
+  every tracked send was released by the receiver. A slot that left untracked is retired
+  (dropped from the pool, never rewritten).
+* Main side. :func:`_arrive` (the unpickling of a tracked send) notes the storage with a
+  weak reference. Once every tensor on it is gone, a later arrival (of any batch of any
+  pooled worker) counts a *release* in the slot's shared counter, unless the main process
+  passed the memory on: pickled it to another process (torch's ``shared_cache`` entry for
+  it was replaced) or forked a child while it was alive. Those slots are released only
+  when that cannot matter any more (never, for a pickled one; once the children
+  ``multiprocessing`` started after the fork have exited, for a forked one).
 
-A batch that leaves the worker as a copy (the default collate stacks the samples) is never
-sent, so its slot is free at once. A slot that is sent but whose release never comes (the
-main process dropped a message unread) stays taken; past ``max_slots`` the worker falls back
-to a fresh shared tensor per batch, which is always safe.
+A batch that leaves the worker as a copy (the default collate stacks the samples) never
+pickles its slot, so the slot is free at once. When every slot is in use (the loop keeps
+batches) the worker reads into a fresh shared tensor, which is always safe, and at most
+``max_slots`` slots exist per worker.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import multiprocessing.reduction
 import os
+import sys
 import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
+import torch.multiprocessing
+from torch.multiprocessing import reductions as _reductions
 from torch.multiprocessing.reductions import StorageWeakRef
 
 _ALIGN = 64
+_FORKING_DUMPS = multiprocessing.reduction.ForkingPickler.dumps.__func__.__code__
+_RETIRE_LIMIT = 8  # a worker whose slots keep leaving untracked stops pooling
 
 
 def _use_count(storage: "torch.UntypedStorage") -> int:
     return int(torch._C._storage_Use_Count(storage._cdata))
 
 
+def _cache_key(storage: "torch.UntypedStorage") -> Any:
+    """The key torch's reductions file this (shared) storage under in ``shared_cache``."""
+    if torch.multiprocessing.get_sharing_strategy() == "file_system":
+        return storage._share_filename_cpu_()[1]
+    fd, _ = storage._share_fd_cpu_()
+    return _reductions.fd_id(fd)
+
+
+def _by_forking_pickler() -> bool:
+    """True when the caller's caller is ForkingPickler.dumps: a multiprocessing queue or
+    connection is sending the object to another process (not pickle.dumps or torch.save)."""
+    f = sys._getframe(2)
+    return f is not None and f.f_code is _FORKING_DUMPS
+
+
 class PoolTensor(torch.Tensor):
-    """A batch tensor on a pooled slot, inside a DataLoader worker (see the module doc)."""
+    """A batch tensor inside a DataLoader worker (see the module doc)."""
 
     def __reduce_ex__(self, proto: int) -> Any:
-        pool = _worker_pool()
         plain = self.as_subclass(torch.Tensor)
-        hit = pool.on_send(plain) if pool is not None else None
-        if hit is None:  # not on a slot (a copy made from one): a plain tensor
-            return plain.__reduce_ex__(proto)
+        pool = _worker_pool()
+        if pool is None or not _by_forking_pickler():
+            return plain.__reduce_ex__(proto)  # pickle.dumps, torch.save: a copy, as for any tensor
+        hit = pool.on_send(plain)
+        if hit is None:  # not on a slot (fresh, or derived): arrives plain, and lets main sweep
+            return (_arrive, (plain, None, -1))
         released, slot = hit
         return (_arrive, (plain, released, slot))
 
+    def __deepcopy__(self, memo: dict) -> torch.Tensor:
+        return self.as_subclass(torch.Tensor).__deepcopy__(memo)
+
 
 class _Slot:
-    __slots__ = ("storage", "nbytes", "sent", "index")
+    __slots__ = ("storage", "nbytes", "index", "sent", "sent_at_handout")
 
-    def __init__(self, nbytes: int, index: int) -> None:
+    def __init__(self, nbytes: int, index: int, sent: int = 0) -> None:
         self.storage = torch.UntypedStorage._new_shared(nbytes)
         self.nbytes = nbytes
-        self.sent = 0
         self.index = index
+        self.sent = sent  # tracked sends so far (the main process counts their releases)
+        self.sent_at_handout = sent
 
 
 class WorkerPool:
@@ -71,34 +108,64 @@ class WorkerPool:
     def __init__(self, max_slots: int) -> None:
         self.max_slots = max_slots
         self.slots: List[_Slot] = []
-        # released[i]: how many sends of slot i the main process has seen dropped; written
-        # only by the main process, read here.
+        # released[i]: tracked sends of slot index i the receiver has seen dropped; written
+        # only by the receiving (main) process.
         self.released = torch.zeros(max(1, max_slots), dtype=torch.int64).share_memory_()
         self._by_ptr: Dict[int, _Slot] = {}
         self.fresh = 0  # batches that got a fresh tensor because no slot was free
+        self.retired = 0  # slots whose memory left the worker untracked
 
-    def _free(self, slot: _Slot) -> bool:
-        # Use count first: once it is 1 no tensor on the slot is left to be pickled, so
-        # `sent` can no longer grow under us.
-        return _use_count(slot.storage) == 1 and int(self.released[slot.index]) == slot.sent
+    def _free(self, slot: _Slot) -> Optional[bool]:
+        """True: free; False: still in use; None: left untracked, must be retired."""
+        # Use count first: once it is 1 nothing in this process can still pickle the slot,
+        # so `sent` and torch's shared_cache entry are final.
+        if _use_count(slot.storage) != 1:
+            return False
+        left = _reductions.shared_cache.get(_cache_key(slot.storage)) is not None
+        tracked = slot.sent - slot.sent_at_handout
+        if not left:
+            slot.sent = slot.sent_at_handout  # a tracked send that never reached the wire
+            return True
+        if tracked == 0:
+            return None
+        return int(self.released[slot.index]) >= slot.sent
+
+    def _handout(self, slot: _Slot) -> _Slot:
+        slot.sent_at_handout = slot.sent
+        _reductions.shared_cache.pop(_cache_key(slot.storage), None)
+        return slot
+
+    def _replace(self, k: int, nbytes: int) -> _Slot:
+        old = self.slots[k]
+        self._by_ptr.pop(old.storage.data_ptr(), None)
+        new = _Slot(nbytes, old.index, sent=old.sent)
+        self.slots[k] = new
+        self._by_ptr[new.storage.data_ptr()] = new
+        return new
 
     def acquire(self, nbytes: int) -> Optional[_Slot]:
-        for slot in self.slots:
-            if slot.nbytes >= nbytes and self._free(slot):
-                return slot
-        for k, slot in enumerate(self.slots):  # a free slot too small (a bigger batch): grow it
-            if self._free(slot):
-                del self._by_ptr[slot.storage.data_ptr()]
-                new = _Slot(nbytes, slot.index)
-                new.sent = slot.sent
-                self.slots[k] = new
-                self._by_ptr[new.storage.data_ptr()] = new
-                return new
+        if self.retired >= _RETIRE_LIMIT:
+            self.fresh += 1
+            return None
+        free_small = None
+        for k, slot in enumerate(self.slots):
+            state = self._free(slot)
+            if state is None:  # its memory is out there: never rewrite it
+                self.retired += 1
+                self._replace(k, slot.nbytes)
+                state = True
+                slot = self.slots[k]
+            if state and slot.nbytes >= nbytes:
+                return self._handout(slot)
+            if state and free_small is None:
+                free_small = k
+        if free_small is not None:  # a free slot too small for this batch: grow it
+            return self._handout(self._replace(free_small, nbytes))
         if len(self.slots) < self.max_slots:
             slot = _Slot(nbytes, len(self.slots))
             self.slots.append(slot)
             self._by_ptr[slot.storage.data_ptr()] = slot
-            return slot
+            return self._handout(slot)
         self.fresh += 1
         return None
 
@@ -129,8 +196,8 @@ def _worker_pool(create_with: Optional[int] = None) -> Optional[WorkerPool]:
 def batch_tensors(
     n: int, crop_shapes: Sequence[Tuple[int, ...]], dtypes: Sequence["torch.dtype"], max_slots: int
 ) -> List[torch.Tensor]:
-    """Batch tensors ``(n, *crop)`` for each array, on a free slot of this worker's pool
-    (PoolTensors), or fresh shared tensors when none is free or pooling is off."""
+    """Batch tensors ``(n, *crop)`` for each array (PoolTensors), on a free slot of this
+    worker's pool, or fresh shared tensors when none is free or pooling is off."""
     shapes = [(n, *c) for c in crop_shapes]
     sizes = [int(np.prod(s, dtype=np.int64)) * torch.empty(0, dtype=d).element_size() for s, d in zip(shapes, dtypes)]
     offsets, total = [], 0
@@ -140,7 +207,9 @@ def batch_tensors(
     pool = _worker_pool(max_slots) if max_slots > 0 else None
     slot = pool.acquire(max(total, 1)) if pool is not None else None
     if slot is None:
-        return [_fresh_shared(s, d) for s, d in zip(shapes, dtypes)]
+        fresh = [_fresh_shared(s, d) for s, d in zip(shapes, dtypes)]
+        # Still PoolTensors when pooling is on: their arrival lets the main process sweep.
+        return [t.as_subclass(PoolTensor) for t in fresh] if pool is not None else fresh
     out = []
     for shape, dt, off in zip(shapes, dtypes, offsets):
         t = torch.empty(0, dtype=dt)
@@ -169,50 +238,98 @@ def _fresh_shared(shape: Tuple[int, ...], dt: "torch.dtype") -> torch.Tensor:
 
 # -- main process ------------------------------------------------------------------------------
 
+
+class _Held:
+    __slots__ = ("ref", "released", "slot", "key", "cache_ref", "children")
+
+    def __init__(self, ref, released, slot, key, cache_ref) -> None:
+        self.ref, self.released, self.slot, self.key, self.cache_ref = ref, released, slot, key, cache_ref
+        self.children: Optional[set] = None  # multiprocessing children alive when a fork pinned it
+
+
 _lock = threading.Lock()
-_held: List[Tuple[StorageWeakRef, torch.Tensor, int]] = []
-_stats = {"pooled_batches": 0, "released": 0}
+_held: List[_Held] = []
+_stats = {"pooled_batches": 0, "released": 0, "kept": 0}
+
+
+def _children() -> set:
+    return {p.pid for p in multiprocessing.active_children()}
 
 
 def _sweep() -> None:
     keep = []
-    for ref, released, slot in _held:
-        if ref.expired():
-            released[slot] += 1
-            _stats["released"] += 1
-        else:
-            keep.append((ref, released, slot))
+    now = None
+    for h in _held:
+        if not h.ref.expired():
+            keep.append(h)
+            continue
+        if h.children is not None:
+            now = _children() if now is None else now
+            if now - h.children:  # a child forked while it was alive is still running
+                keep.append(h)
+                continue
+        if _reductions.shared_cache.get(h.key) is not h.cache_ref:
+            # Pickled on to another process (torch replaced the entry), or the entry is gone
+            # and that cannot be told apart: never hand the slot back.
+            _stats["kept"] += 1
+            continue
+        h.released[h.slot] += 1
+        _stats["released"] += 1
     _held[:] = keep
 
 
-def _arrive(plain: torch.Tensor, released: torch.Tensor, slot: int) -> torch.Tensor:
-    """Unpickling a pooled batch tensor in the receiving process: note the slot's storage so
-    its release is counted once every tensor on it is gone, and return the plain tensor."""
+def _arrive(plain: torch.Tensor, released: Optional[torch.Tensor], slot: int) -> torch.Tensor:
+    """Unpickling a batch tensor from a pooled worker: note a slot's storage so its release
+    is counted once every tensor on it is gone, sweep earlier ones, return the plain tensor."""
     with _lock:
         _sweep()
-        _held.append((StorageWeakRef(plain.untyped_storage()), released, slot))
-        _stats["pooled_batches"] += 1
+        if released is not None:
+            storage = plain.untyped_storage()
+            key = _cache_key(storage)
+            _held.append(_Held(StorageWeakRef(storage), released, slot, key, _reductions.shared_cache.get(key)))
+            _stats["pooled_batches"] += 1
     return plain
 
 
-def release_dropped() -> None:
-    """Count the releases of pooled batches dropped since the last arrival (arrivals do this
-    themselves; call it when no further batch may arrive for a while)."""
-    with _lock:
+def _before_fork() -> None:
+    _lock.acquire()
+    try:
         _sweep()
+        if _held:
+            kids = _children()
+            for h in _held:  # the child inherits these mappings: pin them while it may run
+                h.children = kids if h.children is None else h.children & kids
+    except BaseException:
+        _lock.release()
+        raise
+
+
+def _after_fork_parent() -> None:
+    _lock.release()
+
+
+def _after_fork_child() -> None:
+    global _lock, _held
+    _lock = threading.Lock()
+    _held = []  # the parent's receipts: the parent releases them, never the child
+    for k in _stats:
+        _stats[k] = 0
+
+
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_parent, after_in_child=_after_fork_child)
 
 
 def main_stats() -> Dict[str, int]:
-    """This process's receiving side: pooled tensors received, slot releases counted, and
-    those still held."""
+    """This process's receiving side: pooled tensors received, slot releases counted,
+    slots kept because their memory was passed on, and receipts still held."""
     with _lock:
         _sweep()
         return {**_stats, "held": len(_held)}
 
 
 def worker_stats() -> Dict[str, int]:
-    """This worker's pool: slots allocated, and batches that got a fresh tensor instead."""
+    """This worker's pool: slots, fresh tensors handed out, slots retired."""
     pool = _worker_pool()
     if pool is None:
-        return {"slots": 0, "fresh": 0}
-    return {"slots": len(pool.slots), "fresh": pool.fresh}
+        return {"slots": 0, "fresh": 0, "retired": 0}
+    return {"slots": len(pool.slots), "fresh": pool.fresh, "retired": pool.retired}

@@ -180,7 +180,9 @@ class CropDataset(torch.utils.data.Dataset):
     def __getitems__(self, keys: Sequence[Any]) -> CropBatch:
         """The samples ``keys`` as a :class:`CropBatch` (one ``read_crops`` per array)."""
         batch = self.read_batch(keys)
-        tensors = self.source._flatten(batch)
+        # Per-sample views as plain tensors (indexing a PoolTensor costs a __torch_function__
+        # dispatch per view); one that leaves the worker is still seen (_torch_pool).
+        tensors = [t.as_subclass(torch.Tensor) for t in self.source._flatten(batch)]
         out = CropBatch(self.source._structure([t[i] for t in tensors]) for i in range(len(tensors[0])))
         out.batch = batch
         return out

@@ -447,3 +447,132 @@ def test_pooled_batches_under_spawn(arrays):
         del b
     assert_batches_equal(want, got)
     assert 1 <= s["slots"] <= 4 and s["fresh"] == 0
+
+
+def _as_plain_views(samples):  # module level (fork workers): a plain view of the slot leaves
+    b = collate(samples)
+    return {k: v.as_subclass(torch.Tensor)[:, :] for k, v in b.items()}, lsio.torch.pool_stats()
+
+
+def test_plain_views_leaving_untracked_retire_their_slot(arrays):
+    # TorchScript, or an explicit as_subclass, hands back a plain tensor on the slot's memory:
+    # not tracked, so the slot must never be rewritten while the main process holds it.
+    loader, want = pooled_loader(arrays, _as_plain_views)
+    kept, stats = zip(*loader)
+    assert_batches_equal(want, kept)
+    assert stats[-1]["retired"] >= 4
+
+
+def _forward_consumer(q, out):
+    got = []
+    while True:
+        b = q.get()
+        if b is None:
+            break
+        got.append(b)
+    out.put([{k: v.numpy().copy() for k, v in g.items()} for g in got])
+
+
+def test_batches_passed_on_to_another_process_are_never_rewritten(arrays):
+    import time
+
+    import torch.multiprocessing as mp
+
+    loader, want = pooled_loader(arrays, collate)
+    ctx = mp.get_context("fork")
+    q, out = ctx.Queue(), ctx.Queue()
+    p = ctx.Process(target=_forward_consumer, args=(q, out))
+    p.start()
+    before = lsio.torch.pool_stats()["kept"]
+    for b in loader:
+        q.put(b)  # the main process passes each batch on and drops it
+        time.sleep(0.005)
+        del b
+    q.put(None)
+    got = out.get(timeout=60)
+    p.join(timeout=60)
+    assert_batches_equal(want, [{k: torch.from_numpy(v) for k, v in g.items()} for g in got])
+    assert lsio.torch.pool_stats()["kept"] > before
+
+
+def _child_reads(b, out):
+    import time
+
+    time.sleep(0.5)  # the parent drops its batch and reads on meanwhile
+    out.put({k: v.numpy().copy() for k, v in b.items()})
+
+
+def test_a_child_forked_while_a_batch_is_held_keeps_it(arrays):
+    import multiprocessing as mp
+
+    loader, want = pooled_loader(arrays, collate, n=40)
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    it = iter(loader)
+    first = next(it)
+    child = ctx.Process(target=_child_reads, args=(first, out))
+    child.start()  # inherits `first` by fork
+    del first
+    rest = [{k: v.clone() for k, v in b.items()} for b in it]
+    got = out.get(timeout=60)
+    child.join(timeout=60)
+    assert_batches_equal(want[:1], [{k: torch.from_numpy(v) for k, v in got.items()}])
+    assert_batches_equal(want[1:], rest)
+
+
+def _stats_collate(samples):
+    lsio.torch.pool_stats()  # sweeps in a worker forked from a main process holding receipts
+    return collate(samples)
+
+
+def test_workers_forked_later_never_release_the_main_process_slots(arrays):
+    # A second loader forked while the first one's batches are held: its worker inherits
+    # the main process's receipts and must not count their releases a second time.
+    ds = make_ds(arrays, length=200)
+    sampler = CropSampler(ds, num_replicas=1, rank=0, seed=4, shuffle=False)
+    want = expected_batches(ds, list(sampler), 2)
+    a = DataLoader(ds, sampler=sampler, batch_size=2, collate_fn=collate, num_workers=1,
+                   multiprocessing_context="fork", persistent_workers=True)
+    b = DataLoader(make_ds(arrays, length=4, seed=1, pool_batches=0), batch_size=2, collate_fn=_stats_collate,
+                   num_workers=1, multiprocessing_context="fork")
+    window, checked = [], 0
+    for k, batch in enumerate(a):
+        window.append((k, batch))
+        del batch
+        if len(window) > 2:
+            j, old = window.pop(0)
+            assert_batches_equal([want[j]], [old])
+            checked += 1
+        if k % 5 == 0:
+            list(b)
+    assert checked == len(want) - 2
+
+
+def _copies_and_saves(samples):
+    import copy
+    import io
+
+    b = collate(samples)
+    torch.save(b["x"], io.BytesIO())  # a copy: no send to count
+    d = copy.deepcopy(b)
+    assert type(d["x"]) is torch.Tensor and torch.equal(d["x"], b["x"])
+    return b, lsio.torch.pool_stats()
+
+
+def test_deepcopy_and_torch_save_in_a_worker(arrays):
+    loader, want = pooled_loader(arrays, _copies_and_saves)
+    got = []
+    for b, s in loader:
+        got.append({k: v.clone() for k, v in b.items()})
+        del b
+    assert_batches_equal(want, got)
+    assert s["fresh"] == 0 and s["slots"] <= 4
+
+
+def test_pool_recovers_after_every_slot_was_held(arrays):
+    loader, want = pooled_loader(arrays, with_worker_stats(collate), n=120)
+    it = iter(loader)
+    held = [next(it) for _ in range(6)]  # more than the 4 slots: fresh tensors meanwhile
+    del held
+    got = [s for _, s in it]
+    assert got[-1]["fresh"] <= 6 and got[-1]["slots"] <= 4
