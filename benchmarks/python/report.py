@@ -250,7 +250,8 @@ W7_HEADING = "## Remote (W7)"
 # suite rewrites RESULTS.md but keeps these, inserted before "## Targets".
 STANDALONE_HEADINGS = ("## Thread scaling and the serial share of a call", "## Decoded-chunk cache (W9)",
                        "## Remote disk cache (W7, cold vs warm)", "## Checkpoints (W10)",
-                       "## DataLoader feed (lsio.torch workers vs in-process)")
+                       "## DataLoader feed (lsio.torch workers vs in-process)",
+                       "## Per-call overhead (one tiny chunk per call)")
 
 
 def keep_standalone(existing: str, new: str) -> str:

@@ -163,3 +163,18 @@ def test_gpu_feed_benchmark_runs(tmp_path):
 
     if not torch.cuda.is_available():
         assert p.stdout.strip() == "gpu_feed: no CUDA device (torch.cuda.is_available() is False): skipped"
+
+
+def test_percall_benchmark_runs(tmp_path):
+    """benchmarks/python/percall.py: writes its tiny store, checks every reader's data, times a
+    few calls and writes its JSON. No timing is asserted."""
+    pytest.importorskip("zarr", minversion="3")
+    script = ROOT / "benchmarks" / "python" / "percall.py"
+    out = tmp_path / "percall.json"
+    p = subprocess.run([sys.executable, str(script), "--calls", "300", "--reps", "1", "--py-threads", "2",
+                        "--json", str(out)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    rows = {r["reader"]: r for r in json.loads(out.read_text())["rows"]}
+    for name in ("lsio arr[box]", "lsio read(out=)", "lsio read_crops(1)"):
+        assert rows[name]["status"] == "ok" and rows[name]["us_per_call"] > 0 and rows[name]["engine_us"] > 0
+    assert rows["lsio read(out=)"]["threaded_calls_s"] > 0
