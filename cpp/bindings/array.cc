@@ -242,7 +242,7 @@ void BindArray(py::module_& m) {
               out = py::reinterpret_borrow<py::array>(out_obj);
             }
             const lsio::DstView v = CheckedView(out, ExpectedOut(info, std::nullopt), out_shape, /*allow_negative=*/false);
-            if (std::find(counts.begin(), counts.end(), 0) != counts.end()) return std::move(out);
+            if (std::find(counts.begin(), counts.end(), 0) != counts.end()) return out;
             // The engine addresses every array dimension: an int-indexed one has count 1.
             lsio::DstView full;
             full.data = v.data;
@@ -256,7 +256,7 @@ void BindArray(py::module_& m) {
               return a.ReadBatch({sel}, {full}, interrupted, nullptr);
             });
             Check(st);
-            return std::move(out);
+            return out;
           },
           py::arg("key"), py::arg("out"), py::arg("dtype"))
       .def(
