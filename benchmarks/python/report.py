@@ -251,7 +251,8 @@ W7_HEADING = "## Remote (W7)"
 STANDALONE_HEADINGS = ("## Thread scaling and the serial share of a call", "## Decoded-chunk cache (W9)",
                        "## Remote disk cache (W7, cold vs warm)", "## Checkpoints (W10)",
                        "## DataLoader feed (lsio.torch workers vs in-process)",
-                       "## Per-call overhead (one tiny chunk per call)")
+                       "## Per-call overhead (one tiny chunk per call)",
+                       "## Two-thread rows against every stage of a read (issue 13's 2-thread targets)")
 
 
 def keep_standalone(existing: str, new: str) -> str:
