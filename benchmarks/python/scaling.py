@@ -88,12 +88,14 @@ def main(argv=None) -> int:
                 _run(arrays[t], b, outs)
                 wall = time.perf_counter() - t0
                 prof = _core._last_call_profile()
-                samples[t].append((wall, prof["workers_ns"] / 1e9, b.units))
+                samples[t].append((wall, prof["workers_ns"] / 1e9, b.units,
+                                   (prof["plan_ns"] / 1e9, prof["resolve_ns"] / 1e9, prof["coalesce_ns"] / 1e9)))
         f1 = None
         base_rate = None
         log(f"\n{wid}: {w.title} on {spec.describe()}{' (quick store)' if quick else ''}")
-        log("| threads | rate | speed-up | serial ms/call | parallel ms/call | serial share |")
-        log("|---|---|---|---|---|---|")
+        log("| threads | rate | speed-up | serial ms/call | parallel ms/call | serial share "
+            "| of serial: plan / resolve / coalesce ms |")
+        log("|---|---|---|---|---|---|---|")
         for t in threads:
             walls = [s[0] for s in samples[t]]
             par = [s[1] for s in samples[t]]
@@ -107,10 +109,12 @@ def main(argv=None) -> int:
             if t == 1:
                 f1 = serial / wall
             unit = w.unit
+            phases = [statistics.median(s[3][k] for s in samples[t]) for k in range(3)]
             log(f"| {t} | {rate:,.0f} {unit}/s | {rate / base_rate:.2f}x | {serial * 1e3:.2f} | {p * 1e3:.2f} | "
-                f"{serial / wall:.1%} |")
+                f"{serial / wall:.1%} | {' / '.join(f'{x * 1e3:.2f}' for x in phases)} |")
             out_rows.append({"workload": wid, "threads": t, "rate": rate, "unit": unit, "wall_s": wall,
-                             "serial_s": serial, "parallel_s": p, "store": spec.describe(), "quick": quick})
+                             "serial_s": serial, "parallel_s": p, "plan_s": phases[0], "resolve_s": phases[1],
+                             "coalesce_s": phases[2], "store": spec.describe(), "quick": quick})
         if f1 is not None:
             s16 = 1 / (f1 + (1 - f1) / 16)
             log(f"serial fraction at 1 thread f = {f1:.3%}; Amdahl at 16 threads: {s16:.1f}x "

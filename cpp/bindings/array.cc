@@ -378,6 +378,9 @@ void BindArray(py::module_& m) {
     py::dict d;
     d["total_ns"] = p.total_ns;
     d["workers_ns"] = p.workers_ns;
+    d["plan_ns"] = p.plan_ns;
+    d["resolve_ns"] = p.resolve_ns;
+    d["coalesce_ns"] = p.coalesce_ns;
     d["waves"] = p.waves;
     d["workers"] = p.workers;
     d["units"] = p.units;

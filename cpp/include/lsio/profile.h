@@ -13,10 +13,15 @@ namespace lsio {
 
 /// total_ns: the whole engine call. workers_ns: inside the parallel phase, where the calling
 /// thread and the pool threads read and decode; total_ns - workers_ns is the calling
-/// thread's serial share (planning, resolving shard indexes, coalescing, setup).
+/// thread's serial share, of which plan_ns went to enumerating the chunk pieces of the
+/// selection, resolve_ns to locating chunks (shard-index lookups, descriptor opens, chunk
+/// cache lookups) and coalesce_ns to grouping them into reads; the rest is setup.
 struct CallProfile {
   uint64_t total_ns = 0;
   uint64_t workers_ns = 0;
+  uint64_t plan_ns = 0;
+  uint64_t resolve_ns = 0;
+  uint64_t coalesce_ns = 0;
   uint32_t waves = 0;
   int workers = 0;     ///< the most workers a wave ran with
   uint64_t units = 0;  ///< I/O units (coalesced reads and fill groups)

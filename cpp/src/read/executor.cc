@@ -968,7 +968,9 @@ Status ExecuteReadImpl(const ReadContext& ctx, const BoxBatch& batch) {
   if (l.ndim() > 64) return Status::Unimplemented("arrays of more than 64 dimensions");
   LSIO_RETURN_IF_ERROR(CheckPlanBound(ctx, PlanBytesBound(l, batch)));
   Plan plan;
+  const auto t_plan = ProfileClock::now();
   LSIO_RETURN_IF_ERROR(BuildTasks(l, batch, &plan, /*allow_direct=*/ctx.convert == nullptr, ctx.interrupted));
+  t_profile.plan_ns += NsSince(t_plan);
   return RunPlan(ctx, plan);
 }
 
@@ -977,7 +979,9 @@ Status ExecuteReadImpl(const ReadContext& ctx, const OuterSelection& sel) {
   if (l.ndim() > 64) return Status::Unimplemented("arrays of more than 64 dimensions");
   LSIO_RETURN_IF_ERROR(CheckPlanBound(ctx, PlanBytesBound(l, sel)));
   Plan plan;
+  const auto t_plan = ProfileClock::now();
   LSIO_RETURN_IF_ERROR(BuildTasks(l, sel, &plan, /*allow_direct=*/ctx.convert == nullptr));
+  t_profile.plan_ns += NsSince(t_plan);
   return RunPlan(ctx, plan);
 }
 
@@ -1016,10 +1020,12 @@ Status RunPlan(const ReadContext& ctx, Plan& plan) {
   uint32_t last = 0;
   for (;;) {
     if (ctx.interrupted && ctx.interrupted()) return Status::Cancelled("read interrupted");
+    const auto t_resolve = ProfileClock::now();
     LSIO_ASSIGN_OR_RETURN(bool more, waves.Next(&first, &last));
     if (!more) break;
 
     if (ctx.chunk_cache != nullptr) LookUpCached(ctx, first, last, &plan);
+    t_profile.resolve_ns += NsSince(t_resolve);
     // Uncompressed chunks must have exactly the decoded size; say so before reading.
     if (l.chain->stored_is_decoded()) {
       for (uint32_t i = first; i < last; ++i) {
@@ -1033,7 +1039,9 @@ Status RunPlan(const ReadContext& ctx, Plan& plan) {
     }
     plan.units.clear();
     plan.unit_tasks.clear();
+    const auto t_coalesce = ProfileClock::now();
     Coalesce(l, ctx.plan, first, last, &plan);
+    t_profile.coalesce_ns += NsSince(t_coalesce);
 
     CallState cs;
     cs.ctx = &ctx;

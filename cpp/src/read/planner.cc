@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <unordered_map>
 
 #include "util/checked_math.h"
@@ -46,6 +47,54 @@ uint64_t ChunksTouched(int64_t start, int64_t count, int64_t step, int64_t chunk
   const uint64_t span = static_cast<uint64_t>(last / chunk - start / chunk) + 1;
   return std::min<uint64_t>(span, static_cast<uint64_t>(count));
 }
+
+// Chunk (linear index) -> task, for the deduplication of a batch's pieces: open addressing
+// with linear probing in one flat array sized up front (at least twice the task bound), so
+// planning a batch allocates once instead of once per chunk (std::unordered_map's nodes
+// were a third of planning a batch of tiny chunks).
+class TaskOfChunk {
+ public:
+  explicit TaskOfChunk(uint64_t max_tasks) {
+    size_t cap = 16;
+    int bits = 4;
+    while (cap < 2 * max_tasks + 1) {
+      cap *= 2;
+      ++bits;
+    }
+    mask_ = cap - 1;
+    shift_ = 64 - bits;
+    slots_.assign(cap, Slot{kEmpty, 0});
+  }
+  /// The task of `chunk`, or the one `add()` creates for it (inserted = true).
+  template <typename Add>
+  uint32_t FindOrAdd(uint64_t chunk, bool* inserted, Add&& add) {
+    size_t i = static_cast<size_t>((chunk * 0x9E3779B97F4A7C15ull) >> shift_);  // Fibonacci hashing
+    for (;; i = (i + 1) & mask_) {
+      Slot& s = slots_[i];
+      if (s.chunk == chunk) {
+        *inserted = false;
+        return s.task;
+      }
+      if (s.chunk == kEmpty) {
+        s.chunk = chunk;
+        s.task = add();
+        *inserted = true;
+        return s.task;
+      }
+    }
+  }
+
+ private:
+  // Linear indexes are below the grid's size, which zarr metadata keeps far from 2^64 - 1.
+  static constexpr uint64_t kEmpty = ~uint64_t{0};
+  struct Slot {
+    uint64_t chunk;
+    uint32_t task;
+  };
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+  int shift_ = 60;
+};
 
 // Bookkeeping shared by both BuildTasks forms: task creation with shard ids.
 class TaskBuilder {
@@ -248,8 +297,8 @@ Status BuildTasks(const ArrayLayout& layout, const BoxBatch& bb, Plan* plan, boo
   plan->tasks.reserve(bound.tasks);
   plan->coords.reserve(bound.tasks * static_cast<uint64_t>(nd));
   const bool dedup = bb.size > 1;
-  std::unordered_map<uint64_t, uint32_t> task_of_chunk;
-  if (dedup) task_of_chunk.reserve(bound.tasks);
+  std::optional<TaskOfChunk> task_of_chunk;
+  if (dedup) task_of_chunk.emplace(bound.tasks);
   TaskBuilder builder(layout, plan);
 
   std::vector<std::vector<DimSpan>> spans(static_cast<size_t>(nd));
@@ -288,13 +337,10 @@ Status BuildTasks(const ArrayLayout& layout, const BoxBatch& bb, Plan* plan, boo
 
       uint32_t task_idx;
       if (dedup) {
-        auto [it, inserted] = task_of_chunk.try_emplace(builder.Linear(g.data()), 0);
-        if (inserted) {
-          it->second = builder.Add(g.data(), direct);
-        } else if (plan->tasks[it->second].direct == nullptr) {
-          plan->tasks[it->second].direct = direct;
-        }
-        task_idx = it->second;
+        bool inserted = false;
+        task_idx = task_of_chunk->FindOrAdd(builder.Linear(g.data()), &inserted,
+                                            [&] { return builder.Add(g.data(), direct); });
+        if (!inserted && plan->tasks[task_idx].direct == nullptr) plan->tasks[task_idx].direct = direct;
       } else {
         task_idx = builder.Add(g.data(), direct);
       }
@@ -310,7 +356,7 @@ Status BuildTasks(const ArrayLayout& layout, const BoxBatch& bb, Plan* plan, boo
       if (d < 0) break;
     }
   }
-  task_of_chunk = {};  // free before the counting sort's copy
+  task_of_chunk.reset();  // free before the counting sort's copy
 
   // Group pieces by task (stable counting sort), so a task's pieces are contiguous.
   std::vector<uint32_t> counts(plan->tasks.size() + 1, 0);

@@ -3,7 +3,9 @@
 // offset, fills grouped, direct uncompressed reads kept apart).
 #include "read/planner.h"
 
+#include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -131,6 +133,38 @@ TEST(PlannerTest, IdenticalCropsShareEveryChunk) {
   EXPECT_EQ(p.tasks.size(), 9u);
   for (const ChunkTask& task : p.tasks) EXPECT_EQ(task.num_pieces, 5u);
   EXPECT_EQ(p.pieces.size(), 45u);
+}
+
+TEST(PlannerTest, ManyOverlappingBoxesGiveOneTaskPerChunk) {
+  // Hundreds of random overlapping boxes over a 64 x 64 chunk grid: the deduplication table
+  // sees thousands of chunks with many repeats; every chunk must be one task, with one piece
+  // per box that touches it, whatever order the boxes come in.
+  TestLayout t = MakeLayout({1024, 1024}, {16, 16});
+  std::mt19937_64 rng(7);
+  std::vector<Selection> sels;
+  std::vector<std::vector<uint8_t>> outs;
+  std::vector<DstView> views;
+  std::map<std::pair<int64_t, int64_t>, uint32_t> want;  // chunk -> boxes touching it
+  for (int b = 0; b < 300; ++b) {
+    const int64_t h = 1 + static_cast<int64_t>(rng() % 120), w = 1 + static_cast<int64_t>(rng() % 120);
+    const int64_t y = static_cast<int64_t>(rng() % static_cast<uint64_t>(1024 - h + 1));
+    const int64_t x = static_cast<int64_t>(rng() % static_cast<uint64_t>(1024 - w + 1));
+    sels.push_back(Box({y, x}, {h, w}));
+    outs.emplace_back(static_cast<size_t>(h * w));
+    for (int64_t cy = y / 16; cy <= (y + h - 1) / 16; ++cy) {
+      for (int64_t cx = x / 16; cx <= (x + w - 1) / 16; ++cx) ++want[{cy, cx}];
+    }
+  }
+  for (size_t b = 0; b < sels.size(); ++b) views.push_back(View(outs[b], {sels[b][0].count, sels[b][1].count}));
+  Plan p;
+  ASSERT_TRUE(BuildTasks(t.l, sels, views, &p).ok());
+  ASSERT_EQ(p.tasks.size(), want.size());
+  std::map<std::pair<int64_t, int64_t>, uint32_t> got;
+  for (const ChunkTask& task : p.tasks) {
+    const std::vector<int64_t> c = Coords(p, task);
+    EXPECT_TRUE(got.emplace(std::make_pair(c[0], c[1]), task.num_pieces).second) << "chunk planned twice";
+  }
+  EXPECT_EQ(got, want);
 }
 
 TEST(PlannerTest, WholeChunkInContiguousRunIsDirect) {
