@@ -255,7 +255,22 @@ STANDALONE_HEADINGS = ("## Thread scaling and the serial share of a call", "## D
                        "## Two-thread rows against every stage of a read (issue 13's 2-thread targets)")
 
 
-def keep_standalone(existing: str, new: str) -> str:
+def _target_rows(lines: list[str]) -> tuple[int, int]:
+    """[start, end) of the Targets table's body rows in `lines` (empty when absent)."""
+    t = next((i for i, x in enumerate(lines) if x.startswith("## Targets")), None)
+    if t is None:
+        return 0, 0
+    a = next((i for i in range(t + 1, len(lines)) if lines[i].startswith("|---")), None)
+    if a is None:
+        return 0, 0
+    b = next((i for i in range(a + 1, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return a + 1, b
+
+
+def keep_standalone(existing: str, new: str, suite_ids: frozenset = frozenset()) -> str:
+    """`new` (a suite run's RESULTS.md) with the standalone sections of `existing`, and the
+    Targets rows of workloads not in `suite_ids` (W9, W10, ...: the suite's own rows are
+    the new run's), carried over."""
     old = existing.splitlines()
     kept = []
     for heading in STANDALONE_HEADINGS:
@@ -264,13 +279,19 @@ def keep_standalone(existing: str, new: str) -> str:
             continue
         b = next((i for i in range(a + 1, len(old)) if old[i].startswith("## ")), len(old))
         kept += old[a:b]
-    if not kept:
+    oa, ob = _target_rows(old)
+    kept_rows = [x for x in old[oa:ob] if x.split("|")[1].strip() not in suite_ids]
+    if not kept and not kept_rows:
         return new
     lines = new.splitlines()
     lines = [x for x in lines if not any(x.startswith(h) for h in STANDALONE_HEADINGS)]
     at = next((i for i, x in enumerate(lines) if x.startswith("## Targets")), len(lines))
     lines[at:at] = kept
+    _, nb = _target_rows(lines)
+    if nb > 0:
+        lines[nb:nb] = kept_rows
     return "\n".join(lines) + "\n"
+
 
 
 def merge_w7(existing: str, doc: dict, md: str) -> str:

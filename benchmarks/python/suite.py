@@ -722,7 +722,7 @@ def main(argv=None) -> int:
     elif full_mode or args.write_results:
         new = report.results_md(doc, md)
         if args.results_md.exists():
-            new = report.keep_standalone(args.results_md.read_text(), new)
+            new = report.keep_standalone(args.results_md.read_text(), new, frozenset(w.id for w in WORKLOADS))
         args.results_md.write_text(new)
         log(f"wrote {args.results_md}")
     log(f"wrote {args.out}/results.json, results.md{'' if args.no_plot else ', results.png'} "

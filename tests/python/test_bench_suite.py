@@ -178,3 +178,30 @@ def test_percall_benchmark_runs(tmp_path):
     for name in ("lsio arr[box]", "lsio read(out=)", "lsio read_crops(1)"):
         assert rows[name]["status"] == "ok" and rows[name]["us_per_call"] > 0 and rows[name]["engine_us"] > 0
     assert rows["lsio read(out=)"]["threaded_calls_s"] > 0
+
+
+def test_suite_rewrite_keeps_standalone_sections_and_target_rows():
+    """report.keep_standalone: a suite run rewrites RESULTS.md; the hand-written sections of the
+    standalone scripts and their Targets rows (W9, W10, ...) survive it, once each."""
+    sys.path.insert(0, str(ROOT / "benchmarks" / "python"))
+    import report
+
+    existing = "\n".join([
+        "# Benchmark results", "", "## Throughput (medians)", "old table", "",
+        "## Decoded-chunk cache (W9)", "", "w9 text", "",
+        "## Targets", "", "| workload | cache | threads | reader | target | result |", "|---|---|---|---|---|---|",
+        "| W1 | hot | 2 | lsio | >= 2x | missed (old) |",
+        "| W9 | hot | 2 | lsio cache_bytes | 3x | met (8.8x) |",
+        "| DataLoader feed | hot | 2 | lsio.torch | >= 0.9x | met |", "", "## Stores", "stores", ""])
+    new = "\n".join([
+        "# Benchmark results", "", "## Throughput (medians)", "new table", "",
+        "## Targets", "", "| workload | cache | threads | reader | target | result |", "|---|---|---|---|---|---|",
+        "| W1 | hot | 2 | lsio | >= 2x | missed (new) |", "", "## Stores", "stores", ""])
+    out = report.keep_standalone(existing, new, frozenset({"W1", "W4", "W7"}))
+    assert "new table" in out and "old table" not in out
+    assert out.count("## Decoded-chunk cache (W9)") == 1 and "w9 text" in out
+    assert out.index("## Decoded-chunk cache (W9)") < out.index("## Targets")
+    assert "missed (new)" in out and "missed (old)" not in out
+    assert out.count("| W9 | hot") == 1 and out.count("| DataLoader feed |") == 1
+    rows = out[out.index("## Targets"):out.index("## Stores")]
+    assert "| W9 | hot" in rows and "| DataLoader feed |" in rows
