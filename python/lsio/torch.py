@@ -198,9 +198,11 @@ def pool_stats() -> Dict[str, int]:
 
     In the main process: ``pooled_batches``, batch tensors received on a worker's slot;
     ``released``, slots handed back because every tensor of their batch was dropped;
-    ``held``, received ones still alive. In a worker (e.g. from a ``collate_fn``):
-    ``slots``, slots this worker allocated; ``fresh``, batches that got a new shared tensor
-    because every slot was still in use.
+    ``kept``, slots never handed back because this process passed their memory on to
+    another process; ``held``, received ones still alive. In a worker (e.g. from a
+    ``collate_fn``): ``slots``, slots this worker allocated; ``fresh``, batches that got a
+    new shared tensor because every slot was still in use; ``retired``, slots whose memory
+    left the worker untracked (a plain view, e.g. from TorchScript) and were replaced.
     """
     return {**_torch_pool.main_stats(), **_torch_pool.worker_stats()}
 
