@@ -213,17 +213,9 @@ def batch_tensors(
     out = []
     for shape, dt, off in zip(shapes, dtypes, offsets):
         t = torch.empty(0, dtype=dt)
-        t.set_(slot.storage, off // t.element_size(), shape, _contiguous_strides(shape))
+        t.set_(slot.storage, off // t.element_size(), shape)  # C-contiguous
         out.append(t.as_subclass(PoolTensor))
     return out
-
-
-def _contiguous_strides(shape: Sequence[int]) -> Tuple[int, ...]:
-    strides, acc = [], 1
-    for d in reversed(shape):
-        strides.append(acc)
-        acc *= max(int(d), 1)
-    return tuple(reversed(strides))
 
 
 def _fresh_shared(shape: Tuple[int, ...], dt: "torch.dtype") -> torch.Tensor:
