@@ -384,6 +384,8 @@ void BindArray(py::module_& m) {
     d["waves"] = p.waves;
     d["workers"] = p.workers;
     d["units"] = p.units;
+    d["streamed"] = p.streamed;
+    d["stream_threshold_bytes"] = p.stream_threshold_bytes;
     return d;
   });
 

@@ -16,6 +16,8 @@ namespace lsio {
 /// thread's serial share, of which plan_ns went to enumerating the chunk pieces of the
 /// selection, resolve_ns to locating chunks (shard-index lookups, descriptor opens, chunk
 /// cache lookups) and coalesce_ns to grouping them into reads; the rest is setup.
+/// streamed: the chunks were copied into the output with non-temporal stores, as for every
+/// box read whose output reaches stream_threshold_bytes (a quarter of the last-level cache).
 struct CallProfile {
   uint64_t total_ns = 0;
   uint64_t workers_ns = 0;
@@ -25,6 +27,8 @@ struct CallProfile {
   uint32_t waves = 0;
   int workers = 0;     ///< the most workers a wave ran with
   uint64_t units = 0;  ///< I/O units (coalesced reads and fill groups)
+  bool streamed = false;
+  uint64_t stream_threshold_bytes = 0;
 };
 
 }  // namespace lsio

@@ -270,6 +270,7 @@ struct CallState {
   uint64_t batch_bytes = 0;  // read buffer per worker batch (may be below ctx->batch_bytes)
   const std::vector<uint8_t>* fill = nullptr;  // fill element in the output's type
   int workers = 1;                             // threads working on this wave
+  bool stream = false;  // scatter with non-temporal stores (an output larger than the cache)
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   std::mutex mu;
@@ -410,6 +411,8 @@ void Scatter(const CallState& cs, const ChunkTask& t, const uint8_t* src) {
     if (cs.ctx->convert != nullptr) {
       ConvertStrided(cs.ctx->convert, pc.dst, dst_strides, from, sstride, count, nd,
                      cs.ctx->scale, cs.ctx->offset);
+    } else if (cs.stream) {
+      CopyStridedStreaming(pc.dst, dst_strides, from, sstride, count, nd, l.itemsize);
     } else {
       CopyStrided(pc.dst, dst_strides, from, sstride, count, nd, l.itemsize, 1);
     }
@@ -918,7 +921,8 @@ Status CheckPlanBound(const ReadContext& ctx, const PlanBound& bound) {
       ": read fewer crops or indices at once, or raise memory_limit");
 }
 
-Status RunPlan(const ReadContext& ctx, Plan& plan);
+// `stream`: scatter chunks into the output with non-temporal stores (CopyStridedStreaming).
+Status RunPlan(const ReadContext& ctx, Plan& plan, bool stream);
 
 }  // namespace
 
@@ -946,6 +950,7 @@ uint64_t NsSince(ProfileClock::time_point t0) {
 template <typename F>
 Status Profiled(F&& call) {
   t_profile = CallProfile{};
+  t_profile.stream_threshold_bytes = StreamingThresholdBytes();
   const auto t0 = ProfileClock::now();
   Status st = call();
   t_profile.total_ns = NsSince(t0);
@@ -971,7 +976,17 @@ Status ExecuteReadImpl(const ReadContext& ctx, const BoxBatch& batch) {
   const auto t_plan = ProfileClock::now();
   LSIO_RETURN_IF_ERROR(BuildTasks(l, batch, &plan, /*allow_direct=*/ctx.convert == nullptr, ctx.interrupted));
   t_profile.plan_ns += NsSince(t_plan);
-  return RunPlan(ctx, plan);
+  // A batch whose output exceeds what the cache keeps is scattered with non-temporal stores:
+  // cached stores would first read each output line from memory only to overwrite it (W8,
+  // 16 MiB of crops per call: 1.09-1.18x). Smaller outputs stay cached for the caller.
+  const size_t out_isz = ctx.convert != nullptr ? ctx.out_itemsize : l.itemsize;
+  uint64_t out_bytes = 0;
+  for (size_t b = 0; b < batch.size && out_bytes < StreamingThresholdBytes(); ++b) {
+    uint64_t n = out_isz;
+    for (int d = 0; d < batch.ndim; ++d) n *= static_cast<uint64_t>(std::max<int64_t>(0, batch.Count(b, d)));
+    out_bytes += n;
+  }
+  return RunPlan(ctx, plan, /*stream=*/out_bytes >= StreamingThresholdBytes());
 }
 
 Status ExecuteReadImpl(const ReadContext& ctx, const OuterSelection& sel) {
@@ -982,7 +997,7 @@ Status ExecuteReadImpl(const ReadContext& ctx, const OuterSelection& sel) {
   const auto t_plan = ProfileClock::now();
   LSIO_RETURN_IF_ERROR(BuildTasks(l, sel, &plan, /*allow_direct=*/ctx.convert == nullptr));
   t_profile.plan_ns += NsSince(t_plan);
-  return RunPlan(ctx, plan);
+  return RunPlan(ctx, plan, /*stream=*/false);  // outer plans copy runs of any length
 }
 
 namespace {
@@ -1004,7 +1019,7 @@ void LookUpCached(const ReadContext& ctx, uint32_t first, uint32_t last, Plan* p
   }
 }
 
-Status RunPlan(const ReadContext& ctx, Plan& plan) {
+Status RunPlan(const ReadContext& ctx, Plan& plan, bool stream) {
   const ArrayLayout& l = *ctx.layout;
   const StoreTraits traits = ctx.store->traits();
   // With a chunk cache, chunk files are opened while resolving: their version keys the cache.
@@ -1048,6 +1063,7 @@ Status RunPlan(const ReadContext& ctx, Plan& plan) {
     cs.plan = &plan;
     cs.traits = traits;
     cs.fill = &fill;
+    cs.stream = stream;
     int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(max_workers), plan.units.size()));
     LSIO_RETURN_IF_ERROR(FitMemory(ctx, plan, &workers, &cs.batch_bytes));
     ThreadPool* pool = nullptr;
@@ -1064,6 +1080,7 @@ Status RunPlan(const ReadContext& ctx, Plan& plan) {
     t_profile.waves += 1;
     t_profile.workers = std::max(t_profile.workers, workers);
     t_profile.units += plan.units.size();
+    t_profile.streamed = stream;
     if (cs.failed.load()) return cs.error;
   }
   return Status::Ok();

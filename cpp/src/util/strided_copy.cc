@@ -3,7 +3,14 @@
 // item sizes compile to plain loads and stores.
 #include "util/strided_copy.h"
 
+#include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <string>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace lsio {
 namespace {
@@ -51,7 +58,88 @@ void CopyRun(uint8_t* dst, int64_t ds, const uint8_t* src, int64_t ss, int64_t n
   }
 }
 
+// One row with non-temporal stores for its whole 64-byte lines; the partial lines at either
+// end are stored normally (a partial non-temporal line costs more than the read it saves).
+// SSE2 is part of x86-64, so no dispatch is needed; other CPUs copy normally.
+inline void StreamRow(uint8_t* d, const uint8_t* s, size_t n) {
+#if defined(__SSE2__)
+  const size_t head = std::min(n, (64 - (reinterpret_cast<uintptr_t>(d) & 63)) & 63);
+  std::memcpy(d, s, head);
+  d += head;
+  s += head;
+  n -= head;
+  for (; n >= 64; d += 64, s += 64, n -= 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 32));
+    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 48), e);
+  }
+#endif
+  std::memcpy(d, s, n);
+}
+
 }  // namespace
+
+void CopyStridedStreaming(uint8_t* dst, const int64_t* dst_strides, const uint8_t* src,
+                          const int64_t* src_strides, const int64_t* shape, int ndim, size_t itemsize) {
+  const int64_t isz = static_cast<int64_t>(itemsize);
+  const size_t row = ndim == 0 ? itemsize : static_cast<size_t>(shape[ndim - 1]) * itemsize;
+  if (ndim == 0 || row < kMinStreamedRow || dst_strides[ndim - 1] != isz || src_strides[ndim - 1] != isz) {
+    CopyStrided(dst, dst_strides, src, src_strides, shape, ndim, itemsize, 1);
+    return;
+  }
+  ForEachInnerRun(dst, dst_strides, src, src_strides, shape, ndim,
+                  [row](uint8_t* d, const uint8_t* s) { StreamRow(d, s, row); });
+#if defined(__SSE2__)
+  // Non-temporal stores are weakly ordered: fenced before anything says the rows are written.
+  _mm_sfence();
+#endif
+}
+
+namespace {
+
+// The last-level cache's size from sysfs (what lscpu shows), 0 if unknown. sysconf's figure
+// comes from cpuid, which in VMs reports the host's whole L3 (320 MiB on the 2-core dev VM,
+// whose sysfs says 32 MiB).
+uint64_t LastLevelCacheBytes() {
+  int best_level = 0;
+  uint64_t best = 0;
+  for (int i = 0; i < 8; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::ifstream level_file(dir + "level");
+    std::ifstream size_file(dir + "size");
+    int level = 0;
+    uint64_t size = 0;
+    std::string unit;
+    if (!(level_file >> level) || !(size_file >> size)) break;
+    size_file >> unit;  // "32768K": the number stops at the unit letter
+    if (unit == "K") size <<= 10;
+    else if (unit == "M") size <<= 20;
+    else if (unit == "G") size <<= 30;
+    if (level > best_level) {
+      best_level = level;
+      best = size;
+    }
+  }
+  return best;
+}
+
+// Computed when the library loads, so no first call can leave a half-done once-flag to a
+// forked child; a read-only number, the same in every process.
+const uint64_t g_streaming_threshold = [] {
+  constexpr uint64_t kMiB = 1u << 20;
+  const uint64_t llc = LastLevelCacheBytes();
+  if (llc == 0) return 8 * kMiB;
+  return std::max<uint64_t>(4 * kMiB, llc / 4);
+}();
+
+}  // namespace
+
+uint64_t StreamingThresholdBytes() { return g_streaming_threshold; }
 
 void CopyStrided(uint8_t* dst, const int64_t* dst_strides, const uint8_t* src,
                  const int64_t* src_strides, const int64_t* shape, int ndim, size_t itemsize,

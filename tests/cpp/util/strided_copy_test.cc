@@ -1,6 +1,7 @@
-// CopyStrided / FillStrided / ByteSwapInPlace: byte-exact results for contiguous, transposed,
-// negative and odd strides, byte swapping per component, and fill patterns, with canaries
-// proving that nothing outside the addressed elements is written.
+// CopyStrided / CopyStridedStreaming / FillStrided / ByteSwapInPlace: byte-exact results for
+// contiguous, transposed, negative and odd strides, byte swapping per component, fill
+// patterns, and streamed rows at every alignment, with canaries proving that nothing outside
+// the addressed elements is written.
 #include "util/strided_copy.h"
 
 #include <algorithm>
@@ -84,6 +85,72 @@ TEST(StridedCopyTest, GappedDestinationLeavesGapsUntouched) {
     EXPECT_EQ(v, i + 1);
     for (size_t b = 4; b < 12; ++b) EXPECT_EQ(dst[12 * i + b], kCanary) << i << "," << b;
   }
+}
+
+// Rows of every length around the streaming cut-off and the 64-byte line, written at every
+// byte offset in a line, into rows separated by canary gaps: the same bytes as CopyStrided,
+// and nothing between or around the rows.
+TEST(StridedCopyTest, StreamingCopyMatchesCopyAtEveryAlignmentAndLength) {
+  const size_t lengths[] = {1, 63, 64, 65, kMinStreamedRow - 1, kMinStreamedRow, kMinStreamedRow + 1,
+                            kMinStreamedRow + 63, 512, 1000, 4096 + 17};
+  for (size_t len : lengths) {
+    for (size_t misalign = 0; misalign < 64; misalign += 7) {
+      const int64_t rows = 3;
+      const int64_t gap = 37;
+      const int64_t dst_row_stride = static_cast<int64_t>(len) + gap;
+      std::vector<uint8_t> src(static_cast<size_t>(rows) * len);
+      for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 131 + len);
+      const size_t size = 128 + misalign + static_cast<size_t>(rows * dst_row_stride) + 64;
+      const int64_t shape[] = {rows, static_cast<int64_t>(len)};
+      const int64_t ss[] = {static_cast<int64_t>(len), 1};
+      const int64_t ds[] = {dst_row_stride, 1};
+      // 64-aligned base, then the offset under test.
+      auto at = [misalign](std::vector<uint8_t>& v) {
+        const uintptr_t p = reinterpret_cast<uintptr_t>(v.data());
+        return v.data() + ((64 - (p & 63)) & 63) + misalign;
+      };
+      std::vector<uint8_t> want(size, kCanary);
+      std::vector<uint8_t> got(size, kCanary);
+      uint8_t* w = at(want);
+      uint8_t* g = at(got);
+      CopyStrided(w, ds, src.data(), ss, shape, 2, 1, 1);
+      CopyStridedStreaming(g, ds, src.data(), ss, shape, 2, 1);
+      // The two buffers' bases differ in alignment: compare from the copies' starts on.
+      const size_t span = static_cast<size_t>(rows * dst_row_stride) + 32;
+      ASSERT_EQ(std::vector<uint8_t>(g, g + span), std::vector<uint8_t>(w, w + span))
+          << "row " << len << " at offset " << misalign;
+      // Only the rows were written: as many non-canary bytes as the source has.
+      size_t written = 0;
+      for (uint8_t b : got) written += b != kCanary;
+      size_t nonsentinel = 0;
+      for (uint8_t b : src) nonsentinel += b != kCanary;
+      EXPECT_EQ(written, nonsentinel) << "row " << len << " at offset " << misalign;
+    }
+  }
+}
+
+TEST(StridedCopyTest, StreamingCopyFallsBackForStridedRowsAndItems) {
+  // Elements of 4 bytes with a gapped destination row: not a contiguous run, copied as
+  // CopyStrided copies it.
+  auto src = Iota<uint32_t>(200, 7);
+  std::vector<uint8_t> want(200 * 8 + 64, kCanary);
+  std::vector<uint8_t> got = want;
+  const int64_t shape[] = {2, 100};
+  const int64_t ss[] = {400, 4};
+  const int64_t ds[] = {800, 8};
+  CopyStrided(want.data(), ds, reinterpret_cast<const uint8_t*>(src.data()), ss, shape, 2, 4, 1);
+  CopyStridedStreaming(got.data(), ds, reinterpret_cast<const uint8_t*>(src.data()), ss, shape, 2, 4);
+  EXPECT_EQ(got, want);
+  // A zero-dimensional copy is one element.
+  uint64_t one = 0x1122334455667788ull, out = 0;
+  CopyStridedStreaming(reinterpret_cast<uint8_t*>(&out), nullptr, reinterpret_cast<const uint8_t*>(&one), nullptr,
+                       nullptr, 0, 8);
+  EXPECT_EQ(out, one);
+}
+
+TEST(StridedCopyTest, StreamingThresholdIsAtLeastFourMiB) {
+  EXPECT_GE(StreamingThresholdBytes(), 4u << 20);
+  EXPECT_EQ(StreamingThresholdBytes(), StreamingThresholdBytes());
 }
 
 TEST(StridedCopyTest, SwapUnitEqualToItemsizeByteSwapsEachElement) {
