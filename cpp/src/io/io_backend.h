@@ -49,6 +49,11 @@ struct ReadRequest {
   Status status;             ///< set by the backend before on_done runs
   uint64_t transferred = 0;  ///< bytes read, set by the backend before on_done runs
   bool inline_hit = false;   ///< served from the page cache by the inline RWF_NOWAIT attempt
+  /// `fd` is still O_NONBLOCK (a file opened for this one read, OpenOnce): a backend clears
+  /// the flag before any read that could block, since io_uring answers EAGAIN on such a
+  /// descriptor instead of waiting. Reads served inline (RWF_NOWAIT) and plain pread,
+  /// which ignores the flag on regular files, never need the extra fcntl.
+  bool fd_nonblocking = false;
 };
 
 class IoBackend {

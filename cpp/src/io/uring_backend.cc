@@ -373,6 +373,15 @@ class UringBackend final : public IoBackend {
         if (!flushed || !pass.Reap(/*wait=*/false)) return pass.FailAll(i + 1);
         continue;
       }
+      // A miss goes to the ring (or to pread): the descriptor must block from here on.
+      if (r.fd_nonblocking) {
+        if (fcntl(r.fd, F_SETFL, 0) != 0) {
+          r.status = Status::IoError("fcntl failed", errno).WithRange(r.offset, r.length);
+          on_done(i);
+          continue;
+        }
+        r.fd_nonblocking = false;
+      }
       if (!pass.EnsureRing()) {
         // Cannot happen after a successful probe unless resources ran out: serve this miss
         // with pread so the call still completes.

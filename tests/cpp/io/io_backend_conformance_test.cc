@@ -529,6 +529,47 @@ TEST(UringBackendTest, PartialInlineReadIsFinishedByTheRing) {
   EXPECT_GE(inline_calls, 2u) << "expected one partial inline read, then EAGAIN";
 }
 
+// A file opened for one read stays O_NONBLOCK (ReadRequest::fd_nonblocking): a page-cache
+// hit is served inline without touching the flag (no fcntl per file), a miss clears it
+// before the ring reads (io_uring answers EAGAIN on an O_NONBLOCK descriptor), and the
+// plain ring backend clears it for every such request.
+TEST(UringBackendTest, NonblockingDescriptorIsClearedOnlyForReadsThatLeaveTheInlinePath) {
+  LSIO_SKIP_WITHOUT_URING();
+  ResetFaults();
+  lsio_test::TempDir dir;
+  const Bytes content = lsio_test::PatternBytes(20000, 5);
+  const std::string path = dir.Write("f", content);
+  struct Case {
+    bool nowait;
+    int64_t nowait_budget;  // -1: every inline attempt hits
+    bool expect_cleared;
+  };
+  for (const Case c : {Case{true, -1, false}, Case{true, 0, true}, Case{true, 700, true}, Case{false, -1, true}}) {
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    ASSERT_GE(fd, 0);
+    auto b = MakeUringBackend(8, c.nowait);
+    ASSERT_TRUE(b.ok());
+    GetFaults().nowait_budget = c.nowait_budget;
+    Guarded g(9000);
+    std::vector<ReadRequest> reqs(1);
+    reqs[0].fd = fd;
+    reqs[0].offset = 1234;
+    reqs[0].length = 9000;
+    reqs[0].dst = g.data();
+    reqs[0].fd_nonblocking = true;
+    (*b)->Read(reqs, [](size_t) {});
+    ResetFaults();
+    const int flags = fcntl(fd, F_GETFL);
+    close(fd);
+    const std::string what = std::string(c.nowait ? "uring+nowait" : "uring") + ", inline budget " +
+                             std::to_string(c.nowait_budget);
+    ASSERT_TRUE(reqs[0].status.ok()) << what << ": " << reqs[0].status.ToString();
+    EXPECT_EQ(g.contents(), Bytes(content.begin() + 1234, content.begin() + 1234 + 9000)) << what;
+    EXPECT_TRUE(g.GuardsIntact()) << what;
+    EXPECT_EQ((flags & O_NONBLOCK) == 0, c.expect_cleared) << what;
+  }
+}
+
 TEST(UringBackendTest, QueueDepthOneStillCompletesEveryRequest) {
   LSIO_SKIP_WITHOUT_URING();
   lsio_test::TempDir dir;
