@@ -180,6 +180,21 @@ def test_percall_benchmark_runs(tmp_path):
     assert rows["lsio read(out=)"]["threaded_calls_s"] > 0
 
 
+def test_paced_benchmark_runs(tmp_path):
+    """benchmarks/python/paced.py --quick: writes its small v2 store, checks each reader's first
+    batch against zarr-python, times paced batches and writes its JSON. No timing is asserted."""
+    pytest.importorskip("zarr", minversion="3")
+    script = ROOT / "benchmarks" / "python" / "paced.py"
+    out = tmp_path / "paced.json"
+    p = subprocess.run([sys.executable, str(script), "--quick", "--gaps", "0,5", "--json", str(out)],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    lsio_rows = [r for r in rows if r["reader"] == "lsio"]
+    assert [r["gap_ms"] for r in lsio_rows] == [0.0, 5.0]
+    assert all(r["check"] == "ok" and r["crops_per_s"] > 0 for r in rows)
+
+
 def test_suite_rewrite_keeps_standalone_sections_and_target_rows():
     """report.keep_standalone: a suite run rewrites RESULTS.md; the hand-written sections of the
     standalone scripts and their Targets rows (W9, W10, ...) survive it, once each."""

@@ -79,6 +79,7 @@ struct CallState {
   bool closed = false;
   const std::function<void()>* body = nullptr;
   std::exception_ptr error;  // first exception of a helper copy
+  int caller_cpu = -1;       // where the caller was when it woke the helpers
 };
 
 // Closes the call and waits for the helper copies that started, on return and on unwind
@@ -117,6 +118,7 @@ void RunHelper(CallState& s) {
       s.cv.notify_all();
     }
   } leave{s};
+  const LeaveCallerCpu apart(s.caller_cpu);
   try {
     (*s.body)();
   } catch (abi::__forced_unwind&) {
@@ -141,6 +143,7 @@ void RunOnWorkers(ThreadPool* pool, int extra, const std::function<void()>& body
     return;
   }
   state->body = &body;
+  state->caller_cpu = sched_getcpu();
   {
     JoinHelpers join(state.get());
     for (int i = 0; i < extra; ++i) {
@@ -155,6 +158,19 @@ void RunOnWorkers(ThreadPool* pool, int extra, const std::function<void()>& body
   // Every helper has finished: rethrow the first failure of one (after the join, so no
   // helper is left running with the caller's state).
   if (state->error) std::rethrow_exception(state->error);
+}
+
+LeaveCallerCpu::LeaveCallerCpu(int caller_cpu) {
+  if (caller_cpu < 0 || caller_cpu >= CPU_SETSIZE || sched_getcpu() != caller_cpu) return;
+  if (sched_getaffinity(0, sizeof(saved_), &saved_) != 0) return;
+  if (CPU_COUNT(&saved_) < 2 || !CPU_ISSET(caller_cpu, &saved_)) return;
+  cpu_set_t away = saved_;
+  CPU_CLR(caller_cpu, &away);
+  moved_ = sched_setaffinity(0, sizeof(away), &away) == 0;
+}
+
+LeaveCallerCpu::~LeaveCallerCpu() {
+  if (moved_) sched_setaffinity(0, sizeof(saved_), &saved_);
 }
 
 int AvailableCpus() {

@@ -18,7 +18,12 @@
 // Thread-safety: Submit and RunOnWorkers may be called from many threads at once; several
 // calls share the pool. The calling thread always works, so a busy pool delays a call but
 // never deadlocks it.
+//
+// Placement: a helper copy that starts on the CPU the caller was on when it woke the
+// helpers moves off that CPU for the call (LeaveCallerCpu).
 #pragma once
+
+#include <sched.h>
 
 #include <condition_variable>
 #include <deque>
@@ -64,6 +69,28 @@ class ThreadPool {
 /// after all copies that started have finished. Helpers that cannot be queued (bad_alloc)
 /// are simply not started.
 void RunOnWorkers(ThreadPool* pool, int extra, const std::function<void()>& body);
+
+/// Keeps the current thread off `caller_cpu` while the object lives. Linux may wake a pool
+/// thread onto the waker's CPU instead of an idle one: in KVM guests an idle vCPU the host
+/// has descheduled looks preempted (vcpu_is_preempted), and wakeups avoid it. Caller and
+/// helper then share one CPU in time slices until load balancing separates them, several
+/// milliseconds later: on the 2-core dev VM, read_crops calls made after a 30 ms pause ran
+/// at 1-thread speed (perf sched showed the helper migrated onto the caller's CPU). So a
+/// thread on `caller_cpu` narrows its affinity to its own mask minus that CPU, which moves
+/// it at once, and gets its mask back on destruction. Nothing happens when the thread is
+/// elsewhere, may run on one CPU only, or the kernel refuses the mask (cpusets).
+class LeaveCallerCpu {
+ public:
+  explicit LeaveCallerCpu(int caller_cpu);
+  ~LeaveCallerCpu();
+  LeaveCallerCpu(const LeaveCallerCpu&) = delete;
+  LeaveCallerCpu& operator=(const LeaveCallerCpu&) = delete;
+  bool moved() const { return moved_; }
+
+ private:
+  cpu_set_t saved_{};
+  bool moved_ = false;
+};
 
 /// Number of CPUs this process may run on (sched_getaffinity), at least 1.
 int AvailableCpus();

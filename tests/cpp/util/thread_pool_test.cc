@@ -2,6 +2,7 @@
 // a busy pool delays but never deadlocks a call, and helpers that start after the call has
 // returned do nothing (the body they would run may be gone), and exceptions from the body
 // (on the caller or on a helper) reach the caller only after every copy has finished.
+// LeaveCallerCpu moves a thread off the caller's CPU and gives it its affinity back.
 #include "util/thread_pool.h"
 
 #include <sched.h>
@@ -266,6 +267,91 @@ TEST(ThreadPoolTest, AvailableCpusMatchesAffinity) {
   CPU_ZERO(&set);
   ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
   EXPECT_EQ(n, CPU_COUNT(&set));
+}
+
+cpu_set_t CurrentMask() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  EXPECT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  return set;
+}
+
+// Runs fn on a fresh thread, so that affinity changes never reach the test's own thread.
+template <typename F>
+void OnOwnThread(F fn) {
+  std::thread t(fn);
+  t.join();
+}
+
+TEST(LeaveCallerCpuTest, MovesOffTheCallersCpuForItsLifetimeThenRestoresTheMask) {
+  if (AvailableCpus() < 2) GTEST_SKIP() << "needs two CPUs to move between; this process may use one";
+  OnOwnThread([] {
+    const cpu_set_t before = CurrentMask();
+    bool seen = false;
+    // The thread may migrate between reading its CPU and the constructor's own check: retry.
+    for (int attempt = 0; attempt < 200 && !seen; ++attempt) {
+      const int cpu = sched_getcpu();
+      LeaveCallerCpu apart(cpu);
+      if (!apart.moved()) continue;
+      seen = true;
+      cpu_set_t want = before;
+      CPU_CLR(cpu, &want);
+      const cpu_set_t during = CurrentMask();
+      EXPECT_TRUE(CPU_EQUAL(&during, &want));
+      EXPECT_NE(sched_getcpu(), cpu);  // sched_setaffinity moved it before returning
+    }
+    EXPECT_TRUE(seen) << "never found itself on the CPU it had just read";
+    const cpu_set_t after = CurrentMask();
+    EXPECT_TRUE(CPU_EQUAL(&after, &before));
+  });
+}
+
+TEST(LeaveCallerCpuTest, DoesNothingElsewhereOrWhenPinnedToOneCpu) {
+  OnOwnThread([] {
+    const cpu_set_t before = CurrentMask();
+    {
+      LeaveCallerCpu none(-1);
+      EXPECT_FALSE(none.moved());
+      LeaveCallerCpu beyond(CPU_SETSIZE);
+      EXPECT_FALSE(beyond.moved());
+    }
+    const cpu_set_t unchanged = CurrentMask();
+    EXPECT_TRUE(CPU_EQUAL(&unchanged, &before));
+    // Pinned to one CPU (a DataLoader worker under taskset): it stays.
+    const int cpu = sched_getcpu();
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+    {
+      LeaveCallerCpu pinned(cpu);
+      EXPECT_FALSE(pinned.moved());
+      EXPECT_EQ(sched_getcpu(), cpu);
+    }
+    const cpu_set_t still = CurrentMask();
+    EXPECT_TRUE(CPU_EQUAL(&still, &one));
+  });
+}
+
+TEST(ThreadPoolTest, HelpersKeepTheirAffinityAcrossCalls) {
+  // Whether or not a helper starts on the caller's CPU (the scheduler decides), its copy
+  // of each call ends with the pool thread's own mask.
+  ThreadPool pool;
+  ASSERT_EQ(pool.EnsureThreads(1), 1);
+  std::promise<cpu_set_t> first;
+  pool.Submit([&] { first.set_value(CurrentMask()); });
+  const cpu_set_t want = first.get_future().get();
+  std::atomic<int> work{0};
+  for (int call = 0; call < 50; ++call) {
+    RunOnWorkers(&pool, 1, [&] {
+      for (int i = 0; i < 1000; ++i) work.fetch_add(1, std::memory_order_relaxed);
+    });
+  }
+  EXPECT_GE(work.load(), 50 * 1000);  // the caller's copy of every call ran
+  std::promise<cpu_set_t> last;
+  pool.Submit([&] { last.set_value(CurrentMask()); });
+  const cpu_set_t got = last.get_future().get();
+  EXPECT_TRUE(CPU_EQUAL(&got, &want));
 }
 
 }  // namespace
