@@ -11,8 +11,8 @@ Back to back (gap 0) this is W8/W1; with pauses it shows what the pause costs th
 On the 2-core dev VM (a KVM guest), a pause of 30 ms or more used to make lsio's 2-thread
 calls run at about 1-thread speed: the kernel woke the pool's helper onto the caller's CPU
 (the other, idle vCPU looked preempted) and the two shared it until load balancing moved one,
-several ms later. lsio's helpers now leave the caller's CPU when they start on it
-(``LeaveCallerCpu``, util/thread_pool.h).
+several ms later. lsio's helpers now stay off the caller's CPU for the call when they start
+on it (``LeaveCallerCpu``, util/thread_pool.h).
 
 Readers: lsio (``read_crops`` into a reused ``out``, ``threads``) and TensorStore (its zarr
 driver for v2 stores, zarr3 for v3, concurrency limits = ``threads``), each checked against

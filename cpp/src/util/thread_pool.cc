@@ -162,15 +162,19 @@ void RunOnWorkers(ThreadPool* pool, int extra, const std::function<void()>& body
 
 LeaveCallerCpu::LeaveCallerCpu(int caller_cpu) {
   if (caller_cpu < 0 || caller_cpu >= CPU_SETSIZE || sched_getcpu() != caller_cpu) return;
-  if (sched_getaffinity(0, sizeof(saved_), &saved_) != 0) return;
-  if (CPU_COUNT(&saved_) < 2 || !CPU_ISSET(caller_cpu, &saved_)) return;
-  cpu_set_t away = saved_;
-  CPU_CLR(caller_cpu, &away);
-  moved_ = sched_setaffinity(0, sizeof(away), &away) == 0;
+  if (sched_getaffinity(0, sizeof(own_), &own_) != 0) return;
+  if (CPU_COUNT(&own_) < 2 || !CPU_ISSET(caller_cpu, &own_)) return;
+  away_ = own_;
+  CPU_CLR(caller_cpu, &away_);
+  moved_ = sched_setaffinity(0, sizeof(away_), &away_) == 0;
 }
 
 LeaveCallerCpu::~LeaveCallerCpu() {
-  if (moved_) sched_setaffinity(0, sizeof(saved_), &saved_);
+  if (!moved_) return;
+  cpu_set_t now;
+  if (sched_getaffinity(0, sizeof(now), &now) != 0 || !CPU_EQUAL(&now, &away_)) return;  // changed by someone else
+  // A second try if the kernel could not allocate for the first: never left narrowed.
+  if (sched_setaffinity(0, sizeof(own_), &own_) != 0) sched_setaffinity(0, sizeof(own_), &own_);
 }
 
 int AvailableCpus() {
