@@ -14,9 +14,9 @@ calls run at about 1-thread speed: the kernel woke the pool's helper onto the ca
 several ms later. lsio's helpers now stay off the caller's CPU for the call when they start
 on it (``LeaveCallerCpu``, util/thread_pool.h).
 
-Readers: lsio (``read_crops`` into a reused ``out``, ``threads``) and TensorStore (its zarr
-driver for v2 stores, zarr3 for v3, concurrency limits = ``threads``), each checked against
-zarr-python on the first batch.
+Readers: the suite's adapters from ``readers.py``, lsio (``read_crops`` into a reused ``out``)
+and TensorStore (its zarr driver for v2 stores, zarr3 for v3, concurrency limits =
+``threads``, one batch per call), each checked against zarr-python on the first batch.
 """
 
 from __future__ import annotations
@@ -59,30 +59,22 @@ def make_batches(shape, n, seed=0):
 
 
 def open_readers(path: Path, threads: int, names):
-    readers = {}
-    if "lsio" in names:
-        import lsio
+    """The suite's adapters (readers.py), so paced and suite figures compare alike."""
+    import readers as readers_mod
 
-        arr = lsio.open(str(path), threads=threads)
-        out = np.empty((16, *CROP), arr.dtype)
-        out.fill(0)
-        readers["lsio"] = lambda starts: arr.read_crops(starts, CROP, out=out)
-    if "tensorstore" in names:
+    makers = {"lsio": lambda: readers_mod.LsioReader(str(path), threads),
+              # driver "zarr" for Zarr v2 stores (W8's), "zarr3" for v3
+              "tensorstore": lambda: readers_mod.TensorStoreReader(
+                  str(path), threads, driver="zarr" if (path / ".zarray").exists() else "zarr3")}
+    out = {}
+    for name in names:
         try:
-            import tensorstore as ts
+            r = makers[name]()
         except ImportError as e:
-            log(f"  tensorstore: not installed ({e})")
-        else:
-            driver = "zarr" if (path / ".zarray").exists() else "zarr3"
-            ctx = ts.Context({"data_copy_concurrency": {"limit": threads}, "file_io_concurrency": {"limit": threads}})
-            t = ts.open({"driver": driver, "kvstore": {"driver": "file", "path": str(path)}}, read=True,
-                        context=ctx).result()
-
-            def ts_read(starts):
-                futs = [t[a:a + CROP[0], b:b + CROP[1], c:c + CROP[2]].read() for a, b, c in starts]
-                return np.stack([f.result() for f in futs])
-            readers["tensorstore"] = ts_read
-    return readers
+            log(f"  {name}: not installed ({e})")
+            continue
+        out[name] = lambda starts, r=r: r.crops(starts, CROP)
+    return out
 
 
 def main() -> int:
@@ -112,7 +104,7 @@ def main() -> int:
     want = np.stack([z[a:a + CROP[0], b:b + CROP[1], c:c + CROP[2]] for a, b, c in batches[0]])
     rows = []
     for name, read in readers.items():
-        got = np.asarray(read(batches[0]))
+        got = np.stack([np.asarray(x) for x in read(batches[0])])
         check = "ok" if np.array_equal(got.view(np.uint8), want.view(np.uint8)) else "MISMATCH"
         for gap in gaps:
             times = []

@@ -294,24 +294,33 @@ bool CanSetOwnAffinity() {
   return ok;
 }
 
+// Calls during(cpu) while a LeaveCallerCpu for the CPU this thread runs on has moved it off
+// that CPU. The thread may migrate between reading its CPU and the constructor's own check,
+// so it retries; false if it never found itself where it had just looked.
+template <typename F>
+bool WhileMovedOffItsCpu(F during) {
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int cpu = sched_getcpu();
+    LeaveCallerCpu apart(cpu);
+    if (!apart.moved()) continue;
+    during(cpu);
+    return true;
+  }
+  return false;
+}
+
 TEST(LeaveCallerCpuTest, MovesOffTheCallersCpuWhileItLivesThenRestoresTheMask) {
   if (AvailableCpus() < 2) GTEST_SKIP() << "needs two CPUs to move between; this process may use one";
   if (!CanSetOwnAffinity()) GTEST_SKIP() << "sched_setaffinity or sched_getcpu refused here";
   OnOwnThread([] {
     const cpu_set_t before = CurrentMask();
-    bool seen = false;
-    // The thread may migrate between reading its CPU and the constructor's own check: retry.
-    for (int attempt = 0; attempt < 200 && !seen; ++attempt) {
-      const int cpu = sched_getcpu();
-      LeaveCallerCpu apart(cpu);
-      if (!apart.moved()) continue;
-      seen = true;
+    const bool seen = WhileMovedOffItsCpu([&](int cpu) {
       cpu_set_t want = before;
       CPU_CLR(cpu, &want);
       const cpu_set_t during = CurrentMask();
       EXPECT_TRUE(CPU_EQUAL(&during, &want));
       EXPECT_NE(sched_getcpu(), cpu);  // sched_setaffinity moved it before returning
-    }
+    });
     EXPECT_TRUE(seen) << "never found itself on the CPU it had just read";
     const cpu_set_t after = CurrentMask();
     EXPECT_TRUE(CPU_EQUAL(&after, &before));
@@ -323,18 +332,13 @@ TEST(LeaveCallerCpuTest, AMaskSetByOthersDuringTheCallIsKept) {
   if (!CanSetOwnAffinity()) GTEST_SKIP() << "sched_setaffinity or sched_getcpu refused here";
   OnOwnThread([] {
     const cpu_set_t before = CurrentMask();
-    bool seen = false;
     cpu_set_t theirs;
-    for (int attempt = 0; attempt < 200 && !seen; ++attempt) {
-      const int cpu = sched_getcpu();
-      LeaveCallerCpu apart(cpu);
-      if (!apart.moved()) continue;
-      seen = true;
+    const bool seen = WhileMovedOffItsCpu([&](int cpu) {
       // Someone (taskset, a cpuset update) pins the thread to the caller's CPU meanwhile.
       CPU_ZERO(&theirs);
       CPU_SET(cpu, &theirs);
       ASSERT_EQ(sched_setaffinity(0, sizeof(theirs), &theirs), 0);
-    }
+    });
     ASSERT_TRUE(seen) << "never found itself on the CPU it had just read";
     const cpu_set_t after = CurrentMask();
     EXPECT_TRUE(CPU_EQUAL(&after, &theirs)) << "the destructor must not overwrite a mask it did not set";
