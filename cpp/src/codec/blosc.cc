@@ -17,11 +17,25 @@
 // range, so a truncated or padded frame is refused before decompression, and the decoded
 // size is compared with the chunk's before anything is written. blosc_decompress_ctx never
 // writes past destsize, which is exactly the chunk.
+//
+// Why lsio unshuffles byte-shuffled frames itself: c-blosc decodes each block into a
+// temporary buffer and then unshuffles it into the destination, and Debian's build has only
+// SSE2 unshuffle kernels (its unshuffle and temporaries were about half of a 64 KiB
+// blosc-lz4 chunk's decode). Where util/byte_shuffle.h has an AVX2 kernel for the item size,
+// the frame is copied with its shuffle flag cleared, so c-blosc runs only the compressor's
+// decode (blocks, splits and all) and writes the byte planes of each block, and lsio
+// unshuffles them block by block with the encoder's layout. c-blosc decides splitting from
+// the split flag, the item size and the block size, never from the shuffle flag, so the
+// planes come out exactly as they were before compression. Bit-shuffled, memcpyed and
+// other frames take c-blosc's own path.
 #include <blosc.h>
 
+#include <algorithm>
+#include <cstring>
 #include <set>
 
 #include "codec/registry.h"
+#include "util/byte_shuffle.h"
 
 namespace lsio {
 namespace {
@@ -53,7 +67,7 @@ class BloscCodec final : public BytesToBytesCodec {
     }
     if (out.fixed != nullptr) {
       if (nbytes != out.size) return WrongSize(nbytes, out.size);
-      LSIO_RETURN_IF_ERROR(Decompress(in, out.fixed, out.size));
+      LSIO_RETURN_IF_ERROR(DecodeFrame(in, out.fixed, out.size, scratch));
       out.result = {out.fixed, out.size};
       return Status::Ok();
     }
@@ -64,12 +78,43 @@ class BloscCodec final : public BytesToBytesCodec {
                               std::to_string(out.limit) + " the codecs below it can store for the chunk");
     }
     if (!out.grow->Reserve(nbytes)) return Status::ResourceExhausted("blosc: out of memory");
-    LSIO_RETURN_IF_ERROR(Decompress(in, out.grow->data(), nbytes));
+    LSIO_RETURN_IF_ERROR(DecodeFrame(in, out.grow->data(), nbytes, scratch));
     out.result = {out.grow->data(), nbytes};
     return Status::Ok();
   }
 
  private:
+  // Frames up to this many decoded bytes may take lsio's unshuffle; the two scratch buffers
+  // it needs stay allocated for the thread, so larger chunks keep c-blosc's own path.
+  static constexpr size_t kMaxOwnUnshuffle = size_t{16} << 20;
+
+  // Decodes a validated frame whose header says `size` decoded bytes into dst[0, size),
+  // unshuffling byte-shuffled frames in lsio where that is faster (file comment).
+  static Status DecodeFrame(std::span<const uint8_t> in, uint8_t* dst, size_t size, DecodeScratch& scratch) {
+    const uint8_t flags = in[2];
+    const size_t typesize = in[3];
+    size_t header_nbytes = 0, header_cbytes = 0, blocksize = 0;
+    blosc_cbuffer_sizes(in.data(), &header_nbytes, &header_cbytes, &blocksize);
+    const bool own_unshuffle = in[0] == BLOSC_VERSION_FORMAT && (flags & BLOSC_DOSHUFFLE) != 0 &&
+                               (flags & (BLOSC_MEMCPYED | BLOSC_DOBITSHUFFLE)) == 0 &&
+                               UnshuffleIsVectorized(typesize) && size <= kMaxOwnUnshuffle && blocksize > 0 &&
+                               blocksize <= size;
+    if (!own_unshuffle) return Decompress(in, dst, size);
+    if (!scratch.blosc_frame.Reserve(in.size()) || !scratch.blosc_planes.Reserve(size)) {
+      return Status::ResourceExhausted("blosc: out of memory");
+    }
+    uint8_t* frame = scratch.blosc_frame.data();
+    std::memcpy(frame, in.data(), in.size());
+    frame[2] = static_cast<uint8_t>(flags & ~BLOSC_DOSHUFFLE);
+    uint8_t* planes = scratch.blosc_planes.data();
+    LSIO_RETURN_IF_ERROR(Decompress({frame, in.size()}, planes, size));
+    // c-blosc shuffles each block on its own, the last (leftover) block with its own size.
+    for (size_t off = 0; off < size; off += blocksize) {
+      UnshuffleBytes(dst + off, planes + off, std::min(blocksize, size - off), typesize);
+    }
+    return Status::Ok();
+  }
+
   // Decompresses a validated frame whose header says `size` decoded bytes into dst[0, size).
   static Status Decompress(std::span<const uint8_t> in, uint8_t* dst, size_t size) {
     if (size == 0) return Status::Ok();  // c-blosc returns 0 for empty frames, as for errors

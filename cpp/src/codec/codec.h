@@ -61,6 +61,10 @@ struct DecodeScratch {
   void* zstream = nullptr;    ///< z_stream*, created on first use
   AlignedBuffer buf[2];       ///< ping-pong buffers between codec stages
   AlignedBuffer chunk;        ///< a decoded chunk on the scratch path (read layer)
+  /// codec/blosc.cc: a copy of a frame with its shuffle flag cleared, and the byte planes
+  /// c-blosc decodes it to, before lsio's own unshuffle.
+  AlignedBuffer blosc_frame;
+  AlignedBuffer blosc_planes;
 };
 
 /// The calling thread's scratch (thread-local; holds no locks, so it survives fork).

@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "codec/registry.h"
+#include "util/byte_shuffle.h"
 
 namespace lsio {
 namespace {
@@ -88,11 +89,7 @@ class ShuffleCodec final : public BytesToBytesCodec {
         return Status::DataLoss("shuffle: " + std::to_string(in.size()) + " bytes are not a whole number of " +
                                 std::to_string(e_) + "-byte elements");
       }
-      const uint64_t n = in.size() / e_;
-      for (uint64_t j = 0; j < e_; ++j) {
-        const uint8_t* plane = in.data() + j * n;
-        for (uint64_t i = 0; i < n; ++i) dst[i * e_ + j] = plane[i];
-      }
+      UnshuffleBytes(dst, in.data(), in.size(), static_cast<size_t>(e_));
     }
     out.result = {dst, in.size()};
     return Status::Ok();

@@ -15,6 +15,7 @@
 
 #include "codec/codec_test_util.h"
 #include "codec/registry.h"
+#include "util/byte_shuffle.h"
 
 namespace lsio {
 namespace {
@@ -114,6 +115,65 @@ TEST(BloscCodecTest, DecodesStraightIntoTheDestination) {
   EXPECT_EQ(out, data);
   EXPECT_EQ(scratch.buf[0].data(), nullptr);
   EXPECT_EQ(scratch.buf[1].data(), nullptr);
+}
+
+TEST(BloscCodecTest, ByteShuffledFramesDecodeThroughLsiosUnshuffle) {
+  // Where util/byte_shuffle.h has a vector kernel (AVX2; 2-, 4- and 8-byte items) lsio asks
+  // c-blosc for the byte planes and unshuffles each block itself: forced block sizes that
+  // leave a short last block, block sizes that are no multiple of the 32-item vector step,
+  // split (lz4) and unsplit (zstd) blocks, and totals with a trailing partial item (the
+  // chain's items are bytes, blosc's typesize is the header's) must all decode bit for bit.
+  for (const char* cname : {"lz4", "zstd", "blosclz"}) {
+    for (size_t typesize : {2u, 4u, 8u}) {
+      for (size_t blocksize : {0u, 1000u, 4096u, 65536u}) {
+        for (size_t nbytes : {size_t{6000} * typesize, size_t{6000} * typesize + typesize - 1, size_t{100003}}) {
+          const std::string what = std::string(cname) + "/typesize " + std::to_string(typesize) + "/blocksize " +
+                                   std::to_string(blocksize) + "/" + std::to_string(nbytes) + " bytes";
+          const Bytes data = TypedData(nbytes, typesize, nbytes + blocksize);
+          const Bytes frame = BloscCompress(data, {.cname = cname, .clevel = 5, .shuffle = BLOSC_SHUFFLE,
+                                                   .typesize = typesize, .blocksize = blocksize});
+          ASSERT_FALSE(frame.empty()) << what;
+          ASSERT_EQ(frame[2] & (BLOSC_DOSHUFFLE | BLOSC_MEMCPYED), BLOSC_DOSHUFFLE) << what << ": not a shuffled frame";
+          auto chain = ParseChain(BloscJson(cname, "shuffle", typesize, blocksize),
+                                  Spec({static_cast<int64_t>(nbytes)}, 1, 1));
+          ASSERT_TRUE(chain.ok()) << what << ": " << chain.status().ToString();
+          DecodeScratch scratch;
+          Bytes out(nbytes + kGuard, 0x5A);
+          Status st = (*chain)->Decode(std::span<const uint8_t>(frame.data(), frame.size()), out.data(), scratch);
+          ASSERT_TRUE(st.ok()) << what << ": " << st.ToString();
+          for (size_t i = nbytes; i < out.size(); ++i) ASSERT_EQ(out[i], 0x5A) << what << ": wrote past the chunk";
+          out.resize(nbytes);
+          ASSERT_EQ(out, data) << what;
+          // Which path ran: the planes buffer is only used by lsio's unshuffle.
+          EXPECT_EQ(scratch.blosc_planes.data() != nullptr, UnshuffleIsVectorized(typesize)) << what;
+        }
+      }
+    }
+  }
+}
+
+TEST(BloscCodecTest, CorruptByteShuffledFrameWritesNothingIntoTheDestination) {
+  // lsio's unshuffle path decodes into scratch first: a frame c-blosc refuses leaves the
+  // destination as it was (c-blosc's own path may have written blocks before failing).
+  const Bytes data = TypedData(64 * 1024, 4, 11);
+  // zstd: c-blosc keeps a forced block size only for codecs it does not split.
+  Bytes frame = BloscCompress(data, {.cname = "zstd", .typesize = 4, .blocksize = 8192});
+  if (!UnshuffleIsVectorized(4)) GTEST_SKIP() << "no AVX2: c-blosc unshuffles itself";
+  // The last block start points past the frame: c-blosc decodes the blocks before it and
+  // then fails.
+  uint32_t blocksize = 0;
+  std::memcpy(&blocksize, frame.data() + 8, 4);
+  const size_t nblocks = (data.size() + blocksize - 1) / blocksize;
+  ASSERT_GT(nblocks, 1u) << "block size " << blocksize;
+  const uint32_t past_the_end = 0x7FFFFFF0;
+  std::memcpy(frame.data() + 16 + 4 * (nblocks - 1), &past_the_end, 4);
+  auto chain = ParseChain(BloscJson("zstd", "shuffle", 4, 8192), Spec({16 * 1024}, 4, 4));
+  ASSERT_TRUE(chain.ok());
+  Bytes out(data.size(), 0x5A);
+  Status st = (*chain)->Decode(std::span<const uint8_t>(frame.data(), frame.size()), out.data(), ThreadDecodeScratch());
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st.ToString();
+  EXPECT_EQ(out, Bytes(data.size(), 0x5A));
 }
 
 TEST(BloscCodecTest, BigEndianTransposedChunkUnderCrc32c) {
