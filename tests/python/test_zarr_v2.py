@@ -289,6 +289,57 @@ def test_v3_numcodecs_lz4_and_shuffle(tmp_path):
     np.testing.assert_array_equal(arr[...], want)
 
 
+# lsio unshuffles byte-shuffled blosc frames of 2-, 4- and 8-byte items itself (AVX2, block
+# by block; codec/blosc.cc), in place in the read buffer of an unsharded chunk file and on a
+# copy of the frame for sharded chunks; 1- and 16-byte items stay with c-blosc. Forced block
+# sizes give chunks of several blosc blocks and a short last block (c-blosc raises lz4's to
+# 64 KiB and splits each block into byte streams; zstd keeps it as given); values whose byte
+# planes compress differently; crops that cut chunks; all compared with zarr-python.
+BLOSC_SHUFFLE_CASES = [("<u2", "lz4", 0), ("<i4", "lz4", 8192), ("<f4", "blosclz", 0), ("<f4", "zstd", 3000),
+                       ("<f8", "lz4", 4096), ("<i8", "zstd", 5000), ("|u1", "lz4", 0), ("<c16", "lz4", 0),
+                       ("<f2", "zstd", 1000)]
+
+
+def _blosc_values(dt: np.dtype, shape) -> np.ndarray:
+    rng = np.random.default_rng(7)
+    smooth = np.cumsum(rng.normal(size=shape), axis=-1)  # low planes noisy, high planes smooth
+    if dt.kind == "c":
+        return (smooth + 1j * smooth[::-1]).astype(dt)
+    if dt.kind in "iu":
+        return (np.abs(smooth) * 97).astype(dt)
+    return smooth.astype(dt)
+
+
+@pytest.mark.parametrize("dt,cname,blocksize", BLOSC_SHUFFLE_CASES, ids=lambda v: str(v))
+@pytest.mark.parametrize("layout", ["v2", "v3", "v3-sharded"])
+def test_blosc_byte_shuffle_blocks_and_item_sizes(tmp_path, dt, cname, blocksize, layout):
+    dt = np.dtype(dt)
+    shape, chunks = (5, 301, 203), (2, 150, 200)  # 240 KB float32 chunks: several blosc blocks
+    values = _blosc_values(dt, shape)
+    path = str(tmp_path / "b.zarr")
+    if layout == "v2":
+        z = zarr.create_array(path, shape=shape, chunks=chunks, dtype=dt, zarr_format=2, fill_value=0,
+                              compressors=Blosc(cname=cname, clevel=5, shuffle=Blosc.SHUFFLE, blocksize=blocksize))
+    else:
+        from zarr.codecs import BloscCodec
+
+        z = zarr.create_array(path, shape=shape, chunks=chunks if layout == "v3" else (1, 150, 100),
+                              shards=None if layout == "v3" else chunks, dtype=dt, fill_value=0,
+                              compressors=BloscCodec(cname=cname, clevel=5, shuffle="shuffle",
+                                                     typesize=dt.itemsize, blocksize=blocksize))
+    z[...] = values
+    want = zarr.open_array(path, mode="r")[...]
+    for threads in (1, 2):
+        arr = lsio.open(path, threads=threads)
+        assert_same_bits(arr[...], want, f"{layout} {dt} {cname} whole")
+        assert_same_bits(arr[1:4, 7:290, 3:201], want[1:4, 7:290, 3:201], f"{layout} {dt} {cname} box")
+        starts, crop = random_crops(5, shape, chunks)
+        assert_same_bits(arr.read_crops(starts, crop), np.stack([want[crop_slices(s, crop)] for s in starts]),
+                         f"{layout} {dt} {cname} crops")
+        # A second read of the same chunks: buffers changed in place were left as they were.
+        assert_same_bits(arr[...], want, f"{layout} {dt} {cname} again")
+
+
 def test_corrupt_lz4_and_shuffle_chunks_are_typed_errors(tmp_path):
     path = tmp_path / "c.zarr"
     z = zarr.create_array(str(path), shape=(64,), chunks=(32,), dtype="<i4", zarr_format=2,

@@ -22,9 +22,10 @@
 // temporary buffer and then unshuffles it into the destination, and Debian's build has only
 // SSE2 unshuffle kernels (its unshuffle and temporaries were about half of a 64 KiB
 // blosc-lz4 chunk's decode). Where util/byte_shuffle.h has an AVX2 kernel for the item size,
-// the frame is copied with its shuffle flag cleared, so c-blosc runs only the compressor's
-// decode (blocks, splits and all) and writes the byte planes of each block, and lsio
-// unshuffles them block by block with the encoder's layout. c-blosc decides splitting from
+// the frame's shuffle flag is cleared (in the caller's buffer when the chain says it may be
+// changed, BytesOut::in_writable, and restored afterwards; else in a copy), so c-blosc runs
+// only the compressor's decode (blocks, splits and all) and writes the byte planes of each
+// block, and lsio unshuffles them block by block with the encoder's layout. c-blosc decides splitting from
 // the split flag, the item size and the block size, never from the shuffle flag, so the
 // planes come out exactly as they were before compression. Bit-shuffled, memcpyed and
 // other frames take c-blosc's own path.
@@ -67,7 +68,7 @@ class BloscCodec final : public BytesToBytesCodec {
     }
     if (out.fixed != nullptr) {
       if (nbytes != out.size) return WrongSize(nbytes, out.size);
-      LSIO_RETURN_IF_ERROR(DecodeFrame(in, out.fixed, out.size, scratch));
+      LSIO_RETURN_IF_ERROR(DecodeFrame(in, out.in_writable, out.fixed, out.size, scratch));
       out.result = {out.fixed, out.size};
       return Status::Ok();
     }
@@ -78,7 +79,7 @@ class BloscCodec final : public BytesToBytesCodec {
                               std::to_string(out.limit) + " the codecs below it can store for the chunk");
     }
     if (!out.grow->Reserve(nbytes)) return Status::ResourceExhausted("blosc: out of memory");
-    LSIO_RETURN_IF_ERROR(DecodeFrame(in, out.grow->data(), nbytes, scratch));
+    LSIO_RETURN_IF_ERROR(DecodeFrame(in, out.in_writable, out.grow->data(), nbytes, scratch));
     out.result = {out.grow->data(), nbytes};
     return Status::Ok();
   }
@@ -90,7 +91,8 @@ class BloscCodec final : public BytesToBytesCodec {
 
   // Decodes a validated frame whose header says `size` decoded bytes into dst[0, size),
   // unshuffling byte-shuffled frames in lsio where that is faster (file comment).
-  static Status DecodeFrame(std::span<const uint8_t> in, uint8_t* dst, size_t size, DecodeScratch& scratch) {
+  static Status DecodeFrame(std::span<const uint8_t> in, bool in_writable, uint8_t* dst, size_t size,
+                            DecodeScratch& scratch) {
     const uint8_t flags = in[2];
     const size_t typesize = in[3];
     size_t header_nbytes = 0, header_cbytes = 0, blocksize = 0;
@@ -100,14 +102,18 @@ class BloscCodec final : public BytesToBytesCodec {
                                UnshuffleIsVectorized(typesize) && size <= kMaxOwnUnshuffle && blocksize > 0 &&
                                blocksize <= size;
     if (!own_unshuffle) return Decompress(in, dst, size);
-    if (!scratch.blosc_frame.Reserve(in.size()) || !scratch.blosc_planes.Reserve(size)) {
+    if (!scratch.blosc_planes.Reserve(size) || (!in_writable && !scratch.blosc_frame.Reserve(in.size()))) {
       return Status::ResourceExhausted("blosc: out of memory");
     }
-    uint8_t* frame = scratch.blosc_frame.data();
-    std::memcpy(frame, in.data(), in.size());
+    // The flag is cleared in the caller's buffer where it may be (restored right after),
+    // else in a copy of the frame.
+    uint8_t* frame = in_writable ? const_cast<uint8_t*>(in.data()) : scratch.blosc_frame.data();
+    if (!in_writable) std::memcpy(frame, in.data(), in.size());
     frame[2] = static_cast<uint8_t>(flags & ~BLOSC_DOSHUFFLE);
     uint8_t* planes = scratch.blosc_planes.data();
-    LSIO_RETURN_IF_ERROR(Decompress({frame, in.size()}, planes, size));
+    Status st = Decompress({frame, in.size()}, planes, size);
+    frame[2] = flags;
+    LSIO_RETURN_IF_ERROR(st);
     // c-blosc shuffles each block on its own, the last (leftover) block with its own size.
     for (size_t off = 0; off < size; off += blocksize) {
       UnshuffleBytes(dst + off, planes + off, std::min(blocksize, size - off), typesize);

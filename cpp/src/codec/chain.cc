@@ -84,10 +84,12 @@ Result<std::unique_ptr<CodecChain>> CodecChain::Build(std::vector<std::unique_pt
   return chain;
 }
 
-Status CodecChain::Decode(std::span<const uint8_t> in, uint8_t* out, DecodeScratch& scratch) const {
+Status CodecChain::Decode(std::span<const uint8_t> in, uint8_t* out, DecodeScratch& scratch,
+                          bool in_writable) const {
   const uint64_t raw_size = *sizes_[0];
   std::span<const uint8_t> cur = in;
   int cur_buf = -1;  // which scratch.buf holds `cur` (-1: caller memory or `out`)
+  bool cur_writable = in_writable;
 
   for (size_t k = bb_.size(); k-- > 0;) {
     BytesOut o;
@@ -107,9 +109,15 @@ Status CodecChain::Decode(std::span<const uint8_t> in, uint8_t* out, DecodeScrat
       o.grow = &scratch.buf[target];
       o.limit = max_sizes_[k];
     }
+    o.in_writable = cur_writable;
     LSIO_RETURN_IF_ERROR(bb_[k]->DecodeBytes(cur, o, scratch));
+    // A result inside `cur` (crc32c strips) keeps its writability; the chain's own scratch
+    // is writable, the caller's `out` is left alone.
+    const auto at = reinterpret_cast<uintptr_t>(o.result.data()), from = reinterpret_cast<uintptr_t>(cur.data());
+    const bool inside_cur = at >= from && at < from + cur.size();
     if (o.result.data() != cur.data() && o.result.data() != out) cur_buf = target;
     else if (o.result.data() == out) cur_buf = -1;
+    if (!inside_cur) cur_writable = cur_buf >= 0;
     cur = o.result;
   }
 

@@ -55,7 +55,11 @@ class CodecChain {
 
   /// Decodes one stored chunk into `out` (decoded_size() bytes). `in` may alias `out`
   /// only when stored_is_decoded(). Fails with kDataLoss on corrupt data.
-  Status Decode(std::span<const uint8_t> in, uint8_t* out, DecodeScratch& scratch) const;
+  ///
+  /// in_writable: `in` is the caller's own buffer that nothing else reads while Decode runs
+  /// (a chunk file read for this chunk alone), so a codec may change it temporarily; every
+  /// change is undone before Decode returns. blosc uses it to skip a copy of the frame.
+  Status Decode(std::span<const uint8_t> in, uint8_t* out, DecodeScratch& scratch, bool in_writable = false) const;
 
  private:
   CodecChain() = default;

@@ -82,6 +82,9 @@ struct BytesOut {
   /// store for the chunk). A frame that claims or produces more is corrupt (kDataLoss),
   /// and the buffer never grows past it, so a forged size header cannot allocate terabytes.
   uint64_t limit = UINT64_MAX;
+  /// The input's bytes may be changed while the codec runs, provided it restores them before
+  /// it returns (set by the chain only when nothing else can read them meanwhile).
+  bool in_writable = false;
   std::span<const uint8_t> result;  ///< set by Decode: the decoded bytes
 };
 

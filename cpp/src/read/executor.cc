@@ -442,7 +442,8 @@ void Fill(const CallState& cs, const ChunkTask& t) {
   }
 }
 
-Status DecodeTask(const CallState& cs, const ChunkTask& t, std::span<const uint8_t> in) {
+// in_writable: `in` is this task's own read buffer (CodecChain::Decode).
+Status DecodeTask(const CallState& cs, const ChunkTask& t, std::span<const uint8_t> in, bool in_writable = false) {
   const ArrayLayout& l = *cs.ctx->layout;
   DecodeScratch& scratch = ThreadDecodeScratch();
   const size_t n = static_cast<size_t>(l.chain->decoded_size());
@@ -463,7 +464,7 @@ Status DecodeTask(const CallState& cs, const ChunkTask& t, std::span<const uint8
     if (!scratch.chunk.Reserve(n)) return Status::ResourceExhausted("cannot allocate a chunk buffer");
     target = scratch.chunk.data();
   }
-  LSIO_RETURN_IF_ERROR(l.chain->Decode(in, target, scratch));
+  LSIO_RETURN_IF_ERROR(l.chain->Decode(in, target, scratch, in_writable));
   if (entry != nullptr) {
     cs.ctx->chunk_cache->Insert(key, ChunkCache::Chunk(entry));
   } else if (!key.empty()) {
@@ -520,7 +521,9 @@ void FinishOneRead(CallState& cs, const IoUnit& unit, const RangeRead& r) {
   } else if (t.nbytes > unit.length) {
     st = CheckStoredSize(l, plan, t);
   } else {
-    st = DecodeTask(cs, t, std::span<const uint8_t>(r.dst, t.nbytes));
+    // The file was read into a buffer of its own in the worker's arena, which nothing else
+    // reads; unit.dst (the caller's array) only takes uncompressed chunks.
+    st = DecodeTask(cs, t, std::span<const uint8_t>(r.dst, t.nbytes), /*in_writable=*/r.dst != unit.dst);
   }
   if (!st.ok()) cs.Fail(WithContext(std::move(st), plan, t));
 }

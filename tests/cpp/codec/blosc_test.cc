@@ -176,6 +176,51 @@ TEST(BloscCodecTest, CorruptByteShuffledFrameWritesNothingIntoTheDestination) {
   EXPECT_EQ(out, Bytes(data.size(), 0x5A));
 }
 
+TEST(BloscCodecTest, AWritableInputIsUsedInPlaceAndLeftAsItWas) {
+  // in_writable (a chunk file read for this chunk alone): the shuffle flag is cleared in the
+  // caller's buffer instead of a copy of the frame, and set again before Decode returns, on
+  // success and on failure; under crc32c the stripped frame is still the caller's buffer.
+  if (!UnshuffleIsVectorized(4)) GTEST_SKIP() << "no AVX2: c-blosc unshuffles itself, the input is only read";
+  const Bytes data = TypedData(64 * 1024, 4, 12);
+  const Bytes frame = BloscCompress(data, {.cname = "zstd", .typesize = 4, .blocksize = 8192});
+  for (bool crc : {false, true}) {
+    const std::string what = crc ? "under crc32c" : "alone";
+    Bytes stored = crc ? lsio_test::WithCrc(frame) : frame;
+    const Bytes before = stored;
+    auto chain = ParseChain(crc ? R"(["bytes", {"name": "blosc", "configuration": {"cname": "zstd", "clevel": 5, "shuffle": "shuffle", "typesize": 4}}, "crc32c"])"
+                                : BloscJson("zstd", "shuffle", 4, 8192),
+                            Spec({16 * 1024}, 4, 4));
+    ASSERT_TRUE(chain.ok()) << what << ": " << chain.status().ToString();
+    DecodeScratch scratch;
+    Bytes out(data.size());
+    Status st = (*chain)->Decode(std::span<const uint8_t>(stored.data(), stored.size()), out.data(), scratch,
+                                 /*in_writable=*/true);
+    ASSERT_TRUE(st.ok()) << what << ": " << st.ToString();
+    EXPECT_EQ(out, data) << what;
+    EXPECT_EQ(stored, before) << what << ": the input was not restored";
+    EXPECT_EQ(scratch.blosc_frame.data(), nullptr) << what << ": the frame was copied";
+    // Not writable: the same decode copies the frame.
+    ASSERT_TRUE((*chain)->Decode(std::span<const uint8_t>(stored.data(), stored.size()), out.data(), scratch).ok());
+    EXPECT_NE(scratch.blosc_frame.data(), nullptr) << what;
+  }
+  // A frame c-blosc refuses (the last block start points past the frame) is restored too.
+  Bytes bad = frame;
+  uint32_t blocksize = 0;
+  std::memcpy(&blocksize, bad.data() + 8, 4);
+  const size_t nblocks = (data.size() + blocksize - 1) / blocksize;
+  ASSERT_GT(nblocks, 1u);
+  const uint32_t past_the_end = 0x7FFFFFF0;
+  std::memcpy(bad.data() + 16 + 4 * (nblocks - 1), &past_the_end, 4);
+  const Bytes bad_before = bad;
+  auto chain = ParseChain(BloscJson("zstd", "shuffle", 4, 8192), Spec({16 * 1024}, 4, 4));
+  ASSERT_TRUE(chain.ok());
+  Bytes out(data.size());
+  Status st = (*chain)->Decode(std::span<const uint8_t>(bad.data(), bad.size()), out.data(), ThreadDecodeScratch(),
+                               /*in_writable=*/true);
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st.ToString();
+  EXPECT_EQ(bad, bad_before);
+}
+
 TEST(BloscCodecTest, BigEndianTransposedChunkUnderCrc32c) {
   // [transpose, bytes(big), blosc, crc32c] on a 2x3 uint32 chunk.
   const uint32_t decoded[2][3] = {{1, 2, 3}, {0x01020304, 0xA0B0C0D0, 6}};
