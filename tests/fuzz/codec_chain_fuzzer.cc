@@ -3,7 +3,8 @@
 // Byte 0 picks one of a few fixed chains (zstd, gzip, blosc, crc32c, bytes big-endian,
 // transpose, and combinations); the rest of the input is a stored chunk, decoded into a heap buffer of
 // exactly decoded_size() bytes (so ASan sees any write past it). Decode must succeed or fail
-// with a Status, never crash, hang or write out of bounds.
+// with a Status, never crash, hang or write out of bounds; decoding from a writable copy
+// (in_writable) must give the same result and leave the copy as it was.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -66,8 +67,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // libFuzzer's input is itself an exact-size heap copy, so reads past it are caught too.
   const std::span<const uint8_t> stored(data + 1, size - 1);
   lsio::DecodeScratch scratch;
-  (void)(*chain)->Decode(stored, out.get(), scratch);
+  const lsio::Status first = (*chain)->Decode(stored, out.get(), scratch);
   // Again with the same scratch: state left by a failed decode must not affect the next one.
   (void)(*chain)->Decode(stored, out.get(), scratch);
+  // From a writable copy (a chunk file's own read buffer): the same outcome, the same bytes,
+  // and the copy exactly as it was afterwards.
+  std::unique_ptr<uint8_t, decltype(&std::free)> copy(static_cast<uint8_t*>(std::malloc(stored.size() + 1)), &std::free);
+  std::unique_ptr<uint8_t, decltype(&std::free)> out2(static_cast<uint8_t*>(std::malloc(n)), &std::free);
+  std::memcpy(copy.get(), stored.data(), stored.size());
+  const lsio::Status second =
+      (*chain)->Decode({copy.get(), stored.size()}, out2.get(), scratch, /*in_writable=*/true);
+  if (first.ok() != second.ok()) __builtin_trap();
+  if (first.ok() && std::memcmp(out.get(), out2.get(), n) != 0) __builtin_trap();
+  if (std::memcmp(copy.get(), stored.data(), stored.size()) != 0) __builtin_trap();
   return 0;
 }
