@@ -5,6 +5,7 @@
 // exactly decoded_size() bytes (so ASan sees any write past it). Decode must succeed or fail
 // with a Status, never crash, hang or write out of bounds; decoding from a writable copy
 // (in_writable) must give the same result and leave the copy as it was.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -72,7 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)(*chain)->Decode(stored, out.get(), scratch);
   // From a writable copy (a chunk file's own read buffer): the same outcome, the same bytes,
   // and the copy exactly as it was afterwards.
-  std::unique_ptr<uint8_t, decltype(&std::free)> copy(static_cast<uint8_t*>(std::malloc(stored.size() + 1)), &std::free);
+  std::unique_ptr<uint8_t, decltype(&std::free)> copy(static_cast<uint8_t*>(std::malloc(std::max<size_t>(stored.size(), 1))), &std::free);
   std::unique_ptr<uint8_t, decltype(&std::free)> out2(static_cast<uint8_t*>(std::malloc(n)), &std::free);
   std::memcpy(copy.get(), stored.data(), stored.size());
   const lsio::Status second =

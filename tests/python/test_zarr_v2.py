@@ -336,7 +336,7 @@ def test_blosc_byte_shuffle_blocks_and_item_sizes(tmp_path, dt, cname, blocksize
         starts, crop = random_crops(5, shape, chunks)
         assert_same_bits(arr.read_crops(starts, crop), np.stack([want[crop_slices(s, crop)] for s in starts]),
                          f"{layout} {dt} {cname} crops")
-        # A second read of the same chunks: buffers changed in place were left as they were.
+        # The same chunks again on the same threads (their scratch buffers reused).
         assert_same_bits(arr[...], want, f"{layout} {dt} {cname} again")
 
 

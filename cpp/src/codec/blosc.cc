@@ -47,6 +47,11 @@ class BloscCodec final : public BytesToBytesCodec {
   // c-blosc 1.x stores incompressible data raw (MEMCPYED): never more than the data plus
   // its 16-byte header.
   uint64_t MaxEncodedSize(uint64_t decoded) const override { return decoded + BLOSC_MAX_OVERHEAD; }
+  // lsio's unshuffle holds the byte planes and, unless the input may be changed, a copy of
+  // the frame (DecodeScratch::blosc_planes / blosc_frame).
+  uint64_t DecodeScratchBytes(uint64_t decoded, uint64_t stored) const override {
+    return decoded <= kMaxOwnUnshuffle ? decoded + stored : 0;
+  }
 
   Status DecodeBytes(std::span<const uint8_t> in, BytesOut& out,
                      DecodeScratch& scratch) const override {
@@ -111,9 +116,9 @@ class BloscCodec final : public BytesToBytesCodec {
     if (!in_writable) std::memcpy(frame, in.data(), in.size());
     frame[2] = static_cast<uint8_t>(flags & ~BLOSC_DOSHUFFLE);
     uint8_t* planes = scratch.blosc_planes.data();
-    Status st = Decompress({frame, in.size()}, planes, size);
-    frame[2] = flags;
-    LSIO_RETURN_IF_ERROR(st);
+    const int r = blosc_decompress_ctx(frame, planes, size, /*numinternalthreads=*/1);
+    frame[2] = flags;  // before anything that could throw
+    LSIO_RETURN_IF_ERROR(CheckDecompressed(r, size));
     // c-blosc shuffles each block on its own, the last (leftover) block with its own size.
     for (size_t off = 0; off < size; off += blocksize) {
       UnshuffleBytes(dst + off, planes + off, std::min(blocksize, size - off), typesize);
@@ -124,7 +129,11 @@ class BloscCodec final : public BytesToBytesCodec {
   // Decompresses a validated frame whose header says `size` decoded bytes into dst[0, size).
   static Status Decompress(std::span<const uint8_t> in, uint8_t* dst, size_t size) {
     if (size == 0) return Status::Ok();  // c-blosc returns 0 for empty frames, as for errors
-    const int r = blosc_decompress_ctx(in.data(), dst, size, /*numinternalthreads=*/1);
+    return CheckDecompressed(blosc_decompress_ctx(in.data(), dst, size, /*numinternalthreads=*/1), size);
+  }
+
+  // What blosc_decompress_ctx returned for a frame of `size` decoded bytes.
+  static Status CheckDecompressed(int r, size_t size) {
     if (r < 0 || static_cast<size_t>(r) != size) {
       return Status::DataLoss("blosc: corrupt data (c-blosc returned " + std::to_string(r) + " for a frame of " +
                               std::to_string(size) + " bytes)");

@@ -1,6 +1,7 @@
 // CodecChain: preparation (shape threading, size bookkeeping) and the decode driver.
 #include "codec/chain.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "util/strided_copy.h"
@@ -72,14 +73,19 @@ Result<std::unique_ptr<CodecChain>> CodecChain::Build(std::vector<std::unique_pt
 
   chain->sizes_.push_back(spec.num_bytes());
   chain->max_stored_ = spec.num_bytes();
+  uint64_t codec_scratch = 0;
   for (const auto& c : chain->bb_) {
     chain->max_sizes_.push_back(chain->max_stored_);
     const uint64_t bound = c->MaxEncodedSize(chain->max_stored_);
+    codec_scratch = std::max(codec_scratch, c->DecodeScratchBytes(chain->max_stored_, bound));
     chain->max_stored_ = bound < chain->max_stored_ ? UINT64_MAX : bound;  // saturate on overflow
     const auto& prev = chain->sizes_.back();
     chain->sizes_.push_back(prev ? c->EncodedSize(*prev) : std::nullopt);
   }
   chain->stored_is_decoded_ = chain->perm_.empty() && !chain->swap_ && chain->bb_.empty();
+  // Saturating: a chain whose bounds overflowed reports UINT64_MAX (memory_limit refuses it).
+  const uint64_t stages = chain->stored_is_decoded_ ? 0 : 3 * chain->decoded_size();
+  chain->decode_scratch_ = codec_scratch > UINT64_MAX - stages ? UINT64_MAX : stages + codec_scratch;
   chain->description_ = desc;
   return chain;
 }

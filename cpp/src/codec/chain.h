@@ -50,6 +50,10 @@ class CodecChain {
   /// plus framing); a stored chunk above it is corrupt (a sparse 1 TiB chunk file must not
   /// make the reader allocate 1 TiB).
   uint64_t max_stored_size() const { return max_stored_; }
+  /// Decode scratch one thread may hold for a chunk of this chain: the decoded chunk and two
+  /// stage buffers (stored_is_decoded(): none), plus what the codecs keep of their own
+  /// (BytesToBytesCodec::DecodeScratchBytes).
+  uint64_t decode_scratch_bytes() const { return decode_scratch_; }
   /// "transpose, bytes(big), zstd" style summary for reprs and errors.
   const std::string& description() const { return description_; }
 
@@ -75,6 +79,7 @@ class CodecChain {
   // below it); bounds the growable buffers of stages whose output size is not fixed.
   std::vector<uint64_t> max_sizes_;
   uint64_t max_stored_ = 0;
+  uint64_t decode_scratch_ = 0;
   bool stored_is_decoded_ = false;
   std::string description_;
 };

@@ -65,6 +65,13 @@ struct DecodeScratch {
   /// c-blosc decodes it to, before lsio's own unshuffle.
   AlignedBuffer blosc_frame;
   AlignedBuffer blosc_planes;
+
+  /// Frees the codecs' own buffers above `keep` bytes each (the read layer, after a call):
+  /// a call on large chunks should not pin them for the life of the thread.
+  void TrimCodecBuffers(size_t keep) {
+    blosc_frame.Trim(keep);
+    blosc_planes.Trim(keep);
+  }
 };
 
 /// The calling thread's scratch (thread-local; holds no locks, so it survives fork).
@@ -143,6 +150,11 @@ class BytesToBytesCodec : public Codec {
   /// framing a writer may add). Stored data above it is corrupt: the read layer refuses it
   /// before allocating a buffer for it. The default is the fixed size.
   virtual uint64_t MaxEncodedSize(uint64_t decoded) const { return EncodedSize(decoded).value_or(decoded); }
+
+  /// Scratch memory (DecodeScratch fields of the codec's own) a decode of `decoded` bytes
+  /// from at most `stored` bytes may hold, beyond the chain's stage buffers; kept by the
+  /// thread between decodes (CodecChain::decode_scratch_bytes, the read layer's memory_limit).
+  virtual uint64_t DecodeScratchBytes(uint64_t decoded, uint64_t stored) const { return 0; }
 
   /// Decodes `in`. With out.fixed set, must produce exactly out.size bytes there (writing
   /// nothing past them) or fail with kDataLoss; may instead leave out.result pointing into

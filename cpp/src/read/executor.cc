@@ -47,6 +47,9 @@ void WidenForDirect(RangeRead* r) {
 
 // Largest read buffer a worker keeps between calls; bigger ones are freed after the call.
 constexpr size_t kArenaKeepBytes = 16u << 20;
+// Codec buffers of the thread's DecodeScratch kept across calls, each (blosc's byte planes
+// and frame copy: 4 MiB covers chunks up to 4 MiB without a new allocation per call).
+constexpr size_t kCodecScratchKeepBytes = 4u << 20;
 
 // A stored chunk larger than its codec chain can produce for the chunk shape is corrupt;
 // refusing it here keeps a bogus size (a sparse 1 TiB chunk file, a forged index entry)
@@ -796,6 +799,7 @@ void WorkerLoop(CallState& cs) {
   }
   ThreadIoArena().Trim(kArenaKeepBytes);
   TrimRemoteBuffers();
+  ThreadDecodeScratch().TrimCodecBuffers(kCodecScratchKeepBytes);
 }
 
 std::string HumanBytes(uint64_t b) {
@@ -816,8 +820,9 @@ Status FitMemory(const ReadContext& ctx, const Plan& plan, int* workers, uint64_
     max_unit = std::max(max_unit, u.length);
     total_buffered += u.length;
   }
-  // Decoded chunk + two ping-pong stage buffers (each at most about the decoded size).
-  const uint64_t scratch = chain.stored_is_decoded() ? 0 : 3 * chain.decoded_size();
+  // Decoded chunk + two ping-pong stage buffers (each at most about the decoded size), and
+  // what codecs keep of their own (blosc's byte planes and frame copy).
+  const uint64_t scratch = chain.decode_scratch_bytes();
   const uint64_t plan_bytes = plan.tasks.capacity() * sizeof(ChunkTask) + plan.pieces.capacity() * sizeof(Piece) +
                               plan.coords.capacity() * sizeof(int64_t) + plan.segments.capacity() * sizeof(Segment) +
                               plan.groups.capacity() * sizeof(SegmentGroup) +
@@ -827,7 +832,12 @@ Status FitMemory(const ReadContext& ctx, const Plan& plan, int* workers, uint64_
   for (int w = *workers; w >= 1; --w) {
     for (uint64_t batch : {ctx.batch_bytes, uint64_t{1}}) {
       const uint64_t arena = std::min(total_buffered, batch + max_unit);
-      need = plan_bytes + static_cast<uint64_t>(w) * (arena + scratch);
+      uint64_t per_worker = 0;
+      if (__builtin_add_overflow(arena, scratch, &per_worker) ||
+          __builtin_mul_overflow(per_worker, static_cast<uint64_t>(w), &need) ||
+          __builtin_add_overflow(need, plan_bytes, &need)) {
+        need = UINT64_MAX;
+      }
       if (need <= ctx.memory_limit) {
         *workers = w;
         *batch_bytes = batch;

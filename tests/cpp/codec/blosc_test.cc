@@ -152,6 +152,56 @@ TEST(BloscCodecTest, ByteShuffledFramesDecodeThroughLsiosUnshuffle) {
   }
 }
 
+TEST(BloscCodecTest, BlocksThatAreNoWholeNumberOfItemsMatchCBloscsOwnUnshuffle) {
+  // c-blosc's compressor keeps blocks a multiple of the item size, but a frame may say
+  // otherwise: an unsplit frame of 10,000 bytes in blocks of 1,001 with the header patched
+  // to 4-byte items and byte shuffle. lsio's unshuffle must give what c-blosc's own does
+  // (its trailing bytes of each block stay in place), block by block.
+  const Bytes data = TypedData(10000, 4, 21);
+  Bytes frame = BloscCompress(data, {.cname = "zstd", .shuffle = BLOSC_NOSHUFFLE, .typesize = 1, .blocksize = 1001});
+  ASSERT_FALSE(frame.empty());
+  uint32_t blocksize = 0;
+  std::memcpy(&blocksize, frame.data() + 8, 4);
+  ASSERT_EQ(blocksize, 1001u);
+  ASSERT_EQ(frame[2] & BLOSC_MEMCPYED, 0) << "expected a compressed frame";
+  frame[2] |= BLOSC_DOSHUFFLE | 0x10;  // shuffled, blocks not split (as they were compressed)
+  frame[3] = 4;
+  Bytes want(data.size());
+  ASSERT_EQ(blosc_decompress_ctx(frame.data(), want.data(), want.size(), 1), static_cast<int>(want.size()));
+  ASSERT_NE(want, data) << "c-blosc did not unshuffle";
+  auto chain = ParseChain(BloscJson("zstd", "shuffle", 4, 1001), Spec({10000}, 1, 1));
+  ASSERT_TRUE(chain.ok());
+  for (bool writable : {false, true}) {
+    DecodeScratch scratch;
+    Bytes in = frame;
+    Bytes out(data.size() + kGuard, 0x5A);
+    Status st = (*chain)->Decode(std::span<const uint8_t>(in.data(), in.size()), out.data(), scratch, writable);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    for (size_t i = data.size(); i < out.size(); ++i) ASSERT_EQ(out[i], 0x5A) << "wrote past the chunk";
+    out.resize(data.size());
+    EXPECT_EQ(out, want) << (writable ? "in place" : "on a copy");
+    EXPECT_EQ(in, frame);
+    EXPECT_EQ(scratch.blosc_planes.data() != nullptr, UnshuffleIsVectorized(4));
+  }
+}
+
+TEST(BloscCodecTest, DecodeScratchIsCountedAndTrimmed) {
+  // memory_limit counts blosc's planes and frame copy (DecodeScratchBytes) on top of the
+  // chain's three chunk-sized buffers; TrimCodecBuffers gives large ones back.
+  auto blosc = ParseChain(BloscJson("lz4", "shuffle", 4), Spec({1000}, 4, 4));
+  auto zstd = ParseChain(R"(["bytes", {"name": "zstd", "configuration": {"level": 1}}])", Spec({1000}, 4, 4));
+  auto raw = ParseChain(R"(["bytes"])", Spec({1000}, 4, 4));
+  ASSERT_TRUE(blosc.ok() && zstd.ok() && raw.ok());
+  EXPECT_EQ((*blosc)->decode_scratch_bytes(), 3 * 4000u + 4000u + (4000u + BLOSC_MAX_OVERHEAD));
+  EXPECT_EQ((*zstd)->decode_scratch_bytes(), 3 * 4000u);
+  EXPECT_EQ((*raw)->decode_scratch_bytes(), 0u);
+  DecodeScratch scratch;
+  ASSERT_TRUE(scratch.blosc_planes.Reserve(8 << 20) && scratch.blosc_frame.Reserve(4096));
+  scratch.TrimCodecBuffers(4 << 20);
+  EXPECT_EQ(scratch.blosc_planes.data(), nullptr);
+  EXPECT_NE(scratch.blosc_frame.data(), nullptr);
+}
+
 TEST(BloscCodecTest, CorruptByteShuffledFrameWritesNothingIntoTheDestination) {
   // lsio's unshuffle path decodes into scratch first: a frame c-blosc refuses leaves the
   // destination as it was (c-blosc's own path may have written blocks before failing).
