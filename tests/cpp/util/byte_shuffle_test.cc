@@ -29,7 +29,9 @@ Bytes Shuffle(const Bytes& data, size_t typesize) {
   for (size_t i = 0; i < n; ++i) {
     for (size_t j = 0; j < typesize; ++j) out[j * n + i] = data[i * typesize + j];
   }
-  std::memcpy(out.data() + n * typesize, data.data() + n * typesize, data.size() - n * typesize);
+  if (data.size() != n * typesize) {
+    std::memcpy(out.data() + n * typesize, data.data() + n * typesize, data.size() - n * typesize);
+  }
   return out;
 }
 
@@ -44,7 +46,7 @@ TEST(ByteShuffleTest, UndoesTheEncodersLayoutForEveryItemSizeAndLength) {
           const std::string what = "typesize " + std::to_string(typesize) + ", " + std::to_string(nbytes) +
                                    " bytes, offset " + std::to_string(align);
           Bytes src(align + nbytes);
-          std::memcpy(src.data() + align, shuffled.data(), nbytes);
+          if (nbytes != 0) std::memcpy(src.data() + align, shuffled.data(), nbytes);
           Bytes dst(kGuard + align + nbytes + kGuard, kCanary);
           uint8_t* d = dst.data() + kGuard + align;
           UnshuffleBytes(d, src.data() + align, nbytes, typesize);
