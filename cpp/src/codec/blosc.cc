@@ -25,10 +25,10 @@
 // the frame's shuffle flag is cleared (in the caller's buffer when the chain says it may be
 // changed, BytesOut::in_writable, and restored afterwards; else in a copy), so c-blosc runs
 // only the compressor's decode (blocks, splits and all) and writes the byte planes of each
-// block, and lsio unshuffles them block by block with the encoder's layout. c-blosc decides splitting from
-// the split flag, the item size and the block size, never from the shuffle flag, so the
-// planes come out exactly as they were before compression. Bit-shuffled, memcpyed and
-// other frames take c-blosc's own path.
+// block, and lsio unshuffles them block by block with the encoder's layout. c-blosc decides
+// splitting from the split flag, the item size and the block size, never from the shuffle
+// flag, so the planes come out exactly as they were before compression. Bit-shuffled,
+// memcpyed and other frames take c-blosc's own path.
 #include <blosc.h>
 
 #include <algorithm>
@@ -90,8 +90,9 @@ class BloscCodec final : public BytesToBytesCodec {
   }
 
  private:
-  // Frames up to this many decoded bytes may take lsio's unshuffle; the two scratch buffers
-  // it needs stay allocated for the thread, so larger chunks keep c-blosc's own path.
+  // Frames up to this many decoded bytes may take lsio's unshuffle: its two scratch buffers
+  // (planes and frame copy) are as large as the chunk while a call runs, so larger chunks
+  // keep c-blosc's own path, which allocates one block at a time.
   static constexpr size_t kMaxOwnUnshuffle = size_t{16} << 20;
 
   // Decodes a validated frame whose header says `size` decoded bytes into dst[0, size),
