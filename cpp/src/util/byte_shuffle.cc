@@ -132,6 +132,10 @@ bool UnshuffleIsVectorized(size_t typesize) {
 }
 
 void UnshuffleBytes(uint8_t* dst, const uint8_t* src, size_t nbytes, size_t typesize) {
+  if (typesize <= 1) {
+    UnshuffleBytesScalar(dst, src, nbytes, typesize);
+    return;
+  }
   size_t done = 0;  // items the vector kernel wrote
 #if defined(__x86_64__)
   if (UnshuffleIsVectorized(typesize)) {
@@ -143,10 +147,6 @@ void UnshuffleBytes(uint8_t* dst, const uint8_t* src, size_t nbytes, size_t type
     }
   }
 #endif
-  if (typesize <= 1) {
-    UnshuffleBytesScalar(dst, src, nbytes, typesize);
-    return;
-  }
   UnshuffleTail(dst, src, nbytes, typesize, done);
 }
 
