@@ -24,7 +24,7 @@ lsio::RemoteOptions OptionsFrom(const py::dict& d) {
                                  "access_key_id", "secret_access_key", "session_token", "token", "headers",
                                  "verify_ssl", "ca_file", "request_concurrency", "timeout", "connect_timeout",
                                  "retries", "total_timeout", "credentials_expiry", "credential_source", "list_root",
-                                 "cache_dir", "cache_bytes"};
+                                 "cache_dir", "cache_bytes", "cache_max_age"};
   for (auto item : d) {
     const std::string k = py::cast<std::string>(item.first);
     bool known = false;
@@ -53,6 +53,7 @@ lsio::RemoteOptions OptionsFrom(const py::dict& d) {
   Take(d, "total_timeout", &o.total_timeout_s);
   Take(d, "cache_dir", &o.cache_dir);
   Take(d, "cache_bytes", &o.cache_bytes);
+  Take(d, "cache_max_age", &o.cache_max_age_s);
   // None: the store cannot list (plain HTTP).
   if (d.contains("list_root") && !d["list_root"].is_none()) {
     o.listable = true;

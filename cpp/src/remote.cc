@@ -52,7 +52,9 @@ Result<HttpStoreConfig> ToConfig(const RemoteOptions& o) {
   c.list_root = o.list_root;
   if (!o.cache_dir.empty()) {
     if (o.cache_bytes == 0) return Status::InvalidArgument("cache_dir needs cache_bytes > 0");
-    c.disk_cache = SharedDiskCache(o.cache_dir, o.cache_bytes);
+    LSIO_ASSIGN_OR_RETURN(c.disk_cache, SharedDiskCache(o.cache_dir, o.cache_bytes));
+    if (!(o.cache_max_age_s >= 0)) return Status::InvalidArgument("cache_max_age must be >= 0 seconds");
+    c.cache_max_age_s = o.cache_max_age_s;
   }
   return c;
 }

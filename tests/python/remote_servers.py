@@ -556,7 +556,7 @@ SLOWDOWN_XML = (
 # Kinds that produce the response (the first matching one wins) ...
 RESPONSE_FAULTS = frozenset({
     "status", "503", "429", "slowdown_xml", "reset_mid_body", "truncated_body",
-    "ignore_range", "wrong_content_range", "stall", "drop",
+    "ignore_range", "wrong_content_range", "stall", "drop", "no_length",
 })
 # ... and kinds that only act before it (all matching ones apply).
 SIDE_FAULTS = frozenset({"latency", "replace_object"})
@@ -786,20 +786,32 @@ class _Handler(BaseHTTPRequestHandler):
             self._simple(404, b"not found\n", {"Content-Type": "text/plain"})
             return
 
-        # Preconditions first (RFC 9110 13.2.2), then the range.
+        # The validators this server sends (FaultServer.validators).
+        mode = owner.validators
+        if mode == "weak":
+            etag = f"W/{etag}"
+        elif mode in ("last_modified", "none"):
+            etag = None
+        validator_headers = {}
+        if etag is not None:
+            validator_headers["ETag"] = etag
+        if mode != "none":
+            validator_headers["Last-Modified"] = email.utils.formatdate(mtime, usegmt=True)
+
+        # Preconditions first (RFC 9110 13.2.2), then the range. If-Match compares
+        # strongly (a weak tag never matches), If-None-Match weakly.
         if_match = rec.headers.get("if-match")
-        if if_match is not None and not _etag_in(etag, if_match):
-            self._simple(412, b"precondition failed\n", {"ETag": etag})
+        if if_match is not None and not _etag_in(etag, if_match, strong=True):
+            self._simple(412, b"precondition failed\n", validator_headers)
             return
         if_none_match = rec.headers.get("if-none-match")
-        if if_none_match is not None and _etag_in(etag, if_none_match):
-            self._start(304, {"ETag": etag})
+        if if_none_match is not None and _etag_in(etag, if_none_match, strong=False):
+            self._start(304, validator_headers)
             return
 
         size = len(data)
         headers = {
-            "Accept-Ranges": "bytes", "ETag": etag, "Content-Type": "application/octet-stream",
-            "Last-Modified": email.utils.formatdate(mtime, usegmt=True),
+            "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream", **validator_headers,
         }
         rng = parse_range(rec.headers.get("range"), size)
         if kind == "ignore_range":
@@ -841,15 +853,34 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self.close_connection = True  # FIN after fewer bytes than promised
             return
+        if kind == "no_length":
+            # A body delimited by closing the connection (HTTP/1.1 without
+            # Content-Length): the client learns its size only by reading it.
+            headers.pop("Content-Length")
+            headers["Connection"] = "close"
+            self.close_connection = True
+            self._start(status, headers)
+            if body:
+                for at in range(0, len(payload), 1 << 20):
+                    self.wfile.write(payload[at:at + (1 << 20)])
+            return
         self._start(status, headers)
         if body:
             self.wfile.write(payload)
 
 
-def _etag_in(etag: str, header: str) -> bool:
-    """Whether an If-Match / If-None-Match list names ``etag`` (or is "*")."""
+def _etag_in(etag: Optional[str], header: str, strong: bool) -> bool:
+    """Whether an If-Match (``strong``) / If-None-Match (weak comparison) list
+    names ``etag`` (or is "*"), per RFC 9110 8.8.3.2."""
     tags = [t.strip() for t in header.split(",")]
-    return "*" in tags or etag in tags or f"W/{etag}" in tags
+    if "*" in tags:
+        return True
+    if etag is None:
+        return False
+    if strong:
+        return not etag.startswith("W/") and etag in tags
+    bare = etag[2:] if etag.startswith("W/") else etag
+    return any((t[2:] if t.startswith("W/") else t) == bare for t in tags)
 
 
 class _Server(ThreadingHTTPServer):
@@ -894,6 +925,10 @@ class FaultServer:
         self.root.mkdir(parents=True, exist_ok=True)
         #: First-byte latency added to every request, in milliseconds.
         self.latency_ms = latency_ms
+        #: Validators sent with every answer: "strong" (a strong ETag and
+        #: Last-Modified), "weak" (W/ ETag and Last-Modified), "last_modified"
+        #: (no ETag) or "none" (neither).
+        self.validators = "strong"
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
         self._requests: list[RequestRecord] = []
@@ -977,6 +1012,8 @@ class FaultServer:
           the body (if the client is still there).  For silence before the
           status line, use ``"latency"``.
         * ``"drop"``: read the request, then RST without any response.
+        * ``"no_length"``: the answer without Content-Length, its body ended
+          by closing the connection.
         * ``"latency"`` (side fault): ``ms`` more first-byte latency.
         * ``"replace_object"`` (side fault): before serving, rewrite the file
           (new inode, so a new ETag) with ``data=`` (default: its bytes

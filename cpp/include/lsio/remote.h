@@ -59,6 +59,9 @@ struct RemoteOptions {
   /// of the process with the same directory, and by other processes using it.
   std::string cache_dir;
   uint64_t cache_bytes = 0;  ///< its bound (bytes of block files)
+  /// Seconds a version the server confirmed may serve disk-cache hits without asking again
+  /// (0: each read call revalidates, with one conditional request per shard).
+  double cache_max_age_s = 0;
 };
 
 /// Counters of one store, since it was created.

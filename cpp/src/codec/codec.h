@@ -33,6 +33,7 @@
 
 #include "lsio/status.h"
 #include "util/aligned_buffer.h"
+#include "util/crc32c.h"  // Crc32c, used by the crc32c codec and shard indexes
 
 namespace lsio {
 
@@ -189,8 +190,5 @@ class TransposeCodec final : public ArrayToArrayCodec {
   std::vector<int> order_;
   Named named_ = Named::kNone;
 };
-
-/// CRC-32C (Castagnoli) of data, as the crc32c codec and shard indexes use it.
-uint32_t Crc32c(const uint8_t* data, size_t n);
 
 }  // namespace lsio

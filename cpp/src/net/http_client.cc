@@ -363,6 +363,7 @@ struct Transfer {
   bool has_content_length = false;
   uint64_t content_length = 0;
   std::string etag;
+  std::string last_modified;
   std::string content_type;
   std::string request_id;
   int request_id_rank = 0;      // x-amz-request-id > x-guploader-uploadid > x-request-id
@@ -384,9 +385,10 @@ struct Transfer {
 // Run resets a request's outputs first, so a request may be run again.
 void ResetOutputs(HttpRequest& r) {
   r.status = Status::Ok();
-  r.missing = r.precondition_failed = r.permission_denied = false;
+  r.missing = r.precondition_failed = r.permission_denied = r.not_modified = r.too_large = false;
   r.http_status = 0;
   r.etag.clear();
+  r.last_modified.clear();
   r.object_size = 0;
   r.object_size_known = false;
   r.transferred = 0;
@@ -502,6 +504,7 @@ size_t HeaderCallback(char* data, size_t size, size_t nmemb, void* p) {
     t->content_range.clear();
     t->has_content_length = false;
     t->etag.clear();
+    t->last_modified.clear();
     t->content_type.clear();
     t->retry_after_s = -1;
     const size_t sp = line.find(' ');
@@ -524,6 +527,8 @@ size_t HeaderCallback(char* data, size_t size, size_t nmemb, void* p) {
     t->has_content_length = ParseU64(value, &t->content_length);
   } else if (IEquals(name, "etag")) {
     t->etag = std::string(value);
+  } else if (IEquals(name, "last-modified")) {
+    t->last_modified = std::string(value.substr(0, 100));
   } else if (IEquals(name, "content-type")) {
     t->content_type = std::string(value);
   } else if (IEquals(name, "retry-after")) {
@@ -566,6 +571,7 @@ bool BeginBody(Transfer& t) {
     return false;
   }
   if (!t.etag.empty()) r.etag = t.etag;
+  if (!t.last_modified.empty()) r.last_modified = t.last_modified;
   if (r.method == "HEAD") {
     if (t.has_content_length) {
       r.object_size = t.content_length;
@@ -580,6 +586,18 @@ bool BeginBody(Transfer& t) {
     return true;
   }
   return PrepareData(t);
+}
+
+// Ends a whole-object read whose body would pass max_body (size: what the answer announced,
+// 0 when it did not say), before the buffer grows past the bound.
+bool TooLarge(Transfer& t, uint64_t size) {
+  HttpRequest& r = *t.req;
+  r.too_large = true;
+  r.body.clear();
+  r.body.shrink_to_fit();
+  t.abort = Status::InvalidFormat("object is " + (size != 0 ? std::to_string(size) + " bytes, " : std::string()) +
+                                  "larger than the limit of " + std::to_string(r.max_body) + " bytes " + Detail(t));
+  return false;
 }
 
 // Maps a 2xx answer's body onto the window (object offsets) after checking it against what
@@ -622,6 +640,7 @@ bool PrepareData(Transfer& t) {
     if (total_known) {
       r.object_size = total;
       r.object_size_known = true;
+      if (t.window_open && r.dst == nullptr && r.max_body != 0 && total > r.max_body) return TooLarge(t, total);
     }
     if (t.ask_suffix) {
       t.window_known = true;
@@ -657,6 +676,10 @@ bool PrepareData(Transfer& t) {
     // pinned by ETag, so what was written before is overwritten with equal bytes).
     t.got = 0;
     if (t.window_open && r.dst == nullptr) r.body.clear();
+    if (t.window_open && r.dst == nullptr && r.max_body != 0 && t.has_content_length &&
+        t.content_length > r.max_body) {
+      return TooLarge(t, t.content_length);
+    }
     if (t.has_content_length) {
       r.object_size = t.content_length;
       r.object_size_known = true;
@@ -698,6 +721,11 @@ bool Deliver(Transfer& t, const char* data, size_t n) {
     }
     std::memcpy(r.dst + rel, src, len);
   } else {
+    if (r.max_body != 0 && rel + len > r.max_body) return TooLarge(t, 0);
+    if (r.max_body != 0 && r.body.capacity() < rel + len) {
+      // Geometric growth, but never a buffer past the bound (a body without Content-Length).
+      r.body.reserve(static_cast<size_t>(std::min<uint64_t>(r.max_body, std::max<uint64_t>(rel + len, 2 * r.body.capacity()))));
+    }
     if (r.body.size() < rel + len) r.body.resize(rel + len);
     std::memcpy(r.body.data() + rel, src, len);
   }
@@ -931,6 +959,7 @@ void Runner::StartAttempt(Transfer& t, Clock::time_point now) {
   t.has_content_length = false;
   t.content_length = 0;
   t.etag.clear();
+  t.last_modified.clear();
   t.content_type.clear();
   t.request_id.clear();
   t.request_id_rank = 0;
@@ -962,9 +991,10 @@ void Runner::StartAttempt(Transfer& t, Clock::time_point now) {
     }
     if (!t.range_header.empty()) headers.emplace_back("Range", t.range_header);
   }
-  if (!t.pinned_etag.empty() && (r.attempts > 1 || !r.if_match.empty())) {
+  if (!t.pinned_etag.empty() && !IsWeakEtag(t.pinned_etag) && (r.attempts > 1 || !r.if_match.empty())) {
     headers.emplace_back("If-Match", t.pinned_etag);
   }
+  if (!r.if_none_match.empty()) headers.emplace_back("If-None-Match", r.if_none_match);
   for (const auto& h : r.headers) headers.push_back(h);
   if (r.sign) {
     Status st = r.sign(r, &headers);
@@ -1113,6 +1143,11 @@ Status Runner::HttpError(Transfer& t, bool* retryable) {
   const long s = t.status;
   if (s == 404 || s == 410) {
     r.missing = true;
+    return Status::Ok();
+  }
+  if (s == 304 && !r.if_none_match.empty()) {
+    r.not_modified = true;
+    if (!t.etag.empty()) r.etag = t.etag;
     return Status::Ok();
   }
   if (s == 412) {

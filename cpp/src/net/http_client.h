@@ -41,7 +41,15 @@
 //     ignores Range requests". Not retried.
 //   - 404 and 410: missing = true, status Ok (callers decide what absent means).
 //   - 412 (If-Match failed): kIoError with errno ESTALE and precondition_failed = true; the
-//     store words it ("changed since its index was read"). Never retried.
+//     store words it ("changed since its index was read"), keeping the server's code,
+//     message and request id. Never retried.
+//   - 304 (If-None-Match matched): Ok with not_modified = true, etag from the answer, no body.
+//   - Weak ETags (W/"...") are never sent in If-Match (it compares strongly: a conforming
+//     server answers 412 to every such request); a resumed body without a strong ETag
+//     starts over.
+//   - Bounded bodies: a whole-object GET with max_body never buffers more than max_body
+//     bytes (Content-Length checked before the first byte; chunked bodies as they come);
+//     2xx XML bodies held back to look for an S3 <Error> are bounded the same way.
 //   - 401/403: kIoError with errno EACCES and permission_denied = true. Never retried.
 //   - Any other non-2xx answer not retried below: kIoError (errno EIO) with the status.
 //   - Retried with exponential backoff and full jitter (uniform in [0, min(retry_max_delay_ms,
@@ -121,7 +129,14 @@ struct HttpRequest {
   RangeKind range = RangeKind::kNone;
   uint64_t offset = 0;                  ///< kRange
   uint64_t length = 0;                  ///< kRange, kSuffix: bytes wanted
-  std::string if_match;                 ///< sent as If-Match when not empty (an ETag, quoted)
+  std::string if_match;                 ///< sent as If-Match when not empty (a strong ETag, quoted)
+  /// Sent as If-None-Match when not empty (an ETag, strong or weak: the server compares
+  /// weakly): a 304 answer then ends the request Ok with not_modified set and no body.
+  std::string if_none_match;
+  /// Whole-object GETs (kNone into `body`): the most bytes the body may have; 0 = no bound.
+  /// A Content-Length above it, or a body growing past it, ends the request with
+  /// kInvalidFormat and too_large set before more than max_body bytes are buffered.
+  uint64_t max_body = 0;
   std::vector<std::pair<std::string, std::string>> headers;  ///< extra headers, every attempt
   /// Called before every attempt with the headers that attempt sends (Range, If-Match and
   /// `headers` already in); appends its own (Authorization, x-amz-date, ...). An error ends
@@ -133,8 +148,11 @@ struct HttpRequest {
   bool missing = false;                 ///< 404/410
   bool precondition_failed = false;     ///< 412
   bool permission_denied = false;       ///< 401/403
+  bool not_modified = false;            ///< 304 to if_none_match (status Ok, no body)
+  bool too_large = false;               ///< the body would pass max_body (status kInvalidFormat)
   long http_status = 0;                 ///< of the last attempt (0: no answer)
   std::string etag;                     ///< as sent by the server, quotes kept
+  std::string last_modified;            ///< the Last-Modified header, as sent
   uint64_t object_size = 0;             ///< whole object's size, when the answer told it
   bool object_size_known = false;
   uint64_t transferred = 0;             ///< bytes written to dst (or body)

@@ -11,6 +11,7 @@
 #include <new>
 #include <thread>
 #include <mutex>
+#include <optional>
 
 #include "codec/codec.h"
 #include "io/file_cache.h"  // kDirectAlignment
@@ -118,15 +119,26 @@ Status Resolve(const ReadContext& ctx, bool remote, bool one_read, uint32_t firs
     // Whole-object reads, all in flight at once; the bytes stay with the object (resident)
     // and the workers decode from there.
     std::vector<RangeRead> reads(unsized.size());
+    // A chunk larger than its codecs can produce is refused before its body is buffered.
+    const uint64_t bound = l.chain->stored_is_decoded() ? l.chain->decoded_size() : l.chain->max_stored_size();
     for (size_t k = 0; k < unsized.size(); ++k) {
       reads[k].object = plan->file_refs[static_cast<size_t>(plan->tasks[unsized[k]].file)].get();
       reads[k].kind = ReadKind::kWhole;
+      reads[k].max_length = std::max<uint64_t>(bound, 1);
     }
     Status first_error;
     store.Read(reads, [&](size_t k) {
       ChunkTask& t = plan->tasks[unsized[k]];
       RangeRead& r = reads[k];
       if (!first_error.ok()) return;
+      if (r.too_large) {
+        first_error = Status::DataLoss("stored chunk is larger than its codecs (" + l.chain->description() +
+                                       ") can produce for a chunk of " + std::to_string(l.chain->decoded_size()) +
+                                       " bytes (at most " + std::to_string(bound) + "): refused before reading it")
+                          .WithPath(plan->files[static_cast<size_t>(t.file)])
+                          .WithChunk(TaskCoords(*plan, t));
+        return;
+      }
       if (!r.status.ok()) {
         first_error = Status(r.status).WithPath(plan->files[static_cast<size_t>(t.file)]).WithChunk(TaskCoords(*plan, t));
         return;
@@ -150,6 +162,7 @@ Status Resolve(const ReadContext& ctx, bool remote, bool one_read, uint32_t firs
   std::vector<int32_t>& shard_file = *shard_file_io;
   std::vector<RangeRead> reqs;
   std::vector<size_t> req_shard;
+  std::vector<std::optional<IndexCache::Hit>> req_cached;  // revalidated: the index kept if unchanged
   for (uint32_t i = first; i < last; ++i) {
     const size_t s = static_cast<size_t>(plan->tasks[i].shard);
     if (shard_file[s] != -2 && (shard_file[s] == -1 || plan->file_refs[static_cast<size_t>(shard_file[s])])) continue;
@@ -166,6 +179,7 @@ Status Resolve(const ReadContext& ctx, bool remote, bool one_read, uint32_t firs
     RangeRead r;
     r.object = &f;
     r.length = l.shard.index_size;
+    std::optional<IndexCache::Hit> hit;
     if (f.size_known) {
       // Always through the cache, which checks that the index was decoded from this very
       // version (a shard reopened in a later wave may have been rewritten meanwhile).
@@ -179,16 +193,16 @@ Status Resolve(const ReadContext& ctx, bool remote, bool one_read, uint32_t firs
       r.kind = ReadKind::kRange;
       r.offset = l.shard.IndexOffset(f.size);
     } else {
-      // The store learns size and version only by reading: take a cached index with the
-      // version it came from (chunk reads are pinned to it), else read the index with a
-      // suffix (or prefix) range, which tells both.
-      if (auto hit = ctx.index_cache->FindAny(plan->shard_ids[s])) {
-        f.version = hit->version;
-        f.size = hit->object_size;
-        f.size_known = true;
+      // The store learns size and version only by reading. A cached index is used with the
+      // version it came from if the store trusts that version (chunk reads are then pinned
+      // to it); else the index is read again, conditionally on that version (a 304 keeps
+      // the cached index), with a suffix (or prefix) range, which tells size and version.
+      hit = ctx.index_cache->FindAny(plan->shard_ids[s]);
+      if (hit && store.AdoptVersion(f, hit->version, hit->object_size)) {
         index[s] = hit->index;
         continue;
       }
+      if (hit) r.revalidate = hit->version;
       if (l.shard.index_at_end) {
         r.kind = ReadKind::kSuffix;
       } else {
@@ -198,6 +212,7 @@ Status Resolve(const ReadContext& ctx, bool remote, bool one_read, uint32_t firs
     }
     reqs.push_back(r);
     req_shard.push_back(s);
+    req_cached.push_back(std::move(hit));
   }
   if (!reqs.empty()) {
     std::vector<AlignedBuffer> req_bufs(reqs.size());
@@ -223,6 +238,13 @@ Status Resolve(const ReadContext& ctx, bool remote, bool one_read, uint32_t firs
       }
       if (r.missing) {  // absent shard (a remote store learns it here)
         shard_file[s] = -1;
+        return;
+      }
+      if (r.not_modified) {  // the cached index's version is current (the store confirmed it)
+        const IndexCache::Hit& cached = *req_cached[i];
+        r.object->size = cached.object_size;
+        r.object->size_known = true;
+        index[s] = cached.index;
         return;
       }
       const StoreObject& obj = *r.object;
@@ -546,8 +568,10 @@ void FinishRead(CallState& cs, const IoUnit& unit, const RangeRead& r) {
     Status st = r.status.ok() ? Status::IoError("object disappeared since its index was read", ESTALE) : r.status;
     if (st.error_number() == ESTALE && t0.shard >= 0) {
       // The shard changed since its index was read: this call fails (never mixing
-      // versions), and the next one reads the new index instead of failing again.
-      cs.ctx->index_cache->Erase(plan.shard_ids[static_cast<size_t>(t0.shard)]);
+      // versions), and the next one reads the new indexes instead of failing again. Every
+      // index of the call goes, not just this shard's: a writer rewrites many shards at
+      // once, and the call after this one must not fail on the next of them.
+      for (uint64_t id : plan.shard_ids) cs.ctx->index_cache->Erase(id);
     }
     st.WithPath(plan.files[static_cast<size_t>(unit.file)]);
     if (unit.num_tasks == 1) st.WithChunk(TaskCoords(plan, t0));

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <chrono>
 #include <ctime>
 #include <deque>
 #include <unordered_map>
@@ -31,13 +32,16 @@ class HttpObject final : public StoreObject {
 };
 
 // What a finished request taught about its object. Unpinned reads (resolving, on the calling
-// thread) record size and ETag; pinned reads (workers, concurrently) only compare, so an
+// thread) record size and version; pinned reads (workers, concurrently) only compare, so an
 // object's fields are never written by two threads: a version that changed under a pinned
-// read (a server that ignores If-Match) fails instead of mixing versions.
+// read (a server that ignores If-Match, or a weak or Last-Modified validator, which is
+// never sent as If-Match) fails instead of mixing versions.
 Status Learn(const HttpRequest& q, StoreObject* obj, bool pinned) {
+  const std::string version = HttpStore::VersionOf(q);
   if (pinned) {
-    if (!q.etag.empty() && !obj->version.empty() && q.etag != obj->version) {
-      return Status::IoError("object changed since its index was read (ETag " + obj->version + ", now " + q.etag + ")",
+    if (!version.empty() && !obj->version.empty() && version != obj->version) {
+      return Status::IoError("object changed since its index was read (version " + obj->version + ", now " + version +
+                                 ")",
                              ESTALE);
     }
     if (q.object_size_known && obj->size_known && q.object_size != obj->size) {
@@ -47,7 +51,8 @@ Status Learn(const HttpRequest& q, StoreObject* obj, bool pinned) {
     }
     return Status::Ok();
   }
-  if (!q.etag.empty()) obj->version = q.etag;
+  obj->version = version;
+  obj->version_confirmed = true;
   if (q.object_size_known) {
     obj->size = q.object_size;
     obj->size_known = true;
@@ -318,6 +323,12 @@ std::vector<std::string> XmlAll(std::string_view xml, std::string_view tag) {
 
 }  // namespace
 
+namespace {
+// One ListObjectsV2 page (at most 1000 keys of at most 1 KiB each, XML-escaped) is well
+// under this; a larger answer is no listing page and is refused, not buffered.
+constexpr uint64_t kListPageLimit = 16u << 20;
+}  // namespace
+
 Result<std::vector<std::string>> HttpStore::ListChildren(std::string_view prefix) {
   if (!config_.listable) {
     return Status::Unimplemented("this store cannot list its objects (plain HTTP)").WithPath(Location(prefix));
@@ -341,8 +352,14 @@ Result<std::vector<std::string>> HttpStore::ListChildren(std::string_view prefix
     query.emplace_back("prefix", key_prefix);
     HttpRequest q;
     PrepareAt(path, std::move(query), &q, Credentials());
+    q.max_body = kListPageLimit;
     client->Run(std::span<HttpRequest>(&q, 1), config_.client, [](size_t) {});
     Count(q, !q.status.ok());
+    if (q.too_large) {
+      return Status::DataLoss("listing answer is larger than " + std::to_string(kListPageLimit) +
+                              " bytes, far more than a page of S3's ListObjectsV2 holds")
+          .WithPath(Location(rel));
+    }
     if (!q.status.ok()) return Scrub(Status(q.status).ReplacePath(Location(rel)));
     if (q.missing) return Status::IoError("the bucket does not exist (HTTP 404 listing it)", ENOENT).WithPath(Location(rel));
     const std::string& xml = q.body;
@@ -380,6 +397,51 @@ StoreTraits HttpStore::traits() {
   return t;
 }
 
+std::string HttpStore::VersionOf(const HttpRequest& q) {
+  if (!q.etag.empty()) return q.etag;
+  // No ETag: the modification date stands in (1 s granularity: a rewrite within the same
+  // second that keeps the size goes unseen; docs/guide/remote.md says so).
+  if (!q.last_modified.empty()) return "last-modified: " + q.last_modified;
+  return std::string();
+}
+
+bool HttpStore::IsEtag(const std::string& v) {
+  return (v.size() >= 2 && v.front() == '"') || (v.size() >= 4 && v[0] == 'W' && v[1] == '/' && v[2] == '"');
+}
+
+bool HttpStore::IsStrongEtag(const std::string& v) { return v.size() >= 2 && v.front() == '"' && v.back() == '"'; }
+
+bool HttpStore::AdoptVersion(StoreObject& obj, const std::string& version, uint64_t size) {
+  if (version.empty()) return false;  // no validator: nothing would notice a rewrite
+  bool confirmed = false;
+  if (config_.disk_cache != nullptr && IsStrongEtag(version)) {
+    // The disk cache serves bytes of this version without a request: only if the server
+    // confirmed it within cache_max_age (0: never; the caller revalidates each call).
+    if (!(config_.cache_max_age_s > 0)) return false;
+    const auto now = std::chrono::steady_clock::now();
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = confirmed_.find(static_cast<const HttpObject&>(obj).key);
+    if (it == confirmed_.end() || it->second.version != version ||
+        now - it->second.at > std::chrono::duration<double>(config_.cache_max_age_s)) {
+      return false;
+    }
+    confirmed = true;
+  }
+  obj.version = version;
+  obj.size = size;
+  obj.size_known = true;
+  obj.version_confirmed = confirmed;
+  return true;
+}
+
+void HttpStore::NoteConfirmed(const std::string& key, const std::string& version) {
+  if (config_.disk_cache == nullptr || !(config_.cache_max_age_s > 0) || !IsStrongEtag(version)) return;
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (confirmed_.size() >= kMaxConfirmed) confirmed_.clear();  // bounded: forgetting costs a request
+  confirmed_[key] = Confirmation{version, now};
+}
+
 Result<ObjectRef> HttpStore::Open(std::string_view key) {
   LSIO_RETURN_IF_ERROR(ValidateKey(key));
   return ObjectRef(std::make_shared<HttpObject>(std::string(key)));
@@ -407,8 +469,14 @@ Result<std::optional<std::string>> HttpStore::ReadAll(std::string_view key, uint
   LSIO_ASSIGN_OR_RETURN(HttpClient * client, ProcessHttpClient());
   HttpRequest q;
   Prepare(key, &q, Credentials());
+  // Refused from its Content-Length (or as the body grows), never buffered whole first.
+  q.max_body = std::max<uint64_t>(max_bytes, 1);
   client->Run(std::span<HttpRequest>(&q, 1), config_.client, [](size_t) {});
   Count(q, !q.status.ok());
+  if (q.too_large) {
+    return Status::InvalidFormat("object is larger than the limit of " + std::to_string(max_bytes) + " bytes")
+        .WithPath(Location(key));
+  }
   if (!q.status.ok()) return Scrub(Status(q.status).ReplacePath(Location(key)));
   if (q.missing) return std::optional<std::string>();
   if (q.body.size() > max_bytes) {
@@ -436,9 +504,13 @@ void HttpStore::PrepareRead(const RangeRead& r, HttpRequest* q,
       break;
     case ReadKind::kWhole:
       q->range = RangeKind::kNone;
+      q->max_body = r.max_length;
       break;
   }
-  if (r.pin_version && !r.object->version.empty()) q->if_match = r.object->version;
+  // If-Match compares strongly: a weak ETag or a Last-Modified version is checked against
+  // the answer instead (Learn), never sent (a conforming server would answer 412 forever).
+  if (r.pin_version && IsStrongEtag(r.object->version)) q->if_match = r.object->version;
+  if (!r.revalidate.empty() && IsEtag(r.revalidate)) q->if_none_match = r.revalidate;
 }
 
 void HttpStore::Complete(RangeRead& r, HttpRequest& q) {
@@ -449,13 +521,24 @@ void HttpStore::Complete(RangeRead& r, HttpRequest& q) {
     // Named by the user's URL (the executor adds the same Location), not the endpoint's.
     r.status = Scrub(Status(q.status).ReplacePath(Location(static_cast<const HttpObject&>(*r.object).key)));
     if (q.precondition_failed) {
-      // 412, or an answer with another ETag from a server that ignores If-Match.
-      r.status = Status::IoError("object changed since its index was read (If-Match " + r.object->version +
-                                     (q.http_status == 412 ? std::string(" failed: HTTP 412)")
-                                                           : " ignored: HTTP " + std::to_string(q.http_status) +
-                                                                 " with another ETag)"),
-                                 ESTALE);
+      // 412, or an answer with another ETag from a server that ignores If-Match. The
+      // client's own words follow: the server's code and message, the request id.
+      r.status = Scrub(Status::IoError("object changed since its index was read (If-Match " + r.object->version +
+                                           (q.http_status == 412 ? std::string(" failed: HTTP 412)")
+                                                                 : " ignored: HTTP " + std::to_string(q.http_status) +
+                                                                       " with another ETag)") +
+                                           ": " + q.status.message(),
+                                       ESTALE));
+    } else if (q.too_large) {
+      r.too_large = true;
     }
+  } else if (q.not_modified) {
+    // The version the caller remembered is still current: confirmed, nothing transferred.
+    r.not_modified = true;
+    r.transferred = 0;
+    r.object->version = r.revalidate;
+    r.object->version_confirmed = true;
+    NoteConfirmed(static_cast<const HttpObject&>(*r.object).key, r.revalidate);
   } else if (q.missing) {
     if (r.pin_version) {
       // Its index said the chunk is there: the object went away in between.
@@ -467,6 +550,7 @@ void HttpStore::Complete(RangeRead& r, HttpRequest& q) {
     }
   } else {
     r.status = Learn(q, r.object, r.pin_version);
+    if (r.status.ok() && !r.pin_version) NoteConfirmed(static_cast<const HttpObject&>(*r.object).key, r.object->version);
     if (r.status.ok() && r.kind == ReadKind::kWhole) {
       r.body = std::move(q.body);
       r.transferred = r.body.size();
@@ -517,10 +601,12 @@ std::string HttpStore::CacheUrl(const RangeRead& r) const {
   return config_.scheme + "://" + config_.host + config_.root + "/" + static_cast<const HttpObject&>(*r.object).key;
 }
 
-// Only reads pinned to a version the server told this process (see disk_cache.h).
+// Only reads pinned to a strong ETag the server confirmed in this call (or within
+// cache_max_age): a weak ETag or a Last-Modified date does not say the bytes are the same,
+// and a remembered version may be stale (see disk_cache.h).
 static bool DiskCacheable(const RangeRead& r) {
-  return r.kind == ReadKind::kRange && r.pin_version && r.object != nullptr && !r.object->version.empty() &&
-         r.length > 0 && r.dst != nullptr;
+  return r.kind == ReadKind::kRange && r.pin_version && r.object != nullptr && r.object->version_confirmed &&
+         HttpStore::IsStrongEtag(r.object->version) && r.length > 0 && r.dst != nullptr;
 }
 
 // The disk cache stores aligned blocks of kDiskBlock bytes (the last block of an object may
@@ -617,12 +703,14 @@ void HttpStore::KeepOnDisk(RangeRead& r, DiskWidening* w, PendingBlocks* pending
 }
 
 void HttpStore::WritePending(PendingBlocks* pending) {
+  std::vector<DiskCache::Block> blocks;
   for (PendingBlocks::Span& sp : pending->spans) {
     for (uint64_t at = sp.offset; at < sp.offset + sp.length; at += kDiskBlock) {
       const uint64_t len = std::min(kDiskBlock, sp.offset + sp.length - at);
-      config_.disk_cache->Put(sp.url, sp.version, at, len, sp.bytes.get() + (at - sp.offset));
+      blocks.push_back({&sp.url, &sp.version, at, len, sp.bytes.get() + (at - sp.offset)});
     }
   }
+  if (!blocks.empty()) config_.disk_cache->PutBatch(blocks);
   pending->spans.clear();
   pending->bytes = 0;
 }

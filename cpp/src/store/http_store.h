@@ -44,10 +44,12 @@
 // connection; the HTTP client (net/http_client.h) is per process.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -84,6 +86,10 @@ struct HttpStoreConfig {
   /// Optional local disk cache of byte ranges (store/disk_cache.h): reads pinned to a known
   /// ETag are served from it when it holds them, and kept in it after a network read.
   std::shared_ptr<DiskCache> disk_cache;
+  /// Seconds a version the server confirmed is trusted for disk-cache hits without asking
+  /// again (storage option cache_max_age). 0: every read call revalidates each object it
+  /// serves from the disk cache (one conditional request per shard index).
+  double cache_max_age_s = 0;
 };
 
 class HttpStore final : public Store {
@@ -104,6 +110,13 @@ class HttpStore final : public Store {
                   const std::function<bool()>& cancelled = {}) override;
   StoreTraits traits() override;
   Result<std::string> TransportName() override { return std::string("http"); }
+  bool AdoptVersion(StoreObject& obj, const std::string& version, uint64_t size) override;
+
+  /// The version an answer tells: its ETag (strong or weak, as sent), else its
+  /// Last-Modified date ("last-modified: <date>"), else "" (no validator).
+  static std::string VersionOf(const HttpRequest& q);
+  static bool IsEtag(const std::string& version);        ///< "..." or W/"..."
+  static bool IsStrongEtag(const std::string& version);  ///< "..." (If-Match, disk-cache keys)
 
   /// Names of the "directories" directly below `prefix` (a key prefix relative to the root,
   /// "" for the root itself), from S3's ListObjectsV2 with delimiter '/' (all pages), sorted.
@@ -166,6 +179,14 @@ class HttpStore final : public Store {
   // Adds a finished request to stats(); `failed`: the read or call it served failed.
   void Count(const HttpRequest& r, bool failed);
   Status Scrub(Status st) const;
+  // Records that the server confirmed `version` of `key` now (for AdoptVersion within
+  // cache_max_age; only kept with a disk cache and a positive cache_max_age).
+  void NoteConfirmed(const std::string& key, const std::string& version);
+  struct Confirmation {
+    std::string version;
+    std::chrono::steady_clock::time_point at;
+  };
+  static constexpr size_t kMaxConfirmed = 1 << 16;
 
   HttpStoreConfig config_;
   mutable std::mutex mu_;
@@ -185,6 +206,7 @@ class HttpStore final : public Store {
   double epoch_bytes_ = 0;
   double epoch_seconds_ = 0;
   double level_rate_[7] = {0, 0, 0, 0, 0, 0, 0};
+  std::unordered_map<std::string, Confirmation> confirmed_;  // guarded by mu_
 };
 
 }  // namespace lsio

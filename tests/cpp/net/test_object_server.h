@@ -2,7 +2,7 @@
 // the semantics the remote store relies on (S3-like): HEAD (Content-Length, ETag), GET of the
 // whole object (200), Range "bytes=a-b", "bytes=a-" and suffix "bytes=-n" (206 with
 // Content-Range, 416 "bytes */size" when unsatisfiable), If-Match (412 when it does not match
-// the current ETag), 404 for unknown paths. Objects are keyed by the request target's path as
+// the current ETag strongly), If-None-Match (304 when it matches weakly), 404 for unknown paths. Objects are keyed by the request target's path as
 // sent (percent-encoded, query string dropped), and may be replaced or removed while serving.
 //
 // Usage:
@@ -91,14 +91,23 @@ class TestObjectServer {
       }
       obj = it->second;
     }
+    // If-Match compares strongly (a weak ETag never matches), If-None-Match weakly.
     const std::string im = q.Header("If-Match");
-    if (!im.empty() && im != obj.etag && !ignore_if_match_) {
-      conn.Send(HttpResponse(412, {{"Content-Type", "application/xml"}},
-                             "<Error><Code>PreconditionFailed</Code></Error>"));
+    const bool weak = obj.etag.rfind("W/", 0) == 0;
+    if (!im.empty() && (im != obj.etag || weak) && !ignore_if_match_) {
+      conn.Send(HttpResponse(412, {{"Content-Type", "application/xml"}, {"x-amz-request-id", "REQ412"}},
+                             "<Error><Code>PreconditionFailed</Code><Message>At least one of the pre-conditions "
+                             "you specified did not hold</Message></Error>"));
       return;
     }
     const uint64_t size = obj.data.size();
     std::vector<std::pair<std::string, std::string>> h = {{"ETag", obj.etag}, {"Accept-Ranges", "bytes"}};
+    const std::string inm = q.Header("If-None-Match");
+    const auto bare = [](const std::string& e) { return e.rfind("W/", 0) == 0 ? e.substr(2) : e; };
+    if (!inm.empty() && bare(inm) == bare(obj.etag)) {
+      conn.Send(HttpResponse(304, {{"ETag", obj.etag}}, "", /*add_content_length=*/false));
+      return;
+    }
     if (q.method == "HEAD") {
       h.emplace_back("Content-Length", std::to_string(size));
       conn.Send(HttpResponse(200, h, "", /*add_content_length=*/false));

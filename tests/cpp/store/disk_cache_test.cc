@@ -2,12 +2,14 @@
 // damaged blocks are misses and are removed; least recently used blocks go first when the
 // directory passes its bound (Get refreshes a block); blocks larger than the bound are not
 // kept; temporary files of dead writers are cleaned; several caches (processes) on one
-// directory see each other's blocks.
+// directory see each other's blocks and share one bound; blocks are checksummed and
+// owner-only; the directory is created with its parents or refused at once.
 #include "store/disk_cache.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -130,6 +132,95 @@ TEST(DiskCacheTest, ConcurrentWritersOfOneBlockLeaveOneWholeBlock) {
   }
   for (auto& t : ts) t.join();
   EXPECT_EQ(Blocks(dir.path()).size(), 1u);
+}
+
+TEST(DiskCacheTest, BlocksWhoseBytesChangedOnDiskAreMissesAndAreRemoved) {
+  TempDir dir;
+  DiskCache c(dir.path(), 1 << 20);
+  const auto b = PatternBytes(3000, 6);
+  c.Put("u", "v", 0, 3000, b.data());
+  auto files = Blocks(dir.path());
+  ASSERT_EQ(files.size(), 1u);
+  {
+    // Same size, one byte of the data flipped: only the checksum can tell.
+    std::fstream f(files[0], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-100, std::ios::end);
+    char ch = 0;
+    f.seekg(-100, std::ios::end);
+    f.get(ch);
+    f.seekp(-100, std::ios::end);
+    f.put(static_cast<char>(ch ^ 0x5A));
+  }
+  std::vector<uint8_t> out(3000);
+  EXPECT_FALSE(c.Get("u", "v", 0, 3000, out.data()));
+  EXPECT_TRUE(Blocks(dir.path()).empty());
+  EXPECT_EQ(c.stats().corrupt, 1u);
+}
+
+TEST(DiskCacheTest, DirectoriesAndBlocksAreOwnerOnlyWhateverTheUmask) {
+  TempDir dir;
+  const mode_t old = umask(0);
+  {
+    auto c = SharedDiskCache(dir.path() + "/a/b/cache", 1 << 20);  // parents created too
+    umask(old);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    const auto b = PatternBytes(100, 7);
+    c.value()->Put("u", "v", 0, 100, b.data());
+  }
+  umask(old);
+  struct stat st;
+  ASSERT_EQ(stat((dir.path() + "/a/b/cache").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  auto files = Blocks(dir.path() + "/a/b/cache");
+  ASSERT_EQ(files.size(), 1u);
+  ASSERT_EQ(stat(files[0].c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(stat(files[0].parent_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+}
+
+TEST(DiskCacheTest, AnUnusableDirectoryFailsWhenTheCacheIsMade) {
+  TempDir dir;
+  std::ofstream(dir.path() + "/file") << "x";
+  auto c = SharedDiskCache(dir.path() + "/file/cache", 1 << 20);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kIoError);
+  EXPECT_NE(c.status().ToString().find(dir.path() + "/file"), std::string::npos) << c.status().ToString();
+}
+
+TEST(DiskCacheTest, SeveralProcessesOnOneDirectoryShareItsBound) {
+  // Two cache objects stand for two processes: each alone stays under the bound, together
+  // they would pass it twice over without the shared counter.
+  TempDir dir;
+  const uint64_t block = 4000;
+  DiskCache a(dir.path(), 10 * block), b(dir.path(), 10 * block);
+  const auto bytes = PatternBytes(block, 8);
+  for (int i = 0; i < 12; ++i) {
+    a.Put("a" + std::to_string(i), "v", 0, block, bytes.data());
+    b.Put("b" + std::to_string(i), "v", 0, block, bytes.data());
+    uint64_t total = 0;
+    for (const auto& p : Blocks(dir.path())) total += std::filesystem::file_size(p);
+    EXPECT_LE(total, 10 * block) << "after " << i + 1 << " blocks each";
+  }
+  EXPECT_GT(a.stats().evictions + b.stats().evictions, 0u);
+}
+
+TEST(DiskCacheTest, ReadsAndWritesStayCorrectWhileScansRun) {
+  TempDir dir;
+  DiskCache c(dir.path(), 64 << 20);
+  const auto b = PatternBytes(1000, 9);
+  for (int i = 0; i < 2000; ++i) c.Put("u" + std::to_string(i), "v", 0, 1000, b.data());
+  std::atomic<bool> done{false};
+  std::thread scanner([&] {
+    while (!done.load()) c.Evict(64 << 20);
+  });
+  std::vector<uint8_t> out(1000);
+  for (int i = 0; i < 200; ++i) {
+    c.Put("w" + std::to_string(i), "v", 0, 1000, b.data());
+    ASSERT_TRUE(c.Get("u" + std::to_string(i), "v", 0, 1000, out.data()));
+  }
+  done = true;
+  scanner.join();
 }
 
 }  // namespace
