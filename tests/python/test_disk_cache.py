@@ -195,3 +195,51 @@ def test_bad_options(tmp_path):
         lsio.open("https://example.invalid/x.zarr", storage_options={"cache_dir": str(f)})
     with pytest.raises(ValueError):
         lsio.open("https://example.invalid/x.zarr", storage_options={"cache_dir": str(tmp_path), "cache_bytes": 0})
+
+
+def test_a_missing_parent_directory_is_created_owner_only(fs, tmp_path):
+    """Defect: a cache_dir whose parent did not exist disabled the cache silently (every
+    write failed and was only counted)."""
+    d = tmp_path / "not" / "yet" / "cache"
+    old = os.umask(0)
+    try:
+        arr = lsio.open(fs.url("sh.zarr"), storage_options={**OPTS, "cache_dir": str(d), "cache_bytes": 1 << 20})
+        assert_same_bits(arr[...], fs.sh)
+    finally:
+        os.umask(old)
+    assert blocks(d), "nothing was cached"
+    # Owner-only whatever the umask: the headers hold object URLs.
+    assert (d.stat().st_mode & 0o777) == 0o700
+    for p in blocks(d):
+        assert (p.stat().st_mode & 0o777) == 0o600, p
+        assert (p.parent.stat().st_mode & 0o777) == 0o700, p.parent
+    again = lsio.open(fs.url("sh.zarr"), storage_options={**OPTS, "cache_dir": str(d), "cache_bytes": 1 << 20})
+    assert_same_bits(again[...], fs.sh)
+    assert again.stats()["disk_cache_hits"] > 0
+
+
+def test_an_unusable_cache_directory_fails_at_open(fs, tmp_path):
+    f = tmp_path / "a-file"
+    f.write_text("x")
+    with pytest.raises(lsio.StorageError) as e:
+        lsio.open(fs.url("sh.zarr"),
+                  storage_options={**OPTS, "cache_dir": str(f / "cache"), "cache_bytes": 1 << 20})
+    assert str(f) in str(e.value)
+
+
+def test_a_block_whose_bytes_changed_on_disk_is_never_served(fs, tmp_path):
+    """Same size, one data byte flipped (bit rot, a torn write): only the block's checksum
+    tells, and the read must still return the stored array."""
+    d = tmp_path / "cache"
+    so = {**OPTS, "cache_dir": str(d), "cache_bytes": 1 << 20}
+    assert_same_bits(lsio.open(fs.url("sh.zarr"), storage_options=so)[...], fs.sh)
+    victims = blocks(d)
+    for v in victims:
+        with open(v, "r+b") as f:
+            f.seek(-1, os.SEEK_END)
+            last = f.read(1)
+            f.seek(-1, os.SEEK_END)
+            f.write(bytes([last[0] ^ 0xFF]))
+    again = lsio.open(fs.url("sh.zarr"), storage_options=so)
+    assert_same_bits(again[...], fs.sh)
+    assert again.stats()["disk_cache_hits"] == 0
