@@ -490,3 +490,45 @@ def test_v2_xarray_dataset_is_identical_to_open_zarr(tmp_path, consolidated):
     assert list(got.dims) == list(ref.dims)
     assert np.isnan(got["q"].values[1, 1]) and got["q"].dtype == ref["q"].dtype
     assert got["q"].encoding.get("_FillValue") == ref["q"].encoding.get("_FillValue") == -1
+
+
+# -- issue 24: valid data refused or misread -------------------------------------------------
+
+Z5PY_STORE = Path(__file__).resolve().parent.parent / "data" / "z5py_blosc.zr"
+
+
+def test_z5py_blosc_chunks_with_bytes_past_the_frame():
+    """Chunks z5py wrote (zarr_implementations' z5py.zr/blosc, provenance in
+    tests/data/z5py_blosc.zr/README.md) hold their c-blosc frame and 16 bytes after it; the
+    memcpyed chunk 0.0.0 is 10032 bytes for a 10000-byte chunk. c-blosc and numcodecs decode
+    the frame its header describes, and so must lsio."""
+    path = Z5PY_STORE / "blosc"
+    for name in ("0.0.0", "0.0.1", "0.5.0"):
+        raw = (path / name).read_bytes()
+        cbytes = int.from_bytes(raw[12:16], "little")
+        assert len(raw) == cbytes + 16, name  # the fixture is what the issue reported
+    assert (path / "0.0.0").stat().st_size == 10032
+    want = zarr.open_array(str(path), mode="r")[...]
+    for io, threads in (("pread", 1), ("auto", 2)):
+        arr = lsio.open(str(path), io=io, threads=threads)
+        assert_same_bits(arr[...], want, f"z5py blosc, io={io}")
+        assert_same_bits(arr[0:100, 0:100, 0], want[0:100, 0:100, 0], "memcpyed chunk 0.0.0")
+        assert_same_bits(arr[0:100, 500:512, 0], want[0:100, 500:512, 0], "edge chunk 0.5.0")
+    assert want[0:100, 0:100, :2].any() and want[0:100, 500:512, 0].any()  # real data, not fill
+
+
+def test_blosc_frame_beyond_its_stored_bytes_is_corrupt(tmp_path):
+    """The other side of reading frames with trailing bytes: a header claiming more bytes
+    than the chunk holds is a CorruptDataError naming blosc, the chunk and its size."""
+    path = tmp_path / "b.zarr"
+    z = zarr.create_array(str(path), shape=(2000,), chunks=(1000,), dtype="|u1", zarr_format=2,
+                          compressors=Blosc(cname="lz4", clevel=5, shuffle=Blosc.NOSHUFFLE))
+    z[...] = np.arange(2000) % 7
+    good = (path / "1").read_bytes()
+    (path / "1").write_bytes(good[:-3])
+    a = lsio.open(str(path))
+    np.testing.assert_array_equal(a[:1000], np.arange(1000) % 7)
+    with pytest.raises(lsio.CorruptDataError, match="blosc") as info:
+        a[...]
+    msg = str(info.value)
+    assert f"{len(good)} compressed bytes" in msg and f"{len(good) - 3} stored" in msg, msg
