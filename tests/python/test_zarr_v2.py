@@ -532,3 +532,39 @@ def test_blosc_frame_beyond_its_stored_bytes_is_corrupt(tmp_path):
         a[...]
     msg = str(info.value)
     assert f"{len(good)} compressed bytes" in msg and f"{len(good) - 3} stored" in msg, msg
+
+
+def _f16_delta_values() -> np.ndarray:
+    """float16 values whose differences and running sums round at most steps: mixed
+    magnitudes, subnormals, values near the largest float16 (differences overflow to inf),
+    infinities and a NaN."""
+    rng = np.random.default_rng(24)
+    v = np.concatenate([
+        rng.normal(0, 1, 340), rng.normal(0, 300, 300) * rng.choice([1e-3, 1, 50], 300),
+        rng.uniform(-6e-5, 6e-5, 100),  # subnormals (below 2**-14)
+        rng.uniform(6e4, 65504, 50) * rng.choice([-1, 1], 50),
+        [np.inf, 1.0, -np.inf, 2.0, np.nan, 3.0, 65504, -65504, 0.0, -0.0],
+    ]).astype(np.float16)
+    rng.shuffle(v)
+    return v
+
+
+@pytest.mark.parametrize("dt", ["<f2", ">f2"])
+@pytest.mark.parametrize("compressor", [None, Zstd(level=1)], ids=["none", "zstd"])
+def test_v2_delta_float16_matches_numcodecs(tmp_path, dt, compressor):
+    """numcodecs' Delta on float16 decodes by np.cumsum in float16, which rounds every
+    partial sum to float16 (numpy adds two halves in float32 and rounds the result): lsio
+    must give the same bits."""
+    values = _f16_delta_values()
+    path = tmp_path / "d.zarr"
+    z = zarr.create_array(str(path), shape=values.shape, chunks=(400,), dtype=dt, zarr_format=2,
+                          filters=[Delta(dtype=dt)], compressors=compressor, fill_value=0)
+    z[...] = values
+    want = zarr.open_array(str(path), mode="r")[...]
+    # The data is worth testing: a sum without float16 rounding at each step differs.
+    enc = Delta(dtype="<f2").encode(values.astype("<f2")).view("<f2").reshape(-1, 400)
+    exact = np.cumsum(enc.astype(np.float64), axis=1).astype(np.float16).reshape(-1)
+    assert not np.array_equal(exact.view(np.uint16), np.asarray(want).astype("<f2").view(np.uint16))
+    arr = lsio.open(str(path), threads=2)
+    _same(arr[...], want, f"delta {dt}")
+    _same(arr[123:777], want[123:777], f"delta {dt} crop")
