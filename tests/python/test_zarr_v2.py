@@ -568,3 +568,45 @@ def test_v2_delta_float16_matches_numcodecs(tmp_path, dt, compressor):
     arr = lsio.open(str(path), threads=2)
     _same(arr[...], want, f"delta {dt}")
     _same(arr[123:777], want[123:777], f"delta {dt} crop")
+
+
+# Each field of a numcodecs compressor's configuration set to null, as a hand-edited or
+# foreign .zarray may have it. numcodecs constructs the codec with None, and decoding needs
+# none of these fields, so zarr-python reads the arrays.
+NULL_FIELD_CASES = [
+    (Blosc(cname="lz4", clevel=5, shuffle=Blosc.SHUFFLE), "clevel"),
+    (Blosc(cname="zstd", clevel=3, shuffle=Blosc.BITSHUFFLE), "cname"),
+    (Blosc(cname="lz4", clevel=5, shuffle=Blosc.SHUFFLE), "shuffle"),
+    (Blosc(cname="lz4", clevel=5, shuffle=Blosc.SHUFFLE), "blocksize"),
+    (GZip(level=1), "level"),
+    (Zlib(level=1), "level"),
+    (Zstd(level=1), "level"),
+    (LZ4(acceleration=1), "acceleration"),
+]
+
+
+@pytest.mark.parametrize("kind", ["numbers", "strings"])
+@pytest.mark.parametrize("comp,field", NULL_FIELD_CASES, ids=[f"{c.codec_id}-{f}" for c, f in NULL_FIELD_CASES])
+def test_v2_null_compressor_field_reads_as_zarr_python(tmp_path, comp, field, kind):
+    """A null is carried as "not given" (numcodecs keeps None), never replaced by a default
+    that the codec then validates; numbers (with a delta filter whose astype is null too) and
+    vlen-utf8 strings (lsio.StringArray, which builds its own codec list) alike."""
+    path = tmp_path / "n.zarr"
+    if kind == "numbers":
+        z = zarr.create_array(str(path), shape=(40, 6), chunks=(16, 4), dtype="<i4", zarr_format=2,
+                              compressors=comp, filters=[Delta(dtype="<i4")])
+        z[:30] = np.arange(180, dtype="<i4").reshape(30, 6) ** 2
+    else:
+        z = zarr.create_array(str(path), shape=(9,), chunks=(4,), dtype=str, zarr_format=2, compressors=comp)
+        z[...] = np.array(["a", "bb", "", "dddd", "é", "f", "gg", "h", "iii"])
+    meta = json.loads((path / ".zarray").read_text())
+    meta["compressor"][field] = None
+    if kind == "numbers":
+        meta["filters"][0]["astype"] = None
+    (path / ".zarray").write_text(json.dumps(meta))
+    want = zarr.open_array(str(path), mode="r")[...]
+    arr = lsio.open(str(path))
+    if kind == "numbers":
+        _same(arr[...], want, f"{comp.codec_id} {field}: null")
+    else:
+        assert arr[...].tolist() == np.asarray(want).tolist()
