@@ -240,10 +240,12 @@ def _v2_compressor_as_v3(comp: dict, where: str) -> dict:
     if cid == "lz4":
         return {"name": "numcodecs.lz4", "configuration": {}}
     if cid == "blosc":
-        shuffle = {0: "noshuffle", 2: "bitshuffle"}.get(comp.get("shuffle", 1), "shuffle")
-        return {"name": "blosc", "configuration": {"cname": comp.get("cname", "lz4"), "clevel": comp.get("clevel", 5),
-                                                   "shuffle": shuffle, "typesize": 1,
-                                                   "blocksize": comp.get("blocksize") or 0}}
+        # Only the keys the .zarray gives: a null one (numcodecs keeps None) stays out, as in
+        # metadata_v2.cc, instead of reaching the codec's validation; decoding needs none.
+        config = {k: comp[k] for k in ("cname", "clevel", "blocksize") if comp.get(k) is not None}
+        if comp.get("shuffle") is not None:
+            config["shuffle"] = {0: "noshuffle", 2: "bitshuffle"}.get(comp["shuffle"], "shuffle")
+        return {"name": "blosc", "configuration": {**config, "typesize": 1}}
     raise UnsupportedError(f"{where}: compressor {cid!r} is not supported by lsio yet")
 
 

@@ -490,3 +490,123 @@ def test_v2_xarray_dataset_is_identical_to_open_zarr(tmp_path, consolidated):
     assert list(got.dims) == list(ref.dims)
     assert np.isnan(got["q"].values[1, 1]) and got["q"].dtype == ref["q"].dtype
     assert got["q"].encoding.get("_FillValue") == ref["q"].encoding.get("_FillValue") == -1
+
+
+# -- issue 24: valid data refused or misread -------------------------------------------------
+
+Z5PY_STORE = Path(__file__).resolve().parent.parent / "data" / "z5py_blosc.zr"
+
+
+def test_z5py_blosc_chunks_with_bytes_past_the_frame():
+    """Chunks z5py wrote (zarr_implementations' z5py.zr/blosc, provenance in
+    tests/data/z5py_blosc.zr/README.md) hold their c-blosc frame and 16 bytes after it; the
+    memcpyed chunk 0.0.0 is 10032 bytes for a 10000-byte chunk. c-blosc and numcodecs decode
+    the frame its header describes, and so must lsio."""
+    path = Z5PY_STORE / "blosc"
+    for name in ("0.0.0", "0.0.1", "0.5.0"):
+        raw = (path / name).read_bytes()
+        cbytes = int.from_bytes(raw[12:16], "little")
+        assert len(raw) == cbytes + 16, name  # the fixture is what the issue reported
+    assert (path / "0.0.0").stat().st_size == 10032
+    want = zarr.open_array(str(path), mode="r")[...]
+    for io, threads in (("pread", 1), ("auto", 2)):
+        arr = lsio.open(str(path), io=io, threads=threads)
+        assert_same_bits(arr[...], want, f"z5py blosc, io={io}")
+        assert_same_bits(arr[0:100, 0:100, 0], want[0:100, 0:100, 0], "memcpyed chunk 0.0.0")
+        assert_same_bits(arr[0:100, 500:512, 0], want[0:100, 500:512, 0], "edge chunk 0.5.0")
+    assert want[0:100, 0:100, :2].any() and want[0:100, 500:512, 0].any()  # real data, not fill
+
+
+def test_blosc_frame_beyond_its_stored_bytes_is_corrupt(tmp_path):
+    """The other side of reading frames with trailing bytes: a header claiming more bytes
+    than the chunk holds is a CorruptDataError naming blosc, the chunk and its size."""
+    path = tmp_path / "b.zarr"
+    z = zarr.create_array(str(path), shape=(2000,), chunks=(1000,), dtype="|u1", zarr_format=2,
+                          compressors=Blosc(cname="lz4", clevel=5, shuffle=Blosc.NOSHUFFLE))
+    z[...] = np.arange(2000) % 7
+    good = (path / "1").read_bytes()
+    (path / "1").write_bytes(good[:-3])
+    a = lsio.open(str(path))
+    np.testing.assert_array_equal(a[:1000], np.arange(1000) % 7)
+    with pytest.raises(lsio.CorruptDataError, match="blosc") as info:
+        a[...]
+    msg = str(info.value)
+    assert f"{len(good)} compressed bytes" in msg and f"{len(good) - 3} stored" in msg, msg
+
+
+def _f16_delta_values() -> np.ndarray:
+    """float16 values whose differences and running sums round at most steps: mixed
+    magnitudes, subnormals, values near the largest float16 (differences overflow to inf),
+    infinities and a NaN."""
+    rng = np.random.default_rng(24)
+    v = np.concatenate([
+        rng.normal(0, 1, 340), rng.normal(0, 300, 300) * rng.choice([1e-3, 1, 50], 300),
+        rng.uniform(-6e-5, 6e-5, 100),  # subnormals (below 2**-14)
+        rng.uniform(6e4, 65504, 50) * rng.choice([-1, 1], 50),
+        [np.inf, 1.0, -np.inf, 2.0, np.nan, 3.0, 65504, -65504, 0.0, -0.0],
+    ]).astype(np.float16)
+    rng.shuffle(v)
+    return v
+
+
+@pytest.mark.parametrize("dt", ["<f2", ">f2"])
+@pytest.mark.parametrize("compressor", [None, Zstd(level=1)], ids=["none", "zstd"])
+def test_v2_delta_float16_matches_numcodecs(tmp_path, dt, compressor):
+    """numcodecs' Delta on float16 decodes by np.cumsum in float16, which rounds every
+    partial sum to float16 (numpy adds two halves in float32 and rounds the result): lsio
+    must give the same bits."""
+    values = _f16_delta_values()
+    path = tmp_path / "d.zarr"
+    z = zarr.create_array(str(path), shape=values.shape, chunks=(400,), dtype=dt, zarr_format=2,
+                          filters=[Delta(dtype=dt)], compressors=compressor, fill_value=0)
+    z[...] = values
+    want = zarr.open_array(str(path), mode="r")[...]
+    # The data is worth testing: a sum without float16 rounding at each step differs.
+    enc = Delta(dtype="<f2").encode(values.astype("<f2")).view("<f2").reshape(-1, 400)
+    exact = np.cumsum(enc.astype(np.float64), axis=1).astype(np.float16).reshape(-1)
+    assert not np.array_equal(exact.view(np.uint16), np.asarray(want).astype("<f2").view(np.uint16))
+    arr = lsio.open(str(path), threads=2)
+    _same(arr[...], want, f"delta {dt}")
+    _same(arr[123:777], want[123:777], f"delta {dt} crop")
+
+
+# Each field of a numcodecs compressor's configuration set to null, as a hand-edited or
+# foreign .zarray may have it. numcodecs constructs the codec with None, and decoding needs
+# none of these fields, so zarr-python reads the arrays.
+NULL_FIELD_CASES = [
+    (Blosc(cname="lz4", clevel=5, shuffle=Blosc.SHUFFLE), "clevel"),
+    (Blosc(cname="zstd", clevel=3, shuffle=Blosc.BITSHUFFLE), "cname"),
+    (Blosc(cname="lz4", clevel=5, shuffle=Blosc.SHUFFLE), "shuffle"),
+    (Blosc(cname="lz4", clevel=5, shuffle=Blosc.SHUFFLE), "blocksize"),
+    (GZip(level=1), "level"),
+    (Zlib(level=1), "level"),
+    (Zstd(level=1), "level"),
+    (LZ4(acceleration=1), "acceleration"),
+]
+
+
+@pytest.mark.parametrize("kind", ["numbers", "strings"])
+@pytest.mark.parametrize("comp,field", NULL_FIELD_CASES, ids=[f"{c.codec_id}-{f}" for c, f in NULL_FIELD_CASES])
+def test_v2_null_compressor_field_reads_as_zarr_python(tmp_path, comp, field, kind):
+    """A null is carried as "not given" (numcodecs keeps None), never replaced by a default
+    that the codec then validates; numbers (with a delta filter whose astype is null too) and
+    vlen-utf8 strings (lsio.StringArray, which builds its own codec list) alike."""
+    path = tmp_path / "n.zarr"
+    if kind == "numbers":
+        z = zarr.create_array(str(path), shape=(40, 6), chunks=(16, 4), dtype="<i4", zarr_format=2,
+                              compressors=comp, filters=[Delta(dtype="<i4")])
+        z[:30] = np.arange(180, dtype="<i4").reshape(30, 6) ** 2
+    else:
+        z = zarr.create_array(str(path), shape=(9,), chunks=(4,), dtype=str, zarr_format=2, compressors=comp)
+        z[...] = np.array(["a", "bb", "", "dddd", "é", "f", "gg", "h", "iii"])
+    meta = json.loads((path / ".zarray").read_text())
+    meta["compressor"][field] = None
+    if kind == "numbers":
+        meta["filters"][0]["astype"] = None
+    (path / ".zarray").write_text(json.dumps(meta))
+    want = zarr.open_array(str(path), mode="r")[...]
+    arr = lsio.open(str(path))
+    if kind == "numbers":
+        _same(arr[...], want, f"{comp.codec_id} {field}: null")
+    else:
+        assert arr[...].tolist() == np.asarray(want).tolist()

@@ -12,11 +12,20 @@
 // already decode chunks in parallel, so one internal thread means no threads of c-blosc's
 // own (fork-safe, no oversubscription).
 //
-// Why validate first: c-blosc trusts the header's sizes; blosc_cbuffer_validate checks that
-// the header's compressed size equals the bytes we hold and that the decoded size is in
-// range, so a truncated or padded frame is refused before decompression, and the decoded
-// size is compared with the chunk's before anything is written. blosc_decompress_ctx never
-// writes past destsize, which is exactly the chunk.
+// Why validate first: c-blosc trusts the header's sizes, so lsio checks them against the
+// stored bytes before decompression: the frame (the header's cbytes) must fit in what is
+// stored and the decoded size must be the chunk's, so a truncated frame is refused before
+// anything is written. Bytes after the frame are allowed and ignored, as c-blosc and
+// numcodecs do: z5py stored 16 bytes past every frame (tests/data/z5py_blosc.zr). c-blosc
+// then reads only the frame, and blosc_decompress_ctx never writes past destsize, which is
+// exactly the chunk.
+//
+// Why MaxEncodedSize is not nbytes + 16: that is only what c-blosc writes when the
+// destination has no more room (numcodecs' case). Given a larger destination, blocks that
+// do not compress are stored raw, each split stream behind its own 4-byte size, after a
+// 4-byte start per block, and the frame can exceed nbytes + 16 (MaxFrameSize derives the
+// bound); writers also pad after the frame. The read layer refuses stored chunks above the
+// bound before allocating, so it must hold every frame c-blosc can write.
 //
 // Why lsio unshuffles byte-shuffled frames itself: c-blosc decodes each block into a
 // temporary buffer and then unshuffles it into the destination, and Debian's build has only
@@ -41,12 +50,43 @@
 namespace lsio {
 namespace {
 
+// The largest frame c-blosc 1.x can write for `n` decoded bytes, whatever destination size,
+// compressor, typesize, block size and split mode the writer chose. From c-blosc 1.21
+// (blosc/blosc.c, v1.21.6; 1.x has not changed it):
+// - below MIN_BUFFERSIZE (128) bytes the frame is MEMCPYED: the 16-byte header and the data
+//   (write_compression_header); any frame falls back to that when it would not fit;
+// - otherwise: the header, a 4-byte start per block (bstarts), then per block its streams,
+//   each a 4-byte size and at most its neblock bytes, stored raw when the compressor does not
+//   shrink them (blosc_c) - except snappy, whose output may reach
+//   snappy_max_compressed_length(neblock) = 32 + neblock + neblock / 6 and is kept;
+// - a block is one stream, or typesize (<= MAX_SPLITS = 16) streams of >= MIN_BUFFERSIZE
+//   bytes each when split (split_block; blosc_d reads a split frame only then, so a frame
+//   split otherwise (BLOSC_ALWAYS_SPLIT) is not one c-blosc can decode): at most
+//   nblocks + n / 128 streams in all;
+// - block sizes (compute_blocksize): 1 when n < typesize (<= 255), else at least
+//   MIN_BUFFERSIZE rounded down to a multiple of a smaller typesize, so at least 65 bytes.
+uint64_t MaxFrameSize(uint64_t n) {
+  constexpr uint64_t kHeader = BLOSC_MAX_OVERHEAD, kMinBuffer = 128;
+  if (n < kMinBuffer) return kHeader + n;
+  if (n > (UINT64_MAX >> 3) / 8) return UINT64_MAX;  // far beyond any frame; no overflow below
+  const uint64_t min_block = n < BLOSC_MAX_TYPESIZE ? 1 : 64;
+  const uint64_t blocks = (n + min_block - 1) / min_block;
+  const uint64_t streams = blocks + n / kMinBuffer;
+  const uint64_t snappy_growth = 32 * streams + n / 6;
+  return kHeader + 4 * blocks + 4 * streams + n + snappy_growth;
+}
+
+// Bytes a writer may store after the frame: z5 (z5py) sized its output cbytes + 16, and its
+// predecessor zarr++ cbytes / itemsize + 16 items (16 items of at most 16 bytes).
+constexpr uint64_t kWriterPadding = 16 * 16;
+
 class BloscCodec final : public BytesToBytesCodec {
  public:
   std::string name() const override { return "blosc"; }
-  // c-blosc 1.x stores incompressible data raw (MEMCPYED): never more than the data plus
-  // its 16-byte header.
-  uint64_t MaxEncodedSize(uint64_t decoded) const override { return decoded + BLOSC_MAX_OVERHEAD; }
+  uint64_t MaxEncodedSize(uint64_t decoded) const override {
+    const uint64_t frame = MaxFrameSize(decoded);
+    return frame > UINT64_MAX - kWriterPadding ? UINT64_MAX : frame + kWriterPadding;
+  }
   // lsio's unshuffle holds the byte planes and, unless the input may be changed, a copy of
   // the frame (DecodeScratch::blosc_planes / blosc_frame).
   uint64_t DecodeScratchBytes(uint64_t decoded, uint64_t stored) const override {
@@ -59,18 +99,23 @@ class BloscCodec final : public BytesToBytesCodec {
       return Status::DataLoss("blosc: frame of " + std::to_string(in.size()) +
                               " bytes is shorter than its 16-byte header");
     }
-    size_t nbytes = 0;
-    if (blosc_cbuffer_validate(in.data(), in.size(), &nbytes) != 0) {
-      if (in[0] != BLOSC_VERSION_FORMAT) {
-        return Status::DataLoss("blosc: not a c-blosc 1.x frame (format version " + std::to_string(in[0]) +
-                                ", expected " + std::to_string(BLOSC_VERSION_FORMAT) + ")");
-      }
-      size_t header_nbytes = 0, header_cbytes = 0, blocksize = 0;
-      blosc_cbuffer_sizes(in.data(), &header_nbytes, &header_cbytes, &blocksize);
-      return Status::DataLoss("blosc: corrupt or truncated frame (header says " + std::to_string(header_cbytes) +
-                              " compressed bytes for " + std::to_string(header_nbytes) + ", " +
-                              std::to_string(in.size()) + " stored)");
+    if (in[0] != BLOSC_VERSION_FORMAT) {
+      return Status::DataLoss("blosc: not a c-blosc 1.x frame (format version " + std::to_string(in[0]) +
+                              ", expected " + std::to_string(BLOSC_VERSION_FORMAT) + ")");
     }
+    size_t nbytes = 0, cbytes = 0, blocksize = 0;
+    blosc_cbuffer_sizes(in.data(), &nbytes, &cbytes, &blocksize);
+    if (cbytes < BLOSC_MIN_HEADER_LENGTH || cbytes > in.size()) {
+      return Status::DataLoss("blosc: corrupt or truncated frame (header says " + std::to_string(cbytes) +
+                              " compressed bytes for " + std::to_string(nbytes) + ", " + std::to_string(in.size()) +
+                              " stored)");
+    }
+    if (nbytes > BLOSC_MAX_BUFFERSIZE) {
+      return Status::DataLoss("blosc: corrupt frame (header says " + std::to_string(nbytes) +
+                              " decoded bytes, more than c-blosc's limit of " + std::to_string(BLOSC_MAX_BUFFERSIZE) +
+                              ")");
+    }
+    in = in.first(cbytes);  // bytes after the frame are a writer's padding (file comment)
     if (out.fixed != nullptr) {
       if (nbytes != out.size) return WrongSize(nbytes, out.size);
       LSIO_RETURN_IF_ERROR(DecodeFrame(in, out.in_writable, out.fixed, out.size, scratch));

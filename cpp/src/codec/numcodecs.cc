@@ -14,7 +14,10 @@
 //   shuffle: byte planes: decoded[i * E + j] = encoded[j * n + i], n = size / E (E <= 1: copy).
 //   delta:   elements of `dtype` (with its byte order): encoded[0] = x[0],
 //            encoded[i] = x[i] - x[i-1]; decoded by a running sum in `dtype` (np.cumsum),
-//            integers wrapping around as numpy's do.
+//            integers wrapping around as numpy's do. float16 sums as numpy's half loops do:
+//            each step adds the two values as float32 and rounds the sum to float16
+//            (numpy/_core/src/umath/loops.c.src, HALF_add; cumsum is an accumulate, not a
+//            reduce, so every partial sum is rounded), which lsio must match bit for bit.
 #include <lz4.h>
 
 #include <bit>
@@ -138,6 +141,68 @@ void UndoDelta(const uint8_t* in, uint8_t* out, uint64_t n, bool swap) {
   }
 }
 
+// IEEE binary16 <-> binary32, written out because C++20 has no portable float16: the widening
+// is exact; the narrowing rounds to nearest, ties to even, overflows to infinity and keeps a
+// NaN a NaN (its top payload bits, at least one set), as numpy's npy_float_to_half.
+float HalfToFloat(uint16_t h) {
+  const uint32_t sign = uint32_t{h & 0x8000u} << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  if (exp == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | man << 13);
+  if (exp == 0) {
+    const float v = static_cast<float>(man) * 0x1p-24f;  // zero or subnormal: exact
+    return sign ? -v : v;
+  }
+  return std::bit_cast<float>(sign | (exp + 112) << 23 | man << 13);  // rebias 15 -> 127
+}
+
+uint16_t FloatToHalf(float f) {
+  const uint32_t x = std::bit_cast<uint32_t>(f);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t a = x & 0x7fffffffu;
+  if (a >= 0x7f800000u) {  // infinity or NaN
+    if (a == 0x7f800000u) return sign | 0x7c00u;
+    const uint16_t payload = static_cast<uint16_t>((a >> 13) & 0x3ffu);
+    return sign | 0x7c00u | (payload ? payload : 1);
+  }
+  if (a >= 0x477ff000u) return sign | 0x7c00u;  // >= 65520: rounds past 65504 to infinity
+  if (a < 0x38800000u) {  // below 2^-14: a subnormal half (or zero) in units of 2^-24
+    if (a <= 0x33000000u) return sign;  // <= 2^-25, which ties to the even zero
+    const uint32_t man = (a & 0x7fffffu) | 0x800000u;
+    const uint32_t shift = 126 - (a >> 23);  // 14..24
+    uint32_t q = man >> shift;
+    const uint32_t rest = man & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rest > half || (rest == half && (q & 1))) ++q;  // may carry into the smallest normal
+    return static_cast<uint16_t>(sign | q);
+  }
+  uint32_t h = ((a >> 23) - 112) << 10 | ((a >> 13) & 0x3ffu);
+  const uint32_t rest = a & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1))) ++h;  // a carry into the exponent is right
+  return static_cast<uint16_t>(sign | h);
+}
+
+bool IsHalfNaN(uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0; }
+
+// numpy's float16 a + b. NaN operands are decided here and not by the hardware add, whose
+// choice between two NaNs depends on how the compiler orders the operands: numpy's x86-64
+// wheels return b's NaN when b is one, else a's, quieted (its sum of two NaNs came out as the
+// second one's in every combination tried). inf + -inf is left to the add, as in numpy.
+uint16_t AddHalf(uint16_t a, uint16_t b) {
+  constexpr uint16_t kQuiet = 0x0200;
+  if (IsHalfNaN(b)) return b | kQuiet;
+  if (IsHalfNaN(a)) return a | kQuiet;
+  return FloatToHalf(HalfToFloat(a) + HalfToFloat(b));
+}
+
+// np.cumsum in float16: the first element as stored, then each partial sum rounded to float16.
+void UndoDeltaHalf(const uint8_t* in, uint8_t* out, uint64_t n, bool swap) {
+  uint16_t sum = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint16_t d = Load<uint16_t>(in + i * 2, swap);
+    sum = i == 0 ? d : AddHalf(sum, d);
+    Store<uint16_t>(out + i * 2, sum, swap);
+  }
+}
+
 class DeltaCodec final : public BytesToBytesCodec {
  public:
   DeltaCodec(char kind, size_t size, bool big, std::string dtype)
@@ -162,6 +227,7 @@ class DeltaCodec final : public BytesToBytesCodec {
       case 'u' * 16 + 2: UndoDelta<uint16_t>(src, dst, n, swap); break;
       case 'u' * 16 + 4: UndoDelta<uint32_t>(src, dst, n, swap); break;
       case 'u' * 16 + 8: UndoDelta<uint64_t>(src, dst, n, swap); break;
+      case 'f' * 16 + 2: UndoDeltaHalf(src, dst, n, swap); break;
       case 'f' * 16 + 4: UndoDelta<float>(src, dst, n, swap); break;
       case 'f' * 16 + 8: UndoDelta<double>(src, dst, n, swap); break;
       default: return Status::Internal("delta: unexpected dtype " + dtype_);
@@ -215,7 +281,7 @@ Result<std::unique_ptr<Codec>> ParseV2DeltaCodec(const nlohmann::json& config) {
   if (size != "1" && size != "2" && size != "4" && size != "8") {
     return Status::Unimplemented("delta filter of dtype '" + dtype + "' is not supported by lsio yet");
   }
-  if (dtype[1] == 'f' && size != "4" && size != "8") {
+  if (dtype[1] == 'f' && size == "1") {
     return Status::Unimplemented("delta filter of dtype '" + dtype + "' is not supported by lsio yet");
   }
   return std::unique_ptr<Codec>(new DeltaCodec(dtype[1], std::stoul(size), dtype[0] == '>', dtype));

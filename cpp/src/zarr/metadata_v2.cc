@@ -71,59 +71,62 @@ Status V2DataType(const nlohmann::json& j, nlohmann::json* name, std::string* en
   return Status::Ok();
 }
 
-// The compressor as a v3 codec; null when there is none.
+// The compressor as a v3 codec; null when there is none. The configuration carries what the
+// .zarray says and nothing else: a key that is null or absent stays out (numcodecs keeps None,
+// and decoding needs none of these keys), so no default stands in for it and the v3 codec
+// validates only values the writer gave.
 Result<nlohmann::json> V2Compressor(const nlohmann::json& c, size_t typesize) {
   if (c.is_null()) return nlohmann::json();
   if (!c.is_object()) return Status::InvalidFormat(".zarray: compressor must be an object or null");
   auto id = c.find("id");
   if (id == c.end() || !id->is_string()) return Status::InvalidFormat(".zarray: compressor lacks a string \"id\"");
   const std::string name = id->get<std::string>();
-  auto level = [&](int dflt) -> Result<int> {
-    auto l = c.find("level");
-    if (l == c.end() || l->is_null()) return dflt;
-    if (!l->is_number_integer()) return Status::InvalidFormat(".zarray: compressor level must be an integer");
-    return l->get<int>();
+  auto given = [&](const char* key) -> const nlohmann::json* {
+    auto it = c.find(key);
+    return it == c.end() || it->is_null() ? nullptr : &*it;
   };
+  auto integer = [&](const char* key, const char* what) -> Result<const nlohmann::json*> {
+    const nlohmann::json* v = given(key);
+    if (v != nullptr && !v->is_number_integer()) {
+      return Status::InvalidFormat(std::string(".zarray: ") + what + " must be an integer or null, got " + v->dump());
+    }
+    return v;
+  };
+  nlohmann::json config = nlohmann::json::object();
   if (name == "zstd") {
     // numcodecs writes standard frames; "checksum" (numcodecs >= 0.13) is checked by libzstd
     // from the frame itself, so the flag is informational here.
-    LSIO_ASSIGN_OR_RETURN(int lv, level(0));
-    return nlohmann::json{{"name", "zstd"}, {"configuration", {{"level", lv}, {"checksum", false}}}};
+    LSIO_ASSIGN_OR_RETURN(const nlohmann::json* level, integer("level", "compressor level"));
+    if (level != nullptr) config["level"] = *level;
+    if (const nlohmann::json* ck = given("checksum")) config["checksum"] = *ck;
+    return nlohmann::json{{"name", "zstd"}, {"configuration", config}};
   }
   if (name == "gzip" || name == "zlib") {
-    LSIO_ASSIGN_OR_RETURN(int lv, level(1));
-    if (lv < 0 || lv > 9) lv = 1;  // only decoded: the level does not matter, the v3 codec checks it
-    return nlohmann::json{{"name", "gzip"}, {"configuration", {{"level", lv}}}};
+    LSIO_ASSIGN_OR_RETURN(const nlohmann::json* level, integer("level", "compressor level"));
+    // Only decoded: a level the v3 codec would refuse (zlib's -1 = its default) is left out.
+    if (level != nullptr && level->get<int64_t>() >= 0 && level->get<int64_t>() <= 9) config["level"] = *level;
+    return nlohmann::json{{"name", "gzip"}, {"configuration", config}};
   }
   if (name == "blosc") {
     // Blosc frames describe themselves (codec, shuffle, typesize); the v3 codec validates
     // the configuration, so it gets v3's spelling of numcodecs' keys.
-    auto cname = c.find("cname");
-    auto shuffle = c.find("shuffle");
-    LSIO_ASSIGN_OR_RETURN(int clevel, [&]() -> Result<int> {
-      auto l = c.find("clevel");
-      if (l == c.end() || l->is_null()) return 5;
-      if (!l->is_number_integer()) return Status::InvalidFormat(".zarray: blosc clevel must be an integer");
-      return l->get<int>();
-    }());
-    std::string shuffle_name = "shuffle";  // numcodecs' default: 1 (byte)
-    if (shuffle != c.end() && !shuffle->is_null()) {
-      if (!shuffle->is_number_integer()) return Status::InvalidFormat(".zarray: blosc shuffle must be an integer");
-      const int s = shuffle->get<int>();
+    if (const nlohmann::json* cname = given("cname")) config["cname"] = *cname;
+    LSIO_ASSIGN_OR_RETURN(const nlohmann::json* clevel, integer("clevel", "blosc clevel"));
+    if (clevel != nullptr) config["clevel"] = *clevel;
+    LSIO_ASSIGN_OR_RETURN(const nlohmann::json* shuffle, integer("shuffle", "blosc shuffle"));
+    if (shuffle != nullptr) {
+      const int64_t s = shuffle->get<int64_t>();
       // -1 (AUTOSHUFFLE): bit for 1-byte items, byte otherwise; the frame says which was used.
       if (s < -1 || s > 2) return Status::InvalidFormat(".zarray: blosc shuffle must be -1, 0, 1 or 2");
-      shuffle_name = s == 0 ? "noshuffle" : s == 2 ? "bitshuffle" : "shuffle";
+      config["shuffle"] = s == 0 ? "noshuffle" : s == 2 ? "bitshuffle" : "shuffle";
     }
-    nlohmann::json config = {{"cname", cname != c.end() && cname->is_string() ? cname->get<std::string>() : "lz4"},
-                             {"clevel", clevel},
-                             {"shuffle", shuffle_name},
-                             {"typesize", std::max<size_t>(1, typesize)}};
-    if (auto bs = c.find("blocksize"); bs != c.end() && bs->is_number_integer()) config["blocksize"] = bs->get<int64_t>();
+    config["typesize"] = std::max<size_t>(1, typesize);  // what numcodecs compresses with
+    LSIO_ASSIGN_OR_RETURN(const nlohmann::json* blocksize, integer("blocksize", "blosc blocksize"));
+    if (blocksize != nullptr) config["blocksize"] = *blocksize;
     return nlohmann::json{{"name", "blosc"}, {"configuration", config}};
   }
   if (name == "lz4") {
-    nlohmann::json config = nlohmann::json::object();
-    if (auto a = c.find("acceleration"); a != c.end()) config["acceleration"] = *a;
+    if (const nlohmann::json* a = given("acceleration")) config["acceleration"] = *a;
     return nlohmann::json{{"name", "numcodecs.lz4"}, {"configuration", config}};
   }
   return Status::Unimplemented("compressor '" + name + "' is not supported by lsio yet");

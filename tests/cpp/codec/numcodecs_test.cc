@@ -96,11 +96,43 @@ TEST(NumcodecsTest, DeltaIsARunningSumThatWrapsAndKeepsByteOrder) {
   std::memcpy(f, fgot->data(), 24);
   EXPECT_EQ(f[1], 0.1 + 0.2);
   EXPECT_EQ(f[2], (0.1 + 0.2) + 1e16);
-  for (const char* cfg : {R"({"dtype": "<i4", "astype": "<i2"})", R"({"dtype": "<f2"})", R"({"dtype": "<M8[ns]"})"}) {
+  for (const char* cfg : {R"({"dtype": "<i4", "astype": "<i2"})", R"({"dtype": "<f1"})", R"({"dtype": "<M8[ns]"})"}) {
     auto r = ParseChain(std::string(R"(["bytes", {"name": "lsio.v2.delta", "configuration": )") + cfg + "}]",
                         Spec({3}, 4));
     EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented) << cfg;
   }
+}
+
+TEST(NumcodecsTest, DeltaFloat16RoundsEveryPartialSumAsNumpy) {
+  // np.cumsum in float16 rounds each step (float32 sum, then to nearest-even float16):
+  // 1 + 2^-11 ties back to 1, twice, where an exact running sum would reach 1 + 2^-10; 65504
+  // + 16 = 65520 rounds to infinity; a subnormal step sums exactly. Bits, both byte orders.
+  const uint16_t enc[] = {0x3C00, 0x1000, 0x1000, 0x3C00, 0x7BFF, 0x4C00, 0x0001, 0x8001};
+  const uint16_t want[] = {0x3C00, 0x3C00, 0x3C00, 0x4000, 0x7BFF, 0x7C00, 0x7C00, 0x7C00};
+  for (bool big : {false, true}) {
+    auto chain = ParseChain(std::string(R"(["bytes", {"name": "lsio.v2.delta", "configuration": {"dtype": ")") +
+                                (big ? ">f2" : "<f2") + R"("}}])",
+                            Spec({8}, 2));
+    ASSERT_TRUE(chain.ok()) << chain.status().ToString();
+    Bytes in(16);
+    for (size_t i = 0; i < 8; ++i) {
+      in[2 * i + (big ? 1 : 0)] = static_cast<uint8_t>(enc[i] & 0xff);
+      in[2 * i + (big ? 0 : 1)] = static_cast<uint8_t>(enc[i] >> 8);
+    }
+    auto got = Decode(**chain, in);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    for (size_t i = 0; i < 8; ++i) {
+      const uint16_t v = static_cast<uint16_t>((*got)[2 * i + (big ? 1 : 0)] | (*got)[2 * i + (big ? 0 : 1)] << 8);
+      EXPECT_EQ(v, want[i]) << (big ? ">f2" : "<f2") << " element " << i;
+    }
+  }
+  // Subnormals: 2^-24 + 2^-24 = 2^-23 exactly, and a negative step back.
+  auto chain = ParseChain(R"(["bytes", {"name": "lsio.v2.delta", "configuration": {"dtype": "<f2"}}])", Spec({3}, 2));
+  ASSERT_TRUE(chain.ok());
+  const Bytes sub = {0x01, 0x00, 0x01, 0x00, 0x01, 0x80};
+  auto got = Decode(**chain, sub);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, (Bytes{0x01, 0x00, 0x02, 0x00, 0x01, 0x00}));
 }
 
 }  // namespace

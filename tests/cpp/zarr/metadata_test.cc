@@ -390,6 +390,42 @@ TEST(MetadataV2Test, BloscIsTheV3BloscCodec) {
   ASSERT_TRUE(m.ok()) << m.status().ToString();
 }
 
+TEST(MetadataV2Test, NullCompressorFieldsAreLeftUnsaid) {
+  // numcodecs builds a codec with None for a null key and decodes without it; so does lsio,
+  // with no default standing in for it (lz4's null "acceleration" was refused as a non-integer).
+  const std::vector<std::pair<nlohmann::json, std::string>> cases = {
+      {nlohmann::json::parse(kZarray)["compressor"], "clevel"},
+      {nlohmann::json::parse(kZarray)["compressor"], "cname"},
+      {nlohmann::json::parse(kZarray)["compressor"], "shuffle"},
+      {nlohmann::json::parse(kZarray)["compressor"], "blocksize"},
+      {{{"id", "zstd"}, {"level", 1}, {"checksum", true}}, "level"},
+      {{{"id", "zstd"}, {"level", 1}, {"checksum", true}}, "checksum"},
+      {{{"id", "gzip"}, {"level", 1}}, "level"},
+      {{{"id", "zlib"}, {"level", 1}}, "level"},
+      {{{"id", "lz4"}, {"acceleration", 1}}, "acceleration"},
+  };
+  for (auto [compressor, key] : cases) {
+    nlohmann::json j = V2Doc();
+    compressor[key] = nullptr;
+    j["compressor"] = compressor;
+    auto m = ParseArrayMetadataV2(j.dump(), "");
+    EXPECT_TRUE(m.ok()) << compressor.dump() << ": " << m.status().ToString();
+  }
+  // A value that is given is still checked.
+  nlohmann::json j = V2Doc();
+  j["compressor"] = nlohmann::json::parse(kZarray)["compressor"];
+  j["compressor"]["clevel"] = "5";
+  auto m = ParseArrayMetadataV2(j.dump(), "");
+  EXPECT_EQ(m.status().code(), StatusCode::kInvalidFormat);
+  EXPECT_NE(m.status().message().find("blosc clevel must be an integer or null, got \"5\""), std::string::npos)
+      << m.status().message();
+  j["compressor"]["clevel"] = 5;
+  j["compressor"]["cname"] = 4;
+  m = ParseArrayMetadataV2(j.dump(), "");
+  EXPECT_EQ(m.status().code(), StatusCode::kInvalidFormat);
+  EXPECT_NE(m.status().message().find("\"cname\""), std::string::npos) << m.status().message();
+}
+
 TEST(MetadataV2Test, OrderFByteOrderSeparatorAndFills) {
   nlohmann::json j = V2Doc();
   j["order"] = "F";
