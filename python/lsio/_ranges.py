@@ -23,9 +23,13 @@ def _is_one_source(source: Any) -> bool:
 
 
 def _split_url(url: str) -> Tuple[str, str]:
-    """``s3://bucket/dir/file`` -> (``s3://bucket/dir``, ``file``)."""
+    """``s3://bucket/dir/file`` -> (``s3://bucket/dir``, ``file``).
+
+    The whole URL is checked as ``lsio.open`` checks it first: a query string
+    (``?versionId=...``) or fragment would otherwise be cut off here, and the current object
+    read in place of the one the URL names."""
+    _storage.check_url(url)
     head, sep, rest = url.partition("://")
-    rest = rest.split("?", 1)[0].split("#", 1)[0]
     parent, slash, name = rest.rstrip("/").rpartition("/")
     if not slash or not name or not parent:
         raise ValueError(f"{url!r} names no object (expected {head}://host-or-bucket/.../name)")

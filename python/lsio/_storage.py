@@ -262,6 +262,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 __all__ = [
     "is_remote",
+    "check_url",
     "resolve",
     "refresh_if_needed",
     "refresh",
@@ -1123,6 +1124,23 @@ def _check_headers(headers: List[Tuple[str, str]], signing: str, lsio_auth: bool
 
 def _take(opts: Dict[str, Tuple[Any, str]], key: str) -> Tuple[Any, str]:
     return opts.get(key, (None, key))
+
+
+def check_url(url: str) -> None:
+    """Raises what :func:`resolve` raises for ``url`` itself (a query string, a fragment, a
+    bad bucket or path segment), in the same words, without reading storage_options, the
+    environment or credentials: for callers that take the URL apart before resolving a
+    parent of it (``read_ranges``)."""
+    if not isinstance(url, str):
+        raise TypeError(f"url must be a str, got {_type_name(url)}")
+    if not is_remote(url):
+        raise ValueError("not a remote URL (expected s3://, gs://, gcs://, http:// or https://)")
+    url_scheme = url.partition("://")[0].lower()
+    url = url_scheme + url[len(url_scheme):]
+    if url_scheme in ("http", "https"):
+        _parse_http(url, "URL")
+    else:
+        _parse_bucket_url(url, url_scheme)
 
 
 def resolve(url: str, storage_options: Optional[Mapping] = None) -> RemoteConfig:
