@@ -388,6 +388,33 @@ def is_remote(url: Any) -> bool:
     return bool(sep) and scheme.lower() in REMOTE_SCHEMES
 
 
+# Types a storage option's value may have, for values that arrive as text (the CLI's
+# --storage-option KEY=VALUE): a value JSON parses to another type is kept as the text when
+# the option takes a str, so token=12345 stays the token "12345".
+_STR_OPTIONS = frozenset({
+    "endpoint_url", "region", "access_key_id", "key", "secret_access_key", "secret",
+    "session_token", "profile", "token", "ca_file", "ca_bundle", "addressing_style", "project",
+    "cache_dir", "requester_pays",
+})
+
+
+def option_from_text(key: str, text: str) -> Any:
+    """A storage option's value from command-line text: JSON when it parses to a type the
+    option takes (numbers, true/false, {"a": "b"}); the text itself for options that take a
+    str, and for text that is no JSON (``resolve`` then says what type was expected)."""
+    import json
+
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    if key in _STR_OPTIONS and not isinstance(value, str):
+        # requester_pays takes a bool or a project id: only true/false become the bool.
+        if not (key == "requester_pays" and isinstance(value, bool)):
+            return text
+    return value
+
+
 # ---------------------------------------------------------------------------------------
 # Small validators
 

@@ -135,8 +135,9 @@ def _opts(args: argparse.Namespace) -> Dict[str, Any]:
 
 
 def _storage_options(args: argparse.Namespace) -> Optional[Dict[str, Any]]:
-    """--storage-option KEY=VALUE (VALUE parsed as JSON when it parses: numbers, true,
-    {"a": 1}; else kept as a string) and --anon, or None when neither was given."""
+    """--storage-option KEY=VALUE (VALUE parsed as JSON when it parses to a type the option
+    takes: numbers, true, {"a": 1}; options typed str keep the text) and --anon, or None when
+    neither was given."""
     pairs = getattr(args, "storage_option", None) or []
     if not pairs and not getattr(args, "anon", False):
         return None
@@ -145,10 +146,7 @@ def _storage_options(args: argparse.Namespace) -> Optional[Dict[str, Any]]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise _Usage(f"--storage-option expects KEY=VALUE, got {item!r}")
-        try:
-            so[key] = json.loads(value)
-        except ValueError:
-            so[key] = value
+        so[key] = _storage.option_from_text(key, value)
     if getattr(args, "anon", False):
         so["anonymous"] = True
     return so
@@ -610,7 +608,7 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--io", choices=("auto", "uring", "pread"), default=None, help="I/O backend (default: LSIO_IO or auto)")
         sp.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
                         help="a storage option for URLs, e.g. endpoint_url=http://127.0.0.1:9000 (repeatable; "
-                        "VALUE is JSON when it parses)")
+                        "VALUE is JSON when it parses, except for options that take a string)")
         sp.add_argument("--anon", action="store_true", help="anonymous (unsigned) requests for URLs")
         g = sp.add_mutually_exclusive_group()
         g.add_argument("--progress", dest="progress", action="store_const", const=True, default=None, help="draw a progress bar (tqdm)")
