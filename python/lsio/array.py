@@ -593,6 +593,10 @@ class Array:
             _core.check_out(out, native, list(full), transform)
         if st64.shape[0] == 0 or 0 in crop:
             return out
+        if np.may_share_memory(st64, out):
+            # The engine reads the starts while it writes `out`: starts that live in `out`'s
+            # memory would be overwritten by the first crops before later ones are read.
+            st64 = st64.copy()
         native.read_crops_into(st64, list(crop), out, transform)
         return out
 
