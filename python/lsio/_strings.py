@@ -272,8 +272,10 @@ def open_string_array(path: str, meta: dict, storage_options: Optional[dict] = N
         from .group import _RemoteNodes
 
         nodes = _RemoteNodes(path, storage_options)
-        store = nodes.store()
-        return StringArray(nodes.display, meta, store.get, store.location, url=path, storage_options=storage_options)
+        # Through the context at every call, not one store kept: its credentials are
+        # refreshed there, and a forked child gets a store of its own.
+        return StringArray(nodes.display, meta, lambda key: nodes.store().get(key),
+                           lambda key: nodes.store().location(key), url=path, storage_options=storage_options)
     from .group import _read_file
 
     root = _storage.local_path(path)
