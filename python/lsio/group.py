@@ -298,7 +298,13 @@ def open_group(
             raise ValueError("storage_options apply to URLs (s3://, gs://, http(s)://), not to local paths")
         nodes = _LocalNodes()
         root = _storage.local_path(path)
-    meta = nodes.read_json(root)
+    return _group_from(nodes, root, nodes.read_json(root), consolidated, options)
+
+
+def _group_from(nodes: Any, root: str, meta: dict, consolidated: Optional[bool], options: Dict[str, Any]) -> "Group":
+    """The Group at ``root`` whose metadata ``meta`` the caller read already (the xarray
+    backend and the CLI read it to tell groups from arrays: reading it again costs a request
+    on remote stores)."""
     if _node_type(meta, nodes.join(root, "zarr.json")) != "group":
         raise FormatError(f"{root!r} is an array, not a group; open it with lsio.open()")
     members: Optional[Dict[str, dict]] = None
