@@ -37,7 +37,7 @@ from xarray.core.variable import Variable
 from .array import Array
 from . import _storage, _strings
 from .errors import UnsupportedError
-from .group import Group, _group_from, _LocalNodes, _node_type, _RemoteNodes, open_group
+from .group import Group, _group_from, _LocalNodes, _node_type, _RemoteNodes
 
 __all__ = ["LsioBackendEntrypoint", "LsioBackendArray", "LsioStore"]
 
