@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import _core, _options, _storage
+from . import _core, _options, _remote, _storage
 
 Source = Union[str, "os.PathLike[str]"]
 
@@ -23,9 +23,13 @@ def _is_one_source(source: Any) -> bool:
 
 
 def _split_url(url: str) -> Tuple[str, str]:
-    """``s3://bucket/dir/file`` -> (``s3://bucket/dir``, ``file``)."""
+    """``s3://bucket/dir/file`` -> (``s3://bucket/dir``, ``file``).
+
+    The whole URL is checked as ``lsio.open`` checks it first: a query string
+    (``?versionId=...``) or fragment would otherwise be cut off here, and the current object
+    read in place of the one the URL names."""
+    _storage.check_url(url)
     head, sep, rest = url.partition("://")
-    rest = rest.split("?", 1)[0].split("#", 1)[0]
     parent, slash, name = rest.rstrip("/").rpartition("/")
     if not slash or not name or not parent:
         raise ValueError(f"{url!r} names no object (expected {head}://host-or-bucket/.../name)")
@@ -43,7 +47,10 @@ def _native_sources(sources: Sequence[Any], storage_options: Optional[Mapping]) 
             parent, key = _split_url(s)
             store = stores.get(parent)
             if store is None:
-                store = stores[parent] = _core.RemoteStore(_storage.resolve(parent, storage_options).to_core())
+                # The process's context for the object's parent: credentials resolved once
+                # and refreshed there, shared with concurrent calls and arrays of the same
+                # configuration.
+                store = stores[parent] = _remote.context(parent, storage_options).store()
             out.append((store, key))
         elif _is_one_source(s):
             out.append(_storage.local_path(s))

@@ -83,6 +83,9 @@ A key whose value is ``None`` counts as absent (s3fs-style ``{"key": None}`` con
 |                     |                            | byte ranges across calls, processes and      |          |
 |                     |                            | restarts (see ``store/disk_cache.h``)        |          |
 | cache_bytes         | int > 0                    | 10 GiB: the disk cache's bound               | all      |
+| cache_max_age       | seconds (int/float >= 0)   | 0: the disk cache serves bytes only of an    | all      |
+|                     |                            | object version (ETag) the server confirmed   |          |
+|                     |                            | within this many seconds; needs cache_dir    |          |
 | client_kwargs       | dict                       | s3fs/botocore spellings: ``endpoint_url``,   | all      |
 |                     |                            | ``region_name``, ``verify`` (bool ->         |          |
 |                     |                            | verify_ssl, str -> ca_file), ``use_ssl``,    |          |
@@ -240,6 +243,7 @@ Exactly these keys:
 | credentials_expiry  | float unix seconds; 0.0 = none                                           |
 | cache_dir           | str, "" = no disk cache; else an absolute directory                      |
 | cache_bytes         | int, the disk cache's bound in bytes (0 when there is none)              |
+| cache_max_age       | float seconds; only present when non-zero (``OPTIONAL_CORE_KEYS``)       |
 """
 
 from __future__ import annotations
@@ -258,6 +262,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 __all__ = [
     "is_remote",
+    "check_url",
     "resolve",
     "refresh_if_needed",
     "refresh",
@@ -285,6 +290,8 @@ CORE_KEYS = (
     "request_concurrency", "timeout", "connect_timeout", "retries", "display_url",
     "credentials_expiry", "list_root", "cache_dir", "cache_bytes",
 )
+# Keys to_core() adds only when they differ from their default (see to_core).
+OPTIONAL_CORE_KEYS = ("cache_max_age",)
 
 #: The clock used for credential expiry; tests may replace it.
 clock: Callable[[], float] = time.time
@@ -297,7 +304,7 @@ KNOWN_KEYS = (
     "session_token", "profile", "token", "headers", "verify_ssl", "ca_file",
     "request_concurrency", "timeout", "connect_timeout", "retries", "credentials",
     "addressing_style", "requester_pays", "project", "use_ssl", "client_kwargs",
-    "cache_dir", "cache_bytes",
+    "cache_dir", "cache_bytes", "cache_max_age",
 )
 ALIASES = {"anon": "anonymous", "key": "access_key_id", "secret": "secret_access_key",
            "ca_bundle": "ca_file"}
@@ -327,7 +334,7 @@ APPLICABLE = {
     "gs": set(KNOWN_KEYS) - {"session_token", "profile"},
     "http": {"anonymous", "token", "headers", "verify_ssl", "ca_file", "request_concurrency",
              "timeout", "connect_timeout", "retries", "credentials", "client_kwargs",
-             "cache_dir", "cache_bytes"},
+             "cache_dir", "cache_bytes", "cache_max_age"},
 }
 _SECRET_OPTIONS = {"secret_access_key", "session_token", "token", "headers", "access_key_id",
                    "credentials"}
@@ -379,6 +386,33 @@ def is_remote(url: Any) -> bool:
         return False
     scheme, sep, _ = url.partition("://")
     return bool(sep) and scheme.lower() in REMOTE_SCHEMES
+
+
+# Types a storage option's value may have, for values that arrive as text (the CLI's
+# --storage-option KEY=VALUE): a value JSON parses to another type is kept as the text when
+# the option takes a str, so token=12345 stays the token "12345".
+_STR_OPTIONS = frozenset({
+    "endpoint_url", "region", "access_key_id", "key", "secret_access_key", "secret",
+    "session_token", "profile", "token", "ca_file", "ca_bundle", "addressing_style", "project",
+    "cache_dir", "requester_pays",
+})
+
+
+def option_from_text(key: str, text: str) -> Any:
+    """A storage option's value from command-line text: JSON when it parses to a type the
+    option takes (numbers, true/false, {"a": "b"}); the text itself for options that take a
+    str, and for text that is no JSON (``resolve`` then says what type was expected)."""
+    import json
+
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    if key in _STR_OPTIONS and not isinstance(value, str):
+        # requester_pays takes a bool or a project id: only true/false become the bool.
+        if not (key == "requester_pays" and isinstance(value, bool)):
+            return text
+    return value
 
 
 # ---------------------------------------------------------------------------------------
@@ -864,6 +898,9 @@ class RemoteConfig:
     # local disk cache of byte ranges ("" = none) and its bound in bytes
     cache_dir: str = ""
     cache_bytes: int = 0
+    # seconds since the server last confirmed an object's ETag within which the disk cache
+    # may serve its bytes (0: only a version confirmed by the current call)
+    cache_max_age: float = 0.0
     url: str = dataclasses.field(default="", compare=False)
     storage_options: Optional[Mapping] = dataclasses.field(default=None, compare=False)
     credentials: Any = dataclasses.field(default=None, compare=False)
@@ -892,6 +929,9 @@ class RemoteConfig:
             "list_root": self.list_root,
             "cache_dir": self.cache_dir,
             "cache_bytes": self.cache_bytes,
+            # Only when set: the C++ binding rejects keys it does not know, and the version
+            # that reads cache_max_age is not in every build yet. 0 is its default there.
+            **({"cache_max_age": self.cache_max_age} if self.cache_max_age else {}),
         }
 
     @property
@@ -1037,24 +1077,34 @@ def redact(text: str, secrets: Any = ()) -> str:
 DEFAULT_DISK_CACHE_BYTES = 10 << 30
 
 
-def _disk_cache(opt: Callable[[str], Tuple[Any, str]]) -> Tuple[str, int]:
-    """(cache_dir, cache_bytes) from storage_options: a directory (str or PathLike, ``~``
-    expanded, created on first write) and its bound in bytes (default 10 GiB). cache_bytes
-    without cache_dir is an error."""
+def _disk_cache(opt: Callable[[str], Tuple[Any, str]]) -> Tuple[str, int, float]:
+    """(cache_dir, cache_bytes, cache_max_age) from storage_options: a directory (str or
+    PathLike, ``~`` expanded, created on first write), its bound in bytes (default 10 GiB) and
+    how many seconds a server's confirmation of an object's version lets the cache serve it
+    (default 0). cache_bytes or cache_max_age without cache_dir is an error."""
     value, spelled = opt("cache_dir")
     size, size_spelled = opt("cache_bytes")
+    age, age_spelled = opt("cache_max_age")
     if value is None:
-        if size is not None:
-            raise ValueError(f"storage_options {size_spelled!r} needs cache_dir (the directory to keep blocks in)")
-        return "", 0
+        for given, name in ((size, size_spelled), (age, age_spelled)):
+            if given is not None:
+                raise ValueError(f"storage_options {name!r} needs cache_dir (the directory to keep blocks in)")
+        return "", 0, 0.0
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
     directory = os.path.abspath(os.path.expanduser(_as_str(value, spelled)))
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise ValueError(f"storage_options {spelled} {directory!r} exists and is not a directory")
+    max_age = 0.0
+    if age is not None:
+        if isinstance(age, bool) or not isinstance(age, (int, float)):
+            raise TypeError(f"storage_options {age_spelled} must be a number of seconds, got {_type_name(age)}")
+        max_age = float(age)
+        if not math.isfinite(max_age) or max_age < 0:
+            raise ValueError(f"storage_options {age_spelled} must be a finite number of seconds >= 0, got {max_age}")
     if size is None:
-        return directory, DEFAULT_DISK_CACHE_BYTES
-    return directory, _as_int(size, size_spelled, 1)
+        return directory, DEFAULT_DISK_CACHE_BYTES, max_age
+    return directory, _as_int(size, size_spelled, 1), max_age
 
 
 def _headers(value: Any, spelled: str) -> List[Tuple[str, str]]:
@@ -1103,6 +1153,23 @@ def _take(opts: Dict[str, Tuple[Any, str]], key: str) -> Tuple[Any, str]:
     return opts.get(key, (None, key))
 
 
+def check_url(url: str) -> None:
+    """Raises what :func:`resolve` raises for ``url`` itself (a query string, a fragment, a
+    bad bucket or path segment), in the same words, without reading storage_options, the
+    environment or credentials: for callers that take the URL apart before resolving a
+    parent of it (``read_ranges``)."""
+    if not isinstance(url, str):
+        raise TypeError(f"url must be a str, got {_type_name(url)}")
+    if not is_remote(url):
+        raise ValueError("not a remote URL (expected s3://, gs://, gcs://, http:// or https://)")
+    url_scheme = url.partition("://")[0].lower()
+    url = url_scheme + url[len(url_scheme):]
+    if url_scheme in ("http", "https"):
+        _parse_http(url, "URL")
+    else:
+        _parse_bucket_url(url, url_scheme)
+
+
 def resolve(url: str, storage_options: Optional[Mapping] = None) -> RemoteConfig:
     """The validated config for ``url`` + ``storage_options`` + the environment."""
     if not isinstance(url, str):
@@ -1133,7 +1200,7 @@ def resolve(url: str, storage_options: Optional[Mapping] = None) -> RemoteConfig
                 break
     if ca_file and not os.path.isfile(ca_file):
         raise ValueError(f"the CA file {ca_file!r} (from {ca_source}) does not exist")
-    cache_dir, cache_bytes = _disk_cache(opt)
+    cache_dir, cache_bytes, cache_max_age = _disk_cache(opt)
     value, spelled = opt("request_concurrency")
     if value is not None:
         concurrency = _as_int(value, spelled, 1, MAX_REQUEST_CONCURRENCY)
@@ -1393,7 +1460,7 @@ def resolve(url: str, storage_options: Optional[Mapping] = None) -> RemoteConfig
         credential_source=source, bucket=bucket, url=given_url,
         storage_options=given_options, credentials=provider,
         list_root=list_root if kind in ("s3", "gs") else None,
-        cache_dir=cache_dir, cache_bytes=cache_bytes,
+        cache_dir=cache_dir, cache_bytes=cache_bytes, cache_max_age=cache_max_age,
     )
 
 

@@ -178,34 +178,50 @@ class StringArray:
         flat = np.array(items, dtype=self.dtype)
         return flat.reshape(self.chunks, order="F" if self._order == "F" else "C")
 
-    def _index(self, key) -> Tuple[list, list]:
-        """Per dimension: the selected indices (numpy array) and whether the dimension stays."""
+    def _index(self, key) -> Tuple[list, Tuple[int, ...]]:
+        """numpy basic indexing: per array dimension the selected indices (numpy array), and
+        the result's shape (integer-indexed dimensions dropped, a length-1 axis per ``None``
+        where the key has it)."""
         if not isinstance(key, tuple):
             key = (key,)
-        if any(k is Ellipsis for k in key):
-            i = next(j for j, k in enumerate(key) if k is Ellipsis)
-            key = key[:i] + (slice(None),) * (self.ndim - len(key) + 1) + key[i + 1:]
-        if len(key) > self.ndim:
-            raise IndexError(f"too many indices for a {self.ndim}-d array")
-        key = key + (slice(None),) * (self.ndim - len(key))
-        idx, keep = [], []
-        for d, (k, n) in enumerate(zip(key, self.shape)):
+        ellipses = [j for j, k in enumerate(key) if k is Ellipsis]
+        if len(ellipses) > 1:
+            raise IndexError("an index can only have a single ellipsis ('...')")
+        named = sum(1 for k in key if k is not None and k is not Ellipsis)  # array axes the key names
+        if named > self.ndim:
+            raise IndexError(f"too many indices for array: array is {self.ndim}-dimensional, "
+                             f"but {named} were indexed")
+        if ellipses:
+            i = ellipses[0]
+            key = key[:i] + (slice(None),) * (self.ndim - named) + key[i + 1:]
+        else:
+            key = key + (slice(None),) * (self.ndim - named)
+        idx, out_shape = [], []
+        d = 0  # the array dimension the next entry other than None indexes
+        for k in key:
+            if k is None:
+                out_shape.append(1)
+                continue
+            n = self.shape[d]
             if isinstance(k, slice):
                 idx.append(np.arange(n)[k])
-                keep.append(True)
+                out_shape.append(len(idx[-1]))
             else:
+                # numpy reads a bool as a mask (advanced indexing), not as 0 / 1
+                if isinstance(k, (bool, np.bool_)):
+                    raise TypeError(f"lsio.StringArray takes ints, slices, ... and None, got {k!r}")
                 try:
                     i = operator.index(k)
                 except TypeError:
-                    raise TypeError(f"lsio.StringArray takes ints, slices and ..., got {k!r}") from None
+                    raise TypeError(f"lsio.StringArray takes ints, slices, ... and None, got {k!r}") from None
                 if not -n <= i < n:
                     raise BoundsError(f"index {i} is out of bounds for axis {d} with size {n}")
                 idx.append(np.array([i % n]))
-                keep.append(False)
-        return idx, keep
+            d += 1
+        return idx, tuple(out_shape)
 
     def read(self, key: Any = ()) -> np.ndarray:
-        idx, keep = self._index(key)
+        idx, result_shape = self._index(key)
         out_shape = tuple(len(i) for i in idx)
         out = np.full(out_shape, self._fill, dtype=self.dtype)
         if all(out_shape):
@@ -220,7 +236,9 @@ class StringArray:
                     sel_dst.append(np.nonzero(mask)[0])
                     sel_src.append(idx[d][mask] - lo)
                 out[np.ix_(*sel_dst)] = chunk[np.ix_(*sel_src)]
-        return out.reshape(tuple(n for n, k in zip(out_shape, keep) if k))
+        # Basic indexing keeps the key's order of axes, so dropping the integer-indexed ones
+        # and inserting the None ones is a reshape.
+        return out.reshape(result_shape)
 
     def __getitem__(self, key: Any) -> np.ndarray:
         return self.read(key)
@@ -256,8 +274,10 @@ def open_string_array(path: str, meta: dict, storage_options: Optional[dict] = N
         from .group import _RemoteNodes
 
         nodes = _RemoteNodes(path, storage_options)
-        store = nodes.store()
-        return StringArray(nodes.display, meta, store.get, store.location, url=path, storage_options=storage_options)
+        # Through the context at every call, not one store kept: its credentials are
+        # refreshed there, and a forked child gets a store of its own.
+        return StringArray(nodes.display, meta, lambda key: nodes.store().get(key),
+                           lambda key: nodes.store().location(key), url=path, storage_options=storage_options)
     from .group import _read_file
 
     root = _storage.local_path(path)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 import numpy as np
 
 from . import _core, _options, _storage, _tune
+from ._remote import Handle as _Handle, ProcessLock as _ProcessLock
 from .errors import BoundsError, FormatError, UnsupportedError
 
 __all__ = ["Array", "open"]
@@ -172,17 +173,18 @@ class Array:
     def __init__(self, path: "str | os.PathLike[str]", **options: Any) -> None:
         tune = bool(options.pop("tune", False))
         storage_options = options.pop("storage_options", None)
+        self._handle: Optional[_Handle] = None
         if isinstance(path, str) and _storage.is_remote(path):
             self._config = _options.resolve_remote(path, options)
             # Kept as given (not resolved): a worker process re-resolves it, so credentials
             # come from its own environment and a credentials callable is called there.
             self._config["storage_options"] = dict(storage_options or {})
-            self._remote: Optional[Any] = _storage.resolve(path, storage_options)
-            self._config["path"] = self._remote.to_core()["display_url"]
+            self._handle = _Handle(path, self._config["storage_options"])
+            self._config["path"] = self._handle.get().display
         else:
             self._config = _options.resolve(_storage.local_path(path), options)
-            self._remote = None
-        self._url = path if self._remote is not None else None
+        self._url = path if self._handle is not None else None
+        self._lock = _ProcessLock()
         self._store: Any = None
         self._native_obj = None
         self._pid = -1
@@ -206,33 +208,42 @@ class Array:
     def _native(self) -> Any:
         if self._closed:
             raise ValueError(f"I/O operation on a closed lsio.Array ({self.path!r}): open it again")
-        pid = os.getpid()
-        if self._native_obj is None or self._pid != pid:
-            engine = {k: v for k, v in self._config.items() if k not in _options.NOT_ENGINE}
-            if self._url is not None:
-                if self._pid != -1 and self._pid != pid:
-                    # A forked child: resolve again (its environment, its credentials call).
-                    self._remote = _storage.resolve(self._url, self._config["storage_options"])
-                self._store = _core.RemoteStore(self._remote.to_core())
-                engine.pop("path")
-                self._native_obj = _core.open_remote(self._store, **engine)
-            else:
-                self._native_obj = _core.open(**engine)
-            self._pid = pid
-            if self._info is None:
-                self._set_info(self._native_obj.info())
-        elif self._remote is not None:
-            self._refresh_credentials()
-        return self._native_obj
+        native = self._native_obj
+        if native is not None and self._pid == os.getpid():
+            if self._handle is not None:
+                self._handle.get().refresh_if_needed()
+            return native
+        return self._open_native()
 
-    def _refresh_credentials(self) -> None:
-        """Calls a ``credentials`` callable again once its expiry is near (on this thread)."""
-        fresh = _storage.refresh_if_needed(self._remote)
-        if fresh is not None:
-            self._remote = fresh
-            core = fresh.to_core()
-            self._store.set_credentials(core["access_key_id"], core["secret_access_key"],
-                                        core["session_token"], core["token"])
+    def _open_native(self) -> Any:
+        """Builds the native array once per process, however many threads arrive together
+        (dask's threaded scheduler first uses an unpickled array from all its threads)."""
+        with self._lock:
+            pid = os.getpid()
+            if self._native_obj is None or self._pid != pid:
+                engine = {k: v for k, v in self._config.items() if k not in _options.NOT_ENGINE}
+                if self._handle is not None:
+                    # A store of this array's own (its counters are Array.stats()), built by
+                    # the process's context for the URL, which refreshes its credentials. In
+                    # a forked child the handle resolves again (its environment, its call).
+                    engine.pop("path")
+                    store = self._handle.get().new_store()
+                    native = _core.open_remote(store, **engine)
+                    # Kept with the native array: the context refreshes only stores that
+                    # are alive, and the engine reads through this one.
+                    self._store = store
+                else:
+                    native = _core.open(**engine)
+                if self._info is None:
+                    self._set_info(native.info())
+                self._native_obj = native
+                self._pid = pid
+            return self._native_obj
+
+    @property
+    def _remote(self) -> Optional["_storage.RemoteConfig"]:
+        """The remote configuration in use (credentials as refreshed), None for local arrays."""
+        return None if self._handle is None else self._handle.get().config
 
     def _set_info(self, info: dict) -> None:
         self._info = info
@@ -251,6 +262,7 @@ class Array:
         afterwards raises ValueError; metadata stays available. ``with lsio.open(...) as a:``
         closes on exit. Idempotent. Pickled copies (DataLoader workers) are independent."""
         native, self._native_obj = self._native_obj, None
+        self._store = None
         if native is not None and self._pid == os.getpid():
             native.close()
         self._closed = True
@@ -272,9 +284,9 @@ class Array:
     def __setstate__(self, state: dict) -> None:
         self._config = dict(state["config"])
         self._url = state.get("url")
-        self._remote = None
-        if self._url is not None:
-            self._remote = _storage.resolve(self._url, self._config["storage_options"])
+        # Resolved on first use, in this process (its environment, its credentials call).
+        self._handle = None if self._url is None else _Handle(self._url, self._config["storage_options"])
+        self._lock = _ProcessLock()
         self._store = None
         self._native_obj = None
         self._pid = -1
@@ -593,6 +605,10 @@ class Array:
             _core.check_out(out, native, list(full), transform)
         if st64.shape[0] == 0 or 0 in crop:
             return out
+        if np.may_share_memory(st64, out):
+            # The engine reads the starts while it writes `out`: starts that live in `out`'s
+            # memory would be overwritten by the first crops before later ones are read.
+            st64 = st64.copy()
         native.read_crops_into(st64, list(crop), out, transform)
         return out
 

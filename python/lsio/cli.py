@@ -39,7 +39,7 @@ from . import __version__
 from .array import Array
 from .errors import CorruptDataError, Error, StorageError, UnsupportedError
 from . import _storage
-from .group import _LocalNodes, _node_type, _RemoteNodes, open_group
+from .group import _group_from, _LocalNodes, _node_type, _RemoteNodes
 
 __all__ = ["main"]
 
@@ -66,10 +66,19 @@ def _open_array(path: str, meta: Dict[str, Any], opts: Dict[str, Any], unreadabl
         return _Unreadable(path, meta, str(e))
 
 
+class _Targets:
+    """What a command opened: ``kind`` ("array" or "group"), ``arrays`` [(name, Array or
+    _Unreadable)], the Group (None for an array) and each array's node metadata by name,
+    so nothing is read twice (each read is a request on remote stores)."""
+
+    def __init__(self, kind: str, arrays: List[Tuple[str, Any]], group: Any, metas: Dict[str, Dict[str, Any]]):
+        self.kind, self.arrays, self.group, self.metas = kind, arrays, group, metas
+
+
 def _open_targets(store: str, name: Optional[str], opts: Dict[str, Any],
-                  unreadable_ok: bool = False) -> Tuple[str, List[Tuple[str, Any]]]:
-    """(kind, [(name, Array)]) for an array path or URL, a group, or group + array name.
-    With ``unreadable_ok``, arrays lsio cannot read come back as :class:`_Unreadable`."""
+                  unreadable_ok: bool = False) -> _Targets:
+    """The arrays of an array path or URL, a group, or group + array name. With
+    ``unreadable_ok``, arrays lsio cannot read come back as :class:`_Unreadable`."""
     try:
         return _open_targets_unchecked(store, name, opts, unreadable_ok)
     except TypeError as e:  # option values of the wrong type (--storage-option JSON)
@@ -77,13 +86,15 @@ def _open_targets(store: str, name: Optional[str], opts: Dict[str, Any],
 
 
 def _open_targets_unchecked(store: str, name: Optional[str], opts: Dict[str, Any],
-                            unreadable_ok: bool) -> Tuple[str, List[Tuple[str, Any]]]:
+                            unreadable_ok: bool) -> _Targets:
     if _storage.is_remote(store):
         path = "/".join([store.rstrip("/"), *(p for p in (name or "").split("/") if p)])
         nodes: Any = _RemoteNodes(path, opts.get("storage_options"))
-        meta = nodes.read_json(nodes.display)
-        kind = _node_type(meta, nodes.join(nodes.display, "zarr.json"))
-        base = nodes.basename(nodes.display)
+        path = nodes.display
+        meta = nodes.read_json(path)
+        kind = _node_type(meta, nodes.join(path, "zarr.json"))
+        base = nodes.basename(path)
+        url = nodes.url
     else:
         if opts.get("storage_options"):
             raise _Usage("--storage-option applies to URLs (s3://, gs://, http(s)://)")
@@ -94,26 +105,31 @@ def _open_targets_unchecked(store: str, name: Optional[str], opts: Dict[str, Any
         meta = nodes.read_json(path)
         kind = _node_type(meta, os.path.join(path, "zarr.json"))
         base = os.path.basename(os.path.abspath(path))
+        url = path
     if kind == "array":
-        return "array", [(name or base, _open_array(path, meta, opts, unreadable_ok))]
-    g = open_group(path, **opts)
+        label = name or base
+        return _Targets("array", [(label, _open_array(url, meta, opts, unreadable_ok))], None, {label: meta})
+    # The group's zarr.json is the one just read; its members' metadata comes with it.
+    g = _group_from(nodes, path, meta, None, {k: v for k, v in opts.items() if k != "storage_options"})
     members: List[Tuple[str, Any]] = []
+    metas: Dict[str, Dict[str, Any]] = {}
     for rel, member_meta in g.walk_arrays():
+        metas[rel] = member_meta
         try:
             members.append((rel, g[rel]))
         except UnsupportedError as e:
             if not unreadable_ok:
                 raise
             members.append((rel, _Unreadable(nodes.join(path, rel), member_meta, str(e))))
-    return "group", members
+    return _Targets("group", members, g, metas)
 
 
 def _open_one(store: str, name: Optional[str], opts: Dict[str, Any]) -> Tuple[str, Array]:
-    kind, arrays = _open_targets(store, name, opts)
-    if kind == "group":
-        names = [n for n, _ in arrays]
+    t = _open_targets(store, name, opts)
+    if t.kind == "group":
+        names = [n for n, _ in t.arrays]
         raise _Usage(f"{store!r} is a group; name one of its arrays: {', '.join(names) or '(none)'}")
-    return arrays[0]
+    return t.arrays[0]
 
 
 class _Usage(Exception):
@@ -135,8 +151,9 @@ def _opts(args: argparse.Namespace) -> Dict[str, Any]:
 
 
 def _storage_options(args: argparse.Namespace) -> Optional[Dict[str, Any]]:
-    """--storage-option KEY=VALUE (VALUE parsed as JSON when it parses: numbers, true,
-    {"a": 1}; else kept as a string) and --anon, or None when neither was given."""
+    """--storage-option KEY=VALUE (VALUE parsed as JSON when it parses to a type the option
+    takes: numbers, true, {"a": 1}; options typed str keep the text) and --anon, or None when
+    neither was given."""
     pairs = getattr(args, "storage_option", None) or []
     if not pairs and not getattr(args, "anon", False):
         return None
@@ -145,10 +162,7 @@ def _storage_options(args: argparse.Namespace) -> Optional[Dict[str, Any]]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise _Usage(f"--storage-option expects KEY=VALUE, got {item!r}")
-        try:
-            so[key] = json.loads(value)
-        except ValueError:
-            so[key] = value
+        so[key] = _storage.option_from_text(key, value)
     if getattr(args, "anon", False):
         so["anonymous"] = True
     return so
@@ -289,17 +303,13 @@ def _print_info(d: Dict[str, Any]) -> None:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    kind, arrays = _open_targets(args.store, args.array, _opts(args), unreadable_ok=True)
-    infos = [_unreadable_info(n, a) if isinstance(a, _Unreadable) else _array_info(n, a) for n, a in arrays]
+    t = _open_targets(args.store, args.array, _opts(args), unreadable_ok=True)
+    kind = t.kind
+    infos = [_unreadable_info(n, a) if isinstance(a, _Unreadable) else _array_info(n, a) for n, a in t.arrays]
     remote = _storage.is_remote(args.store)
     doc: Dict[str, Any] = {"store": args.store if remote else _storage.local_path(args.store), "kind": kind, "arrays": infos}
     if kind == "group":
-        if remote:
-            url = "/".join([args.store.rstrip("/"), *(p for p in (args.array or "").split("/") if p)])
-            g = open_group(url, storage_options=_storage_options(args))
-        else:
-            root = _storage.local_path(args.store)
-            g = open_group(os.path.join(root, args.array) if args.array else root)
+        g = t.group
         doc["attributes"] = g.attrs
         doc["consolidated"] = g.consolidated
     if args.json:
@@ -476,16 +486,9 @@ def _checksums(meta: Dict[str, Any]) -> Tuple[bool, str]:
     return False, f"{', '.join(codecs) or 'no codecs'}, without a checksum"
 
 
-def _array_metadata(arr: Array) -> Dict[str, Any]:
-    if _storage.is_remote(arr.path):
-        nodes: Any = _RemoteNodes(arr._url or arr.path, arr._config.get("storage_options"))
-        return nodes.read_json(nodes.display)
-    return _LocalNodes().read_json(arr.path)
-
-
-def _verify_array(name: str, arr: Array, bar_: Any) -> Dict[str, Any]:
+def _verify_array(name: str, arr: Array, meta: Dict[str, Any], bar_: Any) -> Dict[str, Any]:
     res: Dict[str, Any] = {"name": name, "path": arr.path, "corrupt": [], "unreadable": [], "missing": []}
-    res["checksums"], res["integrity"] = _checksums(_array_metadata(arr))
+    res["checksums"], res["integrity"] = _checksums(meta)
     nd = arr.ndim
     try:
         sizes: Optional[np.ndarray] = np.asarray(arr._native().stored_chunk_nbytes())
@@ -554,7 +557,8 @@ def _verify_array(name: str, arr: Array, bar_: Any) -> Dict[str, Any]:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    kind, arrays = _open_targets(args.store, args.array, _opts(args))
+    t = _open_targets(args.store, args.array, _opts(args))
+    kind, arrays = t.kind, t.arrays
     from .progress import bar
 
     total = 0
@@ -563,7 +567,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     results = []
     with bar(total=total, desc="verify", enable=args.progress, unit="chunk") as b:
         for n, a in arrays:
-            results.append(_verify_array(n, a, b))
+            results.append(_verify_array(n, a, t.metas[n], b))
     bad = sum(r["corrupt_count"] + r["unreadable_count"] for r in results)
     missing = sum(r.get("missing_count", 0) for r in results)
     ok = bad == 0 and not (args.fail_on_missing and missing)
@@ -610,7 +614,7 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--io", choices=("auto", "uring", "pread"), default=None, help="I/O backend (default: LSIO_IO or auto)")
         sp.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
                         help="a storage option for URLs, e.g. endpoint_url=http://127.0.0.1:9000 (repeatable; "
-                        "VALUE is JSON when it parses)")
+                        "VALUE is JSON when it parses, except for options that take a string)")
         sp.add_argument("--anon", action="store_true", help="anonymous (unsigned) requests for URLs")
         g = sp.add_mutually_exclusive_group()
         g.add_argument("--progress", dest="progress", action="store_const", const=True, default=None, help="draw a progress bar (tqdm)")

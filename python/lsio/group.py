@@ -31,6 +31,7 @@ import os
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 from . import _storage
+from ._remote import Handle as _Handle
 from .errors import FormatError, StorageError, UnsupportedError
 
 __all__ = ["Group", "open_group"]
@@ -170,18 +171,19 @@ class _LocalNodes:
 
 
 class _RemoteNodes:
-    """Node access for a group behind a URL: zarr.json objects through one RemoteStore
-    (created again in a forked or unpickled process)."""
+    """Node access for a group behind a URL: zarr.json objects through the shared store of
+    the process's remote context for the URL (lsio._remote), which refreshes its credentials
+    and is looked up again in a forked or unpickled process."""
 
     remote = True
 
     def __init__(self, url: str, storage_options: Optional[dict]) -> None:
         self.url = url.rstrip("/")
         self.storage_options = dict(storage_options or {})
-        self._config = _storage.resolve(self.url, self.storage_options)
-        self.display = self._config.to_core()["display_url"].rstrip("/")
-        self._store: Any = None
-        self._pid = -1
+        self._handle = _Handle(self.url, self.storage_options)
+        ctx = self._handle.get()  # validates the URL and options now
+        self.display = ctx.display.rstrip("/")
+        self.listable = ctx.config.list_root is not None
 
     def __getstate__(self) -> dict:
         return {"url": self.url, "storage_options": self.storage_options}
@@ -190,14 +192,7 @@ class _RemoteNodes:
         self.__init__(state["url"], state["storage_options"])  # type: ignore[misc]
 
     def store(self) -> Any:
-        from . import _core
-
-        if self._store is None or self._pid != os.getpid():
-            if self._pid not in (-1, os.getpid()):
-                self._config = _storage.resolve(self.url, self.storage_options)
-            self._store = _core.RemoteStore(self._config.to_core())
-            self._pid = os.getpid()
-        return self._store
+        return self._handle.get().store()
 
     def join(self, base: str, name: str) -> str:
         return base.rstrip("/") + "/" + name
@@ -232,7 +227,7 @@ class _RemoteNodes:
         return None if raw is None else _v2_consolidated(_parse_json(raw, store.location(key)), store.location(key))
 
     def list_children(self, path: str) -> Dict[str, dict]:
-        if self._config.to_core().get("list_root") is None:
+        if not self.listable:
             raise UnsupportedError(
                 f"cannot list the members of remote group {path!r}: HTTP cannot list and the group "
                 "has no consolidated metadata (write it with zarr.consolidate_metadata, or open "
@@ -303,7 +298,13 @@ def open_group(
             raise ValueError("storage_options apply to URLs (s3://, gs://, http(s)://), not to local paths")
         nodes = _LocalNodes()
         root = _storage.local_path(path)
-    meta = nodes.read_json(root)
+    return _group_from(nodes, root, nodes.read_json(root), consolidated, options)
+
+
+def _group_from(nodes: Any, root: str, meta: dict, consolidated: Optional[bool], options: Dict[str, Any]) -> "Group":
+    """The Group at ``root`` whose metadata ``meta`` the caller read already (the xarray
+    backend and the CLI read it to tell groups from arrays: reading it again costs a request
+    on remote stores)."""
     if _node_type(meta, nodes.join(root, "zarr.json")) != "group":
         raise FormatError(f"{root!r} is an array, not a group; open it with lsio.open()")
     members: Optional[Dict[str, dict]] = None
@@ -428,7 +429,7 @@ class Group:
         """A direct member's metadata; a remote group without consolidated metadata reads
         the member's zarr.json instead of listing (HTTP cannot list)."""
         if self._consolidated is None and self._nodes.remote and self._children is None and \
-                self._nodes._config.to_core().get("list_root") is None:
+                not self._nodes.listable:
             try:
                 meta = self._nodes.read_json(self._nodes.join(self._path, part))
             except StorageError as e:

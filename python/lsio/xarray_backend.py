@@ -37,7 +37,7 @@ from xarray.core.variable import Variable
 from .array import Array
 from . import _storage, _strings
 from .errors import UnsupportedError
-from .group import Group, _LocalNodes, _node_type, _RemoteNodes, open_group
+from .group import Group, _group_from, _LocalNodes, _node_type, _RemoteNodes
 
 __all__ = ["LsioBackendEntrypoint", "LsioBackendArray", "LsioStore"]
 
@@ -126,8 +126,9 @@ class LsioStore(AbstractDataStore):
             else:
                 arrays = {name: Array(url, **options)}
             return cls(arrays, {}, {name: meta})
-        url = nodes.url if nodes.remote else root
-        g: Group = open_group(url, consolidated=consolidated, **options)
+        # The group's zarr.json is the one read above, not fetched again.
+        g: Group = _group_from(nodes, root, meta, consolidated,
+                               {k: v for k, v in options.items() if k != "storage_options"})
         names = [n for n in g.array_names if n not in drop]
         arrays = {}
         for n in names:

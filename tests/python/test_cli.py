@@ -282,3 +282,36 @@ def test_bench_reports_decoded_chunks_and_takes_threads_0(store, capsys):
                                                                   (2, 1, 1)})
     rc, out, _ = _run(capsys, "bench", store, "sharded", "--crop", "2,8,8", "--batch", "4", "--rounds", "2")
     assert "chunks/s decoded" in out and "overlapping crops count twice" in out
+
+
+def test_storage_options_that_take_a_string_keep_the_text(fault_server, capsys):
+    """--storage-option token=12345 is the bearer token "12345" (not the JSON int, which
+    failed with TypeError); options of other types are still parsed as JSON."""
+    _write(fault_server.root / "s.zarr")
+    url = fault_server.url("s.zarr")
+    rc, out, err = _run(capsys, "info", url, "plain", "--json", "--storage-option", "token=12345",
+                        "--storage-option", "retries=1", "--storage-option", "verify_ssl=true")
+    assert rc == 0, err
+    assert json.loads(out)["arrays"][0]["shape"] == [20, 20]
+    assert fault_server.requests
+    assert all(r.headers.get("authorization") == "Bearer 12345" for r in fault_server.requests)
+    # a JSON string is still the string; a value of the wrong type for a typed option is a usage error
+    fault_server.clear_requests()
+    rc, _, err = _run(capsys, "info", url, "plain", "--storage-option", 'token="abc"')
+    assert rc == 0, err
+    assert all(r.headers.get("authorization") == "Bearer abc" for r in fault_server.requests)
+    rc, _, err = _run(capsys, "info", url, "plain", "--storage-option", "retries=many")
+    assert rc == 2 and "retries must be an integer" in err
+
+
+def test_option_from_text():
+    from lsio._storage import option_from_text
+
+    assert option_from_text("token", "12345") == "12345"
+    assert option_from_text("region", "null") == "null"
+    assert option_from_text("endpoint_url", "http://127.0.0.1:9000") == "http://127.0.0.1:9000"
+    assert option_from_text("requester_pays", "true") is True
+    assert option_from_text("requester_pays", "1234") == "1234"  # a project id
+    assert option_from_text("retries", "3") == 3 and option_from_text("timeout", "2.5") == 2.5
+    assert option_from_text("anon", "false") is False
+    assert option_from_text("headers", '{"X-A": "b"}') == {"X-A": "b"}

@@ -419,3 +419,33 @@ def test_streamed_read_into_rows_with_gaps_leaves_neighbours_untouched(big_store
     mask = np.ones(parent.shape, bool)
     mask[:, :, 1:-1, 3:-4] = False
     assert_same_bits(parent[mask], before[mask], "neighbours")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_starts_inside_out_are_read_before_out_is_written(tmp_path, threads):
+    """``starts`` that share memory with ``out`` (one int64 buffer holding both) give the
+    same crops as distinct starts: the engine reads the starts while it writes ``out``."""
+    import zarr
+
+    data = np.arange(64 * 64, dtype=np.int64).reshape(64, 64) * 7 + 3
+    z = zarr.create_array(str(tmp_path / "i8.zarr"), shape=data.shape, chunks=(8, 8), shards=(32, 32),
+                          dtype="i8")
+    z[...] = data
+    arr = lsio.open(str(tmp_path / "i8.zarr"), threads=threads)
+    crop = (4, 4)
+    rng = np.random.default_rng(5)
+    starts = rng.integers(0, 60, size=(40, 2)).astype(np.int64)
+    want = arr.read_crops(starts.copy(), crop)
+    assert_same_bits(want, np.stack([data[a:a + 4, b:b + 4] for a, b in starts]))
+
+    buf = np.empty(40 * 4 * 4, np.int64)
+    out = buf.reshape(40, 4, 4)
+    shared = buf[:80].reshape(40, 2)  # the starts are the first 80 elements of `out`
+    shared[...] = starts
+    assert np.shares_memory(shared, out)
+    assert arr.read_crops(shared, crop, out=out) is out
+    assert_same_bits(out, want)
+    # also when only a later part of `out` holds them (written after the first crops)
+    buf[-80:].reshape(40, 2)[...] = starts
+    assert arr.read_crops(buf[-80:].reshape(40, 2), crop, out=out) is out
+    assert_same_bits(out, want)

@@ -326,3 +326,21 @@ def test_nginx_ranges(nginx_server, tmp_path):
     r = random_ranges(np.random.default_rng(3), data, 50)
     got = lsio.read_ranges(server.url("m.bin"), r)
     assert [g.tobytes() for g in got] == expected(data, r)
+
+
+@pytest.mark.parametrize("suffix", ["?versionId=OLD", "?x=a/b", "#frag"])
+def test_query_strings_and_fragments_are_refused_as_lsio_open_refuses_them(fault_server, suffix):
+    """A query string was cut off before: ``?versionId=OLD`` read the current object. It is
+    refused with lsio.open's words, before any request."""
+    make_file(pathlib.Path(fault_server.root) / "obj.bin", 1000, 2)
+    for url in (fault_server.url("obj.bin") + suffix, "s3://bucket/dir/obj.bin" + suffix,
+                "gs://bucket/obj.bin" + suffix):
+        with pytest.raises(ValueError) as opened:
+            lsio.open(url)
+        with pytest.raises(ValueError) as ranged:
+            lsio.read_ranges(url, [[0, 10]])
+        assert str(ranged.value) == str(opened.value)
+        assert ("query string" if "?" in suffix else "fragment") in str(ranged.value)
+        with pytest.raises(ValueError):
+            lsio.read_ranges([fault_server.url("obj.bin"), url], [[0, 10], [0, 10]])
+    assert fault_server.requests == []

@@ -1115,3 +1115,42 @@ def test_masked_options_hide_every_secret_but_keep_the_rest():
     assert shown["request_concurrency"] == 8 and shown["anon"] is False
     assert shown["credentials"] == "***" and shown["headers"] == "***"
     assert so["key"] == "AKIAEXAMPLE", "the caller's dict is not modified"
+
+
+# --------------------------------------------------------------------------------------
+# cache_max_age (the disk cache's freshness bound)
+
+
+def test_cache_max_age_parsed_and_kept(tmp_path):
+    cache = str(tmp_path / "cache")
+    cfg = S.resolve("https://h/x.zarr", {"cache_dir": cache})
+    assert cfg.cache_max_age == 0.0
+    assert "cache_max_age" not in cfg.to_core(), "absent at 0: the binding rejects keys it does not know"
+    for given, want in ((60, 60.0), (0.5, 0.5), (0, 0.0)):
+        cfg = S.resolve("s3://b/x", {"anon": True, "cache_dir": cache, "cache_max_age": given})
+        assert cfg.cache_max_age == want and type(cfg.cache_max_age) is float
+        d = cfg.to_core()
+        if want:
+            assert d["cache_max_age"] == want and type(d["cache_max_age"]) is float
+            assert tuple(d) == S.CORE_KEYS + S.OPTIONAL_CORE_KEYS
+        else:
+            assert tuple(d) == S.CORE_KEYS
+    # None counts as absent, like every other option.
+    assert S.resolve("gs://b/x", {"cache_dir": cache, "cache_max_age": None}).cache_max_age == 0.0
+
+
+@pytest.mark.parametrize("value,exc,match", [
+    (-1, ValueError, ">= 0"),
+    (float("inf"), ValueError, "finite"),
+    (float("nan"), ValueError, "finite"),
+    ("60", TypeError, "number of seconds, got str"),
+    (True, TypeError, "number of seconds, got bool"),
+])
+def test_cache_max_age_bad_values(tmp_path, value, exc, match):
+    with pytest.raises(exc, match=match):
+        S.resolve("https://h/x.zarr", {"cache_dir": str(tmp_path), "cache_max_age": value})
+
+
+def test_cache_max_age_needs_cache_dir():
+    with pytest.raises(ValueError, match="'cache_max_age' needs cache_dir"):
+        S.resolve("https://h/x.zarr", {"cache_max_age": 60})

@@ -176,3 +176,30 @@ def test_unreadable_variables_make_the_xarray_backend_name_them(tmp_path):
         xr.open_dataset(path, engine="lsio")
     ds = xr.open_dataset(path, engine="lsio", drop_variables=["label"])
     assert list(ds.data_vars) == ["v"]
+
+
+@pytest.mark.parametrize("fmt", [3, 2])
+def test_variable_length_strings_take_none_like_numpy(tmp_path, fmt):
+    """``None`` (np.newaxis) in a StringArray key inserts an axis exactly where numpy puts it
+    (it raised TypeError, or on 1-d arrays a misleading 'too many indices')."""
+    for shape, chunks in (((9, 7), (4, 3)), ((6,), (4,))):
+        path = tmp_path / f"v{fmt}-{len(shape)}.zarr"
+        z = zarr.create_array(str(path), shape=shape, chunks=chunks, dtype=str, zarr_format=fmt)
+        z[...] = _data("<U5", shape, 3).astype(object)
+        arr = lsio.open(str(path))
+        assert isinstance(arr, lsio.StringArray)
+        whole = arr[...]
+        keys = [None, (None,), (None, None), (..., None), (None, ...), (None, ..., None), (0, None),
+                (None, 0), (slice(1, 4), None), (None, slice(None, None, -2)), (None, -1, None)]
+        if len(shape) == 2:
+            keys += [(slice(1, 3), None, 2), (None, 1, ..., None), (0, None, slice(2, 6), None),
+                     (..., None, 3), (None, None, 2, slice(None, None, 3))]
+        for key in keys:
+            want = whole[key]
+            got = arr[key]
+            assert got.shape == np.shape(want), key
+            assert np.array_equal(got, want), key
+        with pytest.raises(IndexError, match="too many indices"):
+            arr[(None, 0) * (len(shape) + 1)]
+        with pytest.raises(TypeError):
+            arr[True]
