@@ -204,9 +204,11 @@ def test_weak_etags_are_never_sent_in_if_match(server):
     assert all(r.status in (200, 206) for r in fs.requests if r.path.startswith("/a.zarr/c/"))
 
 
-def test_disk_cache_revalidates_each_call_and_serves_only_confirmed_versions(server, tmp_path):
+def test_disk_cache_hits_are_confirmed_each_call(server, tmp_path):
     """The defect: with cache_dir, a cached index and its ETag were reused with no request and
-    the blocks served from disk, so a rewritten shard's old bytes came back forever."""
+    the blocks served from disk, so a rewritten shard's old bytes came back forever. Now
+    every call confirms the versions it served from disk (one conditional HEAD per shard,
+    sent while the blocks are read), and a call whose versions turn out stale fails."""
     fs = server
     so = {**OPTS, "cache_dir": str(tmp_path / "cache"), "cache_bytes": 1 << 24}
     arr = lsio.open(fs.url("a.zarr"), storage_options=so)
@@ -214,11 +216,13 @@ def test_disk_cache_revalidates_each_call_and_serves_only_confirmed_versions(ser
     n = len(fs.requests)
     np.testing.assert_array_equal(arr[...], fs.v1)
     again = fs.requests[n:]
-    # One conditional request per shard (304: the cached index and disk blocks stay valid).
     assert sorted(r.path for r in again) == sorted(f"/a.zarr/{s}" for s in SHARDS)
-    assert all(r.headers.get("if-none-match") and r.status == 304 for r in again)
+    assert all(r.method == "HEAD" and r.headers.get("if-none-match") and r.status == 304 for r in again)
     _rewrite_now(fs)
-    np.testing.assert_array_equal(arr[...], fs.v2)  # seen by the very next call
+    with pytest.raises(lsio.StorageError) as e:
+        arr[...]
+    assert e.value.errno == errno.ESTALE and "changed" in str(e.value)
+    np.testing.assert_array_equal(arr[...], fs.v2)
     np.testing.assert_array_equal(arr[...], fs.v2)
 
 

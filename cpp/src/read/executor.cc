@@ -162,7 +162,6 @@ Status Resolve(const ReadContext& ctx, bool remote, bool one_read, uint32_t firs
   std::vector<int32_t>& shard_file = *shard_file_io;
   std::vector<RangeRead> reqs;
   std::vector<size_t> req_shard;
-  std::vector<std::optional<IndexCache::Hit>> req_cached;  // revalidated: the index kept if unchanged
   for (uint32_t i = first; i < last; ++i) {
     const size_t s = static_cast<size_t>(plan->tasks[i].shard);
     if (shard_file[s] != -2 && (shard_file[s] == -1 || plan->file_refs[static_cast<size_t>(shard_file[s])])) continue;
@@ -179,7 +178,6 @@ Status Resolve(const ReadContext& ctx, bool remote, bool one_read, uint32_t firs
     RangeRead r;
     r.object = &f;
     r.length = l.shard.index_size;
-    std::optional<IndexCache::Hit> hit;
     if (f.size_known) {
       // Always through the cache, which checks that the index was decoded from this very
       // version (a shard reopened in a later wave may have been rewritten meanwhile).
@@ -194,15 +192,15 @@ Status Resolve(const ReadContext& ctx, bool remote, bool one_read, uint32_t firs
       r.offset = l.shard.IndexOffset(f.size);
     } else {
       // The store learns size and version only by reading. A cached index is used with the
-      // version it came from if the store trusts that version (chunk reads are then pinned
-      // to it); else the index is read again, conditionally on that version (a 304 keeps
-      // the cached index), with a suffix (or prefix) range, which tells size and version.
-      hit = ctx.index_cache->FindAny(plan->shard_ids[s]);
-      if (hit && store.AdoptVersion(f, hit->version, hit->object_size)) {
+      // version it came from if the store adopts that version (chunk reads are pinned to
+      // it, and what is served without a request is confirmed after the wave:
+      // ConfirmServed); else the index is read with a suffix (or prefix) range, which tells
+      // size and version.
+      if (auto hit = ctx.index_cache->FindAny(plan->shard_ids[s]);
+          hit && store.AdoptVersion(f, hit->version, hit->object_size)) {
         index[s] = hit->index;
         continue;
       }
-      if (hit) r.revalidate = hit->version;
       if (l.shard.index_at_end) {
         r.kind = ReadKind::kSuffix;
       } else {
@@ -212,7 +210,6 @@ Status Resolve(const ReadContext& ctx, bool remote, bool one_read, uint32_t firs
     }
     reqs.push_back(r);
     req_shard.push_back(s);
-    req_cached.push_back(std::move(hit));
   }
   if (!reqs.empty()) {
     std::vector<AlignedBuffer> req_bufs(reqs.size());
@@ -238,13 +235,6 @@ Status Resolve(const ReadContext& ctx, bool remote, bool one_read, uint32_t firs
       }
       if (r.missing) {  // absent shard (a remote store learns it here)
         shard_file[s] = -1;
-        return;
-      }
-      if (r.not_modified) {  // the cached index's version is current (the store confirmed it)
-        const IndexCache::Hit& cached = *req_cached[i];
-        r.object->size = cached.object_size;
-        r.object->size_known = true;
-        index[s] = cached.index;
         return;
       }
       const StoreObject& obj = *r.object;
@@ -1119,6 +1109,17 @@ Status RunPlan(const ReadContext& ctx, Plan& plan, bool stream) {
     t_profile.units += plan.units.size();
     t_profile.streamed = stream;
     if (cs.failed.load()) return cs.error;
+    // Bytes the store served for adopted versions without asking the server (disk cache,
+    // chunk cache) count only once the server confirmed those versions.
+    Status served = ctx.store->ConfirmServed(std::span<const ObjectRef>(plan.file_refs), [&ctx] {
+      return ctx.interrupt_probe != nullptr && ctx.interrupt_probe();
+    });
+    if (!served.ok()) {
+      if (served.error_number() == ESTALE) {
+        for (uint64_t id : plan.shard_ids) ctx.index_cache->Erase(id);  // the next call reads them anew
+      }
+      return served;
+    }
   }
   return Status::Ok();
 }

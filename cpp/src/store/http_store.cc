@@ -24,12 +24,30 @@ bool HasControl(std::string_view s) {
   return false;
 }
 
-// A remote object within one read call: its URL; size and version arrive with the first read.
+// A remote object within one read call: its URL; size and version arrive with the first read
+// or from AdoptVersion.
 class HttpObject final : public StoreObject {
  public:
   explicit HttpObject(std::string k) : key(std::move(k)) {}
   std::string key;
+  // Whether the server confirmed `version` in this call. An adopted version (AdoptVersion)
+  // starts unconfirmed; a pinned read that succeeds over the network confirms it, and so
+  // does the conditional HEAD the store sends (kAsking) when it serves bytes from the disk
+  // cache or when ConfirmServed finds the object still unconfirmed. kChanged: the object is
+  // no longer that version (or the check failed): `changed` says why, written before the
+  // state is stored (release) and read after it is loaded (acquire).
+  enum State : int { kConfirmed = 0, kUnconfirmed = 1, kAsking = 2, kChanged = 3 };
+  std::atomic<int> state{kConfirmed};
+  Status changed;
+
+  // Marks a pinned read's success as the server's confirmation.
+  void Confirmed() {
+    int expect = kUnconfirmed;
+    state.compare_exchange_strong(expect, kConfirmed, std::memory_order_acq_rel);
+  }
 };
+
+HttpObject& AsHttp(StoreObject& o) { return static_cast<HttpObject&>(o); }
 
 // What a finished request taught about its object. Unpinned reads (resolving, on the calling
 // thread) record size and version; pinned reads (workers, concurrently) only compare, so an
@@ -52,7 +70,7 @@ Status Learn(const HttpRequest& q, StoreObject* obj, bool pinned) {
     return Status::Ok();
   }
   obj->version = version;
-  obj->version_confirmed = true;
+  AsHttp(*obj).state.store(HttpObject::kConfirmed, std::memory_order_relaxed);
   if (q.object_size_known) {
     obj->size = q.object_size;
     obj->size_known = true;
@@ -413,24 +431,21 @@ bool HttpStore::IsStrongEtag(const std::string& v) { return v.size() >= 2 && v.f
 
 bool HttpStore::AdoptVersion(StoreObject& obj, const std::string& version, uint64_t size) {
   if (version.empty()) return false;  // no validator: nothing would notice a rewrite
-  bool confirmed = false;
-  if (config_.disk_cache != nullptr && IsStrongEtag(version)) {
-    // The disk cache serves bytes of this version without a request: only if the server
-    // confirmed it within cache_max_age (0: never; the caller revalidates each call).
-    if (!(config_.cache_max_age_s > 0)) return false;
+  HttpObject& h = AsHttp(obj);
+  h.version = version;
+  h.size = size;
+  h.size_known = true;
+  h.state.store(HttpObject::kUnconfirmed, std::memory_order_relaxed);
+  if (config_.disk_cache != nullptr && config_.cache_max_age_s > 0 && IsStrongEtag(version)) {
+    // cache_max_age: a version the server confirmed that recently needs no confirmation.
     const auto now = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(mu_);
-    const auto it = confirmed_.find(static_cast<const HttpObject&>(obj).key);
-    if (it == confirmed_.end() || it->second.version != version ||
-        now - it->second.at > std::chrono::duration<double>(config_.cache_max_age_s)) {
-      return false;
+    const auto it = confirmed_.find(h.key);
+    if (it != confirmed_.end() && it->second.version == version &&
+        now - it->second.at <= std::chrono::duration<double>(config_.cache_max_age_s)) {
+      h.state.store(HttpObject::kConfirmed, std::memory_order_relaxed);
     }
-    confirmed = true;
   }
-  obj.version = version;
-  obj.size = size;
-  obj.size_known = true;
-  obj.version_confirmed = confirmed;
   return true;
 }
 
@@ -440,6 +455,74 @@ void HttpStore::NoteConfirmed(const std::string& key, const std::string& version
   std::lock_guard<std::mutex> lock(mu_);
   if (confirmed_.size() >= kMaxConfirmed) confirmed_.clear();  // bounded: forgetting costs a request
   confirmed_[key] = Confirmation{version, now};
+}
+
+void HttpStore::PrepareConfirm(StoreObject& obj, HttpRequest* q,
+                               const std::shared_ptr<const HttpCredentials>& creds) const {
+  Prepare(AsHttp(obj).key, q, creds);
+  q->method = "HEAD";
+  // 304 when unchanged (weak comparison: weak ETags confirm too); an answer without an
+  // ETag is compared by its Last-Modified and size.
+  if (IsEtag(obj.version)) q->if_none_match = obj.version;
+}
+
+void HttpStore::FinishConfirm(StoreObject& obj, const HttpRequest& q) {
+  HttpObject& h = AsHttp(obj);
+  Count(q, !q.status.ok());
+  Status st;
+  if (!q.status.ok()) {
+    st = Scrub(Status(q.status).ReplacePath(Location(h.key)));
+  } else if (q.missing) {
+    st = Status::IoError("object disappeared since its index was read (HTTP " + std::to_string(q.http_status) + ")",
+                         ESTALE)
+             .WithPath(Location(h.key));
+  } else if (!q.not_modified) {
+    const std::string now = VersionOf(q);
+    if (now != h.version || (q.object_size_known && q.object_size != h.size)) {
+      st = Status::IoError("object changed since its index was read (version " + h.version + ", now " +
+                               (now.empty() ? std::string("unknown") : now) + ", " +
+                               std::to_string(q.object_size) + " bytes)",
+                           ESTALE)
+               .WithPath(Location(h.key));
+    }
+  }
+  if (st.ok()) {
+    NoteConfirmed(h.key, h.version);
+    h.state.store(HttpObject::kConfirmed, std::memory_order_release);
+  } else {
+    h.changed = std::move(st);
+    h.state.store(HttpObject::kChanged, std::memory_order_release);
+  }
+}
+
+Status HttpStore::ConfirmServed(std::span<const ObjectRef> objects, const std::function<bool()>& cancelled) {
+  std::vector<StoreObject*> ask;
+  for (const ObjectRef& o : objects) {
+    if (o == nullptr) continue;
+    int expect = HttpObject::kUnconfirmed;
+    if (AsHttp(*o).state.compare_exchange_strong(expect, HttpObject::kAsking, std::memory_order_acq_rel)) {
+      ask.push_back(o.get());
+    }
+  }
+  if (!ask.empty()) {
+    auto client = ProcessHttpClient();
+    if (!client.ok()) return client.status();
+    const auto creds = Credentials();
+    std::vector<HttpRequest> qs(ask.size());
+    for (size_t i = 0; i < ask.size(); ++i) PrepareConfirm(*ask[i], &qs[i], creds);
+    client.value()->Run(qs, config_.client, [&](size_t i) { FinishConfirm(*ask[i], qs[i]); }, cancelled);
+  }
+  for (const ObjectRef& o : objects) {
+    if (o == nullptr) continue;
+    HttpObject& h = AsHttp(*o);
+    const int st = h.state.load(std::memory_order_acquire);
+    if (st == HttpObject::kChanged) return h.changed;
+    if (st != HttpObject::kConfirmed) {
+      return Status::Internal("the version of an object served from a cache was never confirmed")
+          .WithPath(Location(h.key));
+    }
+  }
+  return Status::Ok();
 }
 
 Result<ObjectRef> HttpStore::Open(std::string_view key) {
@@ -510,7 +593,6 @@ void HttpStore::PrepareRead(const RangeRead& r, HttpRequest* q,
   // If-Match compares strongly: a weak ETag or a Last-Modified version is checked against
   // the answer instead (Learn), never sent (a conforming server would answer 412 forever).
   if (r.pin_version && IsStrongEtag(r.object->version)) q->if_match = r.object->version;
-  if (!r.revalidate.empty() && IsEtag(r.revalidate)) q->if_none_match = r.revalidate;
 }
 
 void HttpStore::Complete(RangeRead& r, HttpRequest& q) {
@@ -532,13 +614,6 @@ void HttpStore::Complete(RangeRead& r, HttpRequest& q) {
     } else if (q.too_large) {
       r.too_large = true;
     }
-  } else if (q.not_modified) {
-    // The version the caller remembered is still current: confirmed, nothing transferred.
-    r.not_modified = true;
-    r.transferred = 0;
-    r.object->version = r.revalidate;
-    r.object->version_confirmed = true;
-    NoteConfirmed(static_cast<const HttpObject&>(*r.object).key, r.revalidate);
   } else if (q.missing) {
     if (r.pin_version) {
       // Its index said the chunk is there: the object went away in between.
@@ -550,7 +625,11 @@ void HttpStore::Complete(RangeRead& r, HttpRequest& q) {
     }
   } else {
     r.status = Learn(q, r.object, r.pin_version);
-    if (r.status.ok() && !r.pin_version) NoteConfirmed(static_cast<const HttpObject&>(*r.object).key, r.object->version);
+    if (r.status.ok()) {
+      // The server answered for this version (If-Match, or the validator compared equal).
+      if (r.pin_version && VersionOf(q) == r.object->version) AsHttp(*r.object).Confirmed();
+      NoteConfirmed(AsHttp(*r.object).key, r.object->version);
+    }
     if (r.status.ok() && r.kind == ReadKind::kWhole) {
       r.body = std::move(q.body);
       r.transferred = r.body.size();
@@ -576,19 +655,31 @@ void HttpStore::Read(std::span<RangeRead> reads, const std::function<void(size_t
     return;
   }
   const auto creds = Credentials();
-  // Blocks on the local disk cache are served first, without a request.
+  // Blocks on the local disk cache are served first, without a request; an adopted version
+  // served that way is confirmed by a HEAD sent with the other requests.
   std::vector<size_t> from_net;
+  std::vector<StoreObject*> confirm;
   std::vector<DiskWidening> widened(reads.size());
   from_net.reserve(reads.size());
   for (size_t i = 0; i < reads.size(); ++i) {
-    if (ReadFromDisk(reads[i], &widened[i])) on_done(i);
-    else from_net.push_back(i);
+    if (ReadFromDisk(reads[i], &widened[i])) {
+      StoreObject* obj = reads[i].object;
+      on_done(i);
+      if (TakeConfirmation(*obj)) confirm.push_back(obj);
+    } else {
+      from_net.push_back(i);
+    }
   }
-  if (from_net.empty()) return;
-  std::vector<HttpRequest> qs(from_net.size());
+  if (from_net.empty() && confirm.empty()) return;
+  std::vector<HttpRequest> qs(from_net.size() + confirm.size());
   for (size_t k = 0; k < from_net.size(); ++k) PrepareRead(reads[from_net[k]], &qs[k], creds);
+  for (size_t c = 0; c < confirm.size(); ++c) PrepareConfirm(*confirm[c], &qs[from_net.size() + c], creds);
   PendingBlocks pending;
   client.value()->Run(qs, config_.client, [&](size_t k) {
+    if (k >= from_net.size()) {
+      FinishConfirm(*confirm[k - from_net.size()], qs[k]);
+      return;
+    }
     RangeRead& r = reads[from_net[k]];
     Complete(r, qs[k]);
     KeepOnDisk(r, &widened[from_net[k]], &pending);
@@ -597,16 +688,23 @@ void HttpStore::Read(std::span<RangeRead> reads, const std::function<void(size_t
   WritePending(&pending);
 }
 
+bool HttpStore::TakeConfirmation(StoreObject& obj) {
+  int expect = HttpObject::kUnconfirmed;
+  return AsHttp(obj).state.compare_exchange_strong(expect, HttpObject::kAsking, std::memory_order_acq_rel);
+}
+
 std::string HttpStore::CacheUrl(const RangeRead& r) const {
   return config_.scheme + "://" + config_.host + config_.root + "/" + static_cast<const HttpObject&>(*r.object).key;
 }
 
-// Only reads pinned to a strong ETag the server confirmed in this call (or within
-// cache_max_age): a weak ETag or a Last-Modified date does not say the bytes are the same,
-// and a remembered version may be stale (see disk_cache.h).
+// Only reads pinned to a strong ETag: a weak ETag or a Last-Modified date does not say the
+// bytes are the same. A version adopted from memory may be stale: serving it from disk owes
+// the server's confirmation before the call ends (see disk_cache.h, ConfirmServed).
 static bool DiskCacheable(const RangeRead& r) {
-  return r.kind == ReadKind::kRange && r.pin_version && r.object != nullptr && r.object->version_confirmed &&
-         HttpStore::IsStrongEtag(r.object->version) && r.length > 0 && r.dst != nullptr;
+  return r.kind == ReadKind::kRange && r.pin_version && r.object != nullptr &&
+         HttpStore::IsStrongEtag(r.object->version) &&
+         AsHttp(*r.object).state.load(std::memory_order_acquire) != HttpObject::kChanged && r.length > 0 &&
+         r.dst != nullptr;
 }
 
 // The disk cache stores aligned blocks of kDiskBlock bytes (the last block of an object may
@@ -730,26 +828,40 @@ void HttpStore::ReadStream(const std::function<RangeRead*()>& next, const std::f
   // their addresses while they run).
   std::deque<HttpRequest> requests;
   std::unordered_map<const HttpRequest*, DiskWidening> widened;  // per request slot
+  std::unordered_map<const HttpRequest*, StoreObject*> confirming;  // HEADs confirming a version
   PendingBlocks pending;
   std::vector<HttpRequest*> free;
+  auto take_slot = [&]() {
+    HttpRequest* q;
+    if (!free.empty()) {
+      q = free.back();
+      free.pop_back();
+      *q = HttpRequest();
+    } else {
+      q = &requests.emplace_back();
+    }
+    return q;
+  };
   client.value()->RunStream(
       [&]() -> HttpRequest* {
         RangeRead* r = next();
-        // Reads the local disk cache holds finish at once; ask for the next read.
+        // Reads the local disk cache holds finish at once; ask for the next read. The first
+        // one served of an adopted version sends the HEAD that confirms it, in parallel with
+        // the reads and decodes that go on meanwhile.
         DiskWidening w;
         while (r != nullptr && ReadFromDisk(*r, &w)) {
+          StoreObject* obj = r->object;
           on_done(*r);
+          if (TakeConfirmation(*obj)) {
+            HttpRequest* q = take_slot();
+            PrepareConfirm(*obj, q, creds);
+            confirming[q] = obj;
+            return q;
+          }
           r = next();
         }
         if (r == nullptr) return nullptr;
-        HttpRequest* q;
-        if (!free.empty()) {
-          q = free.back();
-          free.pop_back();
-          *q = HttpRequest();
-        } else {
-          q = &requests.emplace_back();
-        }
+        HttpRequest* q = take_slot();
         widened[q] = std::move(w);
         PrepareRead(*r, q, creds);
         q->user = r;
@@ -757,6 +869,12 @@ void HttpStore::ReadStream(const std::function<RangeRead*()>& next, const std::f
       },
       config_.client,
       [&](HttpRequest& q) {
+        if (auto it = confirming.find(&q); it != confirming.end()) {
+          FinishConfirm(*it->second, q);
+          confirming.erase(it);
+          free.push_back(&q);
+          return;
+        }
         RangeRead& r = *static_cast<RangeRead*>(q.user);
         Complete(r, q);
         KeepOnDisk(r, &widened[&q], &pending);

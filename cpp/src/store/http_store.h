@@ -86,9 +86,9 @@ struct HttpStoreConfig {
   /// Optional local disk cache of byte ranges (store/disk_cache.h): reads pinned to a known
   /// ETag are served from it when it holds them, and kept in it after a network read.
   std::shared_ptr<DiskCache> disk_cache;
-  /// Seconds a version the server confirmed is trusted for disk-cache hits without asking
-  /// again (storage option cache_max_age). 0: every read call revalidates each object it
-  /// serves from the disk cache (one conditional request per shard index).
+  /// Seconds a version the server confirmed is trusted without asking again (storage option
+  /// cache_max_age; only with a disk cache). 0: every read call confirms each adopted
+  /// version it uses (one conditional HEAD per shard, sent while the disk cache serves).
   double cache_max_age_s = 0;
 };
 
@@ -111,6 +111,7 @@ class HttpStore final : public Store {
   StoreTraits traits() override;
   Result<std::string> TransportName() override { return std::string("http"); }
   bool AdoptVersion(StoreObject& obj, const std::string& version, uint64_t size) override;
+  Status ConfirmServed(std::span<const ObjectRef> objects, const std::function<bool()>& cancelled = {}) override;
 
   /// The version an answer tells: its ETag (strong or weak, as sent), else its
   /// Last-Modified date ("last-modified: <date>"), else "" (no validator).
@@ -182,6 +183,12 @@ class HttpStore final : public Store {
   // Records that the server confirmed `version` of `key` now (for AdoptVersion within
   // cache_max_age; only kept with a disk cache and a positive cache_max_age).
   void NoteConfirmed(const std::string& key, const std::string& version);
+  // Version confirmation by a conditional HEAD (If-None-Match: 304 when unchanged).
+  // TakeConfirmation: true for the one caller that must send it for an adopted, still
+  // unconfirmed object (the state goes to kAsking).
+  bool TakeConfirmation(StoreObject& obj);
+  void PrepareConfirm(StoreObject& obj, HttpRequest* q, const std::shared_ptr<const HttpCredentials>& creds) const;
+  void FinishConfirm(StoreObject& obj, const HttpRequest& q);
   struct Confirmation {
     std::string version;
     std::chrono::steady_clock::time_point at;

@@ -68,10 +68,6 @@ class StoreObject {
   bool size_known = false;
   uint64_t size = 0;
   std::string version;  ///< empty until known; compared for equality only
-  /// The server itself told this version within this read call (or within the store's
-  /// revalidation window): only such versions let a caching store serve bytes without
-  /// asking (see Store::AdoptVersion).
-  bool version_confirmed = false;
   bool direct = false;  ///< reads must be kDirectAlignment-aligned (local O_DIRECT)
   /// The object's bytes when they were fetched whole (remote unsharded chunks): readers take
   /// ranges from here instead of reading.
@@ -109,10 +105,6 @@ struct RangeRead {
   /// sorted; empty = all of it). A store may leave the other bytes of dst unwritten (the
   /// disk cache does not fetch blocks that hold only bytes of coalescing gaps).
   std::span<const std::pair<uint64_t, uint64_t>> needed;
-  /// kRange/kSuffix of an object whose size is not known yet: a version believed current
-  /// (a cached shard index's). A store that can asks conditionally (If-None-Match) and, when
-  /// the object still has that version, sets not_modified and transfers nothing.
-  std::string revalidate;
   /// kWhole: the most bytes the object may have (0: no bound). A larger object fails with
   /// kInvalidFormat and too_large set, before a buffer of its size is allocated.
   uint64_t max_length = 0;
@@ -122,7 +114,6 @@ struct RangeRead {
   uint64_t transferred = 0;  ///< bytes written to dst (kSuffix: min(length, size))
   bool inline_hit = false;   ///< local: served from the page cache without queueing
   std::string body;          ///< kWhole
-  bool not_modified = false; ///< the object still has version `revalidate` (status Ok)
   bool too_large = false;    ///< kWhole: larger than max_length (status kInvalidFormat)
 };
 
@@ -216,20 +207,30 @@ class Store {
   virtual StoreTraits traits() = 0;
 
   /// Whether `obj` (opened in this call, size not known yet) may take a version and size
-  /// this process learned earlier (a cached shard index's) without asking the store. True:
-  /// the fields are set, and reads pinned to that version fail (ESTALE) if it is no longer
-  /// current. False: the caller must read the object (with RangeRead::revalidate) to learn
-  /// its current version: a store that would serve bytes of that version from a local
-  /// copy (the disk cache) wants it confirmed first, and a version that is empty (no
-  /// validator) pins nothing. This is the one place that decides whether a remembered
-  /// version is trusted.
+  /// this process learned earlier (a cached shard index's) instead of reading the object to
+  /// learn them. True: the fields are set; reads pinned to that version fail (ESTALE) if it
+  /// is no longer current, and whatever the store serves of it without asking the server
+  /// (a disk cache) is confirmed before the call may succeed (ConfirmServed). False: the
+  /// caller reads the object to learn its version (an empty version pins nothing). This and
+  /// ConfirmServed are the one place that decides whether a remembered version is trusted.
   virtual bool AdoptVersion(StoreObject& obj, const std::string& version, uint64_t size) {
     if (version.empty()) return false;
     obj.version = version;
     obj.size = size;
     obj.size_known = true;
-    obj.version_confirmed = false;
     return true;
+  }
+
+  /// After the reads of a wave, on the calling thread: Ok when every object of `objects`
+  /// whose adopted version the call used without the server confirming it (bytes served
+  /// from a local copy, decoded chunks served from the chunk cache) is still at that
+  /// version; asks the server for those not confirmed yet (in parallel). An object that
+  /// changed fails with kIoError (ESTALE) naming it: the call must not return its old
+  /// bytes as current. Local stores: Ok (they revalidate at Open).
+  virtual Status ConfirmServed(std::span<const ObjectRef> objects, const std::function<bool()>& cancelled = {}) {
+    (void)objects;
+    (void)cancelled;
+    return Status::Ok();
   }
 
   /// Drops what the store keeps for its objects in this process (cached descriptors,

@@ -370,80 +370,113 @@ TEST(HttpStoreTest, WeakETagsAreComparedNeverSentInIfMatch) {
   EXPECT_EQ(changed.status.error_number(), ESTALE) << changed.status.ToString();
 }
 
-TEST(HttpStoreTest, RevalidationIsAConditionalReadAnswered304WhenUnchanged) {
+// Reads a range pinned to the object's version, as the executor's chunk reads are.
+RangeRead ReadPinned(HttpStore& store, StoreObject* obj, uint64_t offset, uint64_t length, std::string* buf) {
+  return ReadOne(store, obj, ReadKind::kRange, offset, length, buf, /*pin=*/true);
+}
+
+TEST(HttpStoreTest, AdoptedVersionsAreConfirmedBeforeTheCallMaySucceed) {
   TestObjectServer srv;
   const std::string v1 = srv.Put("/bucket/arr/c/0", Pattern(300, 1));
   HttpStore store(Config(srv));
+  auto fresh = store.Open("c/0");
+  EXPECT_FALSE(store.AdoptVersion(*fresh.value(), "", 300)) << "no validator pins nothing";
+
+  // Adopted, then nothing read over the network (all served from caches): one HEAD asks.
   auto obj = store.Open("c/0");
-  std::string buf(16, '\0');
-  RangeRead r;
-  r.object = obj.value().get();
-  r.kind = ReadKind::kSuffix;
-  r.length = 16;
-  r.dst = reinterpret_cast<uint8_t*>(buf.data());
-  r.revalidate = v1;
-  store.Read(std::span<RangeRead>(&r, 1), [](size_t) {});
-  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
-  EXPECT_TRUE(r.not_modified);
-  EXPECT_EQ(r.transferred, 0u);
+  ASSERT_TRUE(store.AdoptVersion(*obj.value(), v1, 300));
   EXPECT_EQ(obj.value()->version, v1);
-  EXPECT_TRUE(obj.value()->version_confirmed);
+  const size_t before = srv.request_count();
+  ASSERT_TRUE(store.ConfirmServed(std::vector<ObjectRef>{obj.value()}).ok());
+  ASSERT_EQ(srv.request_count(), before + 1);
+  EXPECT_EQ(srv.requests().back().method, "HEAD");
   EXPECT_EQ(srv.requests().back().Header("If-None-Match"), v1);
-  // Changed: the same request gets the new bytes and version.
-  const std::string v2 = srv.Put("/bucket/arr/c/0", Pattern(300, 2));
-  auto again = store.Open("c/0");
-  RangeRead n;
-  n.object = again.value().get();
-  n.kind = ReadKind::kSuffix;
-  n.length = 16;
-  n.dst = reinterpret_cast<uint8_t*>(buf.data());
-  n.revalidate = v1;
-  store.Read(std::span<RangeRead>(&n, 1), [](size_t) {});
-  ASSERT_TRUE(n.status.ok()) << n.status.ToString();
-  EXPECT_FALSE(n.not_modified);
-  EXPECT_EQ(n.transferred, 16u);
-  EXPECT_EQ(again.value()->version, v2);
-  EXPECT_EQ(buf, Pattern(300, 2).substr(284));
+  // Confirmed once: asking again costs nothing.
+  ASSERT_TRUE(store.ConfirmServed(std::vector<ObjectRef>{obj.value()}).ok());
+  EXPECT_EQ(srv.request_count(), before + 1);
+
+  // A pinned read that succeeds over the network is the confirmation itself.
+  auto read = store.Open("c/0");
+  ASSERT_TRUE(store.AdoptVersion(*read.value(), v1, 300));
+  std::string buf;
+  ASSERT_TRUE(ReadPinned(store, read.value().get(), 0, 10, &buf).status.ok());
+  const size_t after_read = srv.request_count();
+  ASSERT_TRUE(store.ConfirmServed(std::vector<ObjectRef>{read.value()}).ok());
+  EXPECT_EQ(srv.request_count(), after_read);
+
+  // Rewritten: a remembered version is refused with ESTALE naming the object.
+  srv.Put("/bucket/arr/c/0", Pattern(300, 2));
+  auto stale = store.Open("c/0");
+  ASSERT_TRUE(store.AdoptVersion(*stale.value(), v1, 300));
+  Status st = store.ConfirmServed(std::vector<ObjectRef>{stale.value()});
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error_number(), ESTALE) << st.ToString();
+  EXPECT_NE(st.ToString().find("/c/0"), std::string::npos) << st.ToString();
 }
 
-TEST(HttpStoreTest, AdoptVersionTrustsARememberedVersionOnlyWhereNothingServesItUnasked) {
+TEST(HttpStoreTest, DiskCacheHitsOfAnAdoptedVersionSendItsConfirmationAlongside) {
+  TestObjectServer srv;
+  const std::string data = Pattern(200000, 5);
+  const std::string v1 = srv.Put("/bucket/arr/c/0", data);
+  TempDir dir;
+  HttpStoreConfig c = Config(srv);
+  auto cache = SharedDiskCache(dir.path() + "/cache", 16 << 20);
+  ASSERT_TRUE(cache.ok());
+  c.disk_cache = cache.value();
+  HttpStore store(c);
+  std::string buf;
+  {  // Learned by an unpinned read, then a pinned read fills the disk cache.
+    auto obj = store.Open("c/0");
+    ASSERT_TRUE(ReadOne(store, obj.value().get(), ReadKind::kSuffix, 0, 16, &buf).status.ok());
+    ASSERT_TRUE(ReadPinned(store, obj.value().get(), 1000, 70000, &buf).status.ok());
+    ASSERT_TRUE(store.ConfirmServed(std::vector<ObjectRef>{obj.value()}).ok());
+  }
+  // A later call adopts the version: the bytes come from disk, and the HEAD that confirms
+  // them goes out in the same batch (no chunk GET at all).
+  auto obj = store.Open("c/0");
+  ASSERT_TRUE(store.AdoptVersion(*obj.value(), v1, data.size()));
+  const size_t before = srv.request_count();
+  RangeRead r = ReadPinned(store, obj.value().get(), 1000, 70000, &buf);
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(buf, data.substr(1000, 70000));
+  ASSERT_EQ(srv.request_count(), before + 1);
+  EXPECT_EQ(srv.requests().back().method, "HEAD");
+  EXPECT_GT(store.stats().disk_cache_hits.load(), 0u);
+  ASSERT_TRUE(store.ConfirmServed(std::vector<ObjectRef>{obj.value()}).ok());
+  EXPECT_EQ(srv.request_count(), before + 1);
+
+  // Rewritten on the server: the old blocks are served, but the call cannot succeed.
+  srv.Put("/bucket/arr/c/0", Pattern(200000, 6));
+  auto stale = store.Open("c/0");
+  ASSERT_TRUE(store.AdoptVersion(*stale.value(), v1, data.size()));
+  RangeRead old = ReadPinned(store, stale.value().get(), 1000, 70000, &buf);
+  ASSERT_TRUE(old.status.ok());
+  Status st = store.ConfirmServed(std::vector<ObjectRef>{stale.value()});
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error_number(), ESTALE) << st.ToString();
+}
+
+TEST(HttpStoreTest, CacheMaxAgeTrustsARecentConfirmationWithoutAsking) {
   TestObjectServer srv;
   const std::string v1 = srv.Put("/bucket/arr/c/0", Pattern(300, 1));
   TempDir dir;
-  {  // No disk cache: adopted unconfirmed; pinned reads check it.
-    HttpStore store(Config(srv));
-    auto obj = store.Open("c/0");
-    EXPECT_TRUE(store.AdoptVersion(*obj.value(), v1, 300));
-    EXPECT_EQ(obj.value()->version, v1);
-    EXPECT_FALSE(obj.value()->version_confirmed);
-    auto empty = store.Open("c/0");
-    EXPECT_FALSE(store.AdoptVersion(*empty.value(), "", 300)) << "no validator pins nothing";
-  }
   HttpStoreConfig c = Config(srv);
   auto cache = SharedDiskCache(dir.path() + "/cache", 1 << 20);
   ASSERT_TRUE(cache.ok());
   c.disk_cache = cache.value();
-  {  // Disk cache, cache_max_age 0: never adopted without asking.
-    HttpStore store(c);
-    std::string buf;
-    auto first = store.Open("c/0");
-    ASSERT_TRUE(ReadOne(store, first.value().get(), ReadKind::kSuffix, 0, 10, &buf).status.ok());
-    auto obj = store.Open("c/0");
-    EXPECT_FALSE(store.AdoptVersion(*obj.value(), v1, 300));
-  }
-  {  // cache_max_age 60: adopted, confirmed, once the server confirmed it.
-    c.cache_max_age_s = 60;
-    HttpStore store(c);
-    auto before = store.Open("c/0");
-    EXPECT_FALSE(store.AdoptVersion(*before.value(), v1, 300)) << "never confirmed yet";
-    std::string buf;
-    ASSERT_TRUE(ReadOne(store, before.value().get(), ReadKind::kSuffix, 0, 10, &buf).status.ok());
-    auto obj = store.Open("c/0");
-    EXPECT_TRUE(store.AdoptVersion(*obj.value(), v1, 300));
-    EXPECT_TRUE(obj.value()->version_confirmed);
-    auto other = store.Open("c/0");
-    EXPECT_FALSE(store.AdoptVersion(*other.value(), "\"elsewhere\"", 300)) << "another version";
-  }
+  c.cache_max_age_s = 60;
+  HttpStore store(c);
+  auto first = store.Open("c/0");
+  std::string buf;
+  ASSERT_TRUE(ReadOne(store, first.value().get(), ReadKind::kSuffix, 0, 10, &buf).status.ok());
+  auto obj = store.Open("c/0");
+  ASSERT_TRUE(store.AdoptVersion(*obj.value(), v1, 300));
+  const size_t before = srv.request_count();
+  ASSERT_TRUE(store.ConfirmServed(std::vector<ObjectRef>{obj.value()}).ok());
+  EXPECT_EQ(srv.request_count(), before) << "confirmed within cache_max_age";
+  auto other = store.Open("c/0");
+  ASSERT_TRUE(store.AdoptVersion(*other.value(), "\"elsewhere\"", 300));
+  EXPECT_FALSE(store.ConfirmServed(std::vector<ObjectRef>{other.value()}).ok()) << "another version is asked";
 }
 
 TEST(HttpStoreTest, OversizedWholeObjectsAreRefusedFromTheirContentLength) {
