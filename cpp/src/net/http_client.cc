@@ -812,8 +812,13 @@ void Runner::Run() {
       waiting_.pop();
       if (transfers_[i].phase == Phase::kWaiting) StartAttempt(transfers_[i], now);
     }
+    bool send_now = false;
     while (ask_ && in_flight_ < max_in_flight && !stop_) {
       HttpRequest* req = next_();
+      if (req == HttpClient::kSendNow) {
+        send_now = true;  // perform once, then ask again without waiting
+        break;
+      }
       if (req == nullptr) {
         ask_ = false;
         break;
@@ -867,7 +872,7 @@ void Runner::Run() {
       if (t != nullptr) OnAttemptDone(*t, rc, Clock::now());
     }
     if (in_flight_ == 0 && !ask_) break;
-    if (stop_ || (ask_ && in_flight_ < max_in_flight)) continue;  // refill before waiting
+    if (stop_ || send_now || (ask_ && in_flight_ < max_in_flight)) continue;  // refill before waiting
 
     // Wait for sockets, libcurl's own timers (curl_multi_poll honours them), the next
     // retry, the next possible stall, or the next cancellation check.

@@ -174,6 +174,11 @@ class HttpClient {
   /// cancellation, requests not yet started end kCancelled too (on_done once per request).
   void Run(std::span<HttpRequest> requests, const HttpClientOptions& options,
            const std::function<void(size_t)>& on_done, const std::function<bool()>& cancelled = {});
+  /// What `next` may return to have the requests it gave so far sent now, before it is
+  /// asked again (at once, without waiting for a request to finish): a caller that does
+  /// work of its own inside next() (a disk cache serving reads) gets its requests on the
+  /// wire first, so that they overlap that work.
+  static inline HttpRequest* const kSendNow = reinterpret_cast<HttpRequest*>(alignof(HttpRequest));
   /// Runs requests as `next` gives them (see the header comment). On cancellation, `next` is
   /// not asked again; the requests it gave end kCancelled.
   virtual void RunStream(const std::function<HttpRequest*()>& next, const HttpClientOptions& options,

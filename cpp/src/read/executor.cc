@@ -782,7 +782,8 @@ void RemoteWorkerLoop(CallState& cs) {
   // The interrupt poll (which may run Python signal handlers) happens only outside
   // ReadStream, when this thread holds no read state; inside, StopWaiting only probes.
   while (!cs.failed.load(std::memory_order_relaxed) && !cs.Interrupted()) {
-    ctx.store->ReadStream(next, on_done, [&cs] { return cs.StopWaiting(); });
+    ctx.store->ReadStream(next, on_done, [&cs] { return cs.StopWaiting(); },
+                          std::span<const ObjectRef>(plan.file_refs));
     if (held == kNone && cs.next.load(std::memory_order_relaxed) >= n) break;
   }
 }

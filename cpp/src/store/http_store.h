@@ -107,7 +107,7 @@ class HttpStore final : public Store {
   void Read(std::span<RangeRead> reads, const std::function<void(size_t)>& on_done,
             const std::function<bool()>& cancelled = {}) override;
   void ReadStream(const std::function<RangeRead*()>& next, const std::function<void(RangeRead&)>& on_done,
-                  const std::function<bool()>& cancelled = {}) override;
+                  const std::function<bool()>& cancelled = {}, std::span<const ObjectRef> confirm = {}) override;
   StoreTraits traits() override;
   Result<std::string> TransportName() override { return std::string("http"); }
   bool AdoptVersion(StoreObject& obj, const std::string& version, uint64_t size) override;

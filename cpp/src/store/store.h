@@ -195,8 +195,12 @@ class Store {
   /// flight. On cancellation next is not asked again. Remote stores keep up to
   /// traits().max_in_flight reads in flight this way, so a slow request never holds back the
   /// ones behind it; the default runs each read through Read on its own.
+  /// `confirm`: the call's objects; a store that confirms adopted versions (ConfirmServed)
+  /// may send those confirmations at the start of the stream, so that they overlap the reads
+  /// instead of following them (several workers may pass the same objects: each is asked once).
   virtual void ReadStream(const std::function<RangeRead*()>& next, const std::function<void(RangeRead&)>& on_done,
-                          const std::function<bool()>& cancelled = {}) {
+                          const std::function<bool()>& cancelled = {}, std::span<const ObjectRef> confirm = {}) {
+    (void)confirm;
     while (!(cancelled && cancelled())) {
       RangeRead* r = next();
       if (r == nullptr) return;
