@@ -9,8 +9,11 @@
 // is a miss and drops the stale entry, so an index is never applied to a shard file that
 // was rewritten, replaced or re-created since (the cause of silent wrong data when a
 // descriptor was evicted and the path reopened onto a new file). Remote stores cannot
-// learn a version without a request, so they take any cached entry (FindAny) and pin
-// their chunk reads to its version (If-Match): a changed object then fails, never mixes.
+// learn a version without a request, so the executor offers a cached entry (FindAny) to
+// the store, which decides whether to adopt its version (Store::AdoptVersion): chunk reads
+// are then pinned to it and what is served without a request is confirmed before the call
+// succeeds (Store::ConfirmServed): a changed object fails, never mixes, and the call drops
+// every index it used.
 // Missing shards are not cached (a shard may be written later).
 //
 // Thread-safety: all methods take an internal lock; values are immutable shared_ptrs, so a

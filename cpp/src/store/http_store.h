@@ -14,13 +14,26 @@
 //
 // Objects: key "c/0/1" is the URL scheme://host + encode(root + "/" + key), each path
 // segment percent-encoded once (RFC 3986 unreserved kept), which is also the path SigV4
-// signs (kS3 style). Open() does no I/O: a remote object's size and version (its ETag) come
-// with the first read (a suffix range for a shard index). Chunk reads after that carry
-// If-Match with that ETag: an object replaced in between fails with kIoError (ESTALE)
-// "changed since its index was read" instead of mixing versions. A 404/410 is "missing"
-// (fill values, or "no zarr.json" at open); 401/403 fail with EACCES naming the URL.
-// Stat is a HEAD; ReadAll a GET of the whole object, refused after the fact above max_bytes
-// (metadata objects are small; no server is asked for more than it has).
+// signs (kS3 style). Open() does no I/O: a remote object's size and version come with the
+// first read (a suffix range for a shard index). A 404/410 is "missing" (fill values, or
+// "no zarr.json" at open); 401/403 fail with EACCES naming the URL. Stat is a HEAD; ReadAll
+// a GET of the whole object, refused from its Content-Length above max_bytes (or as a body
+// without one passes it), never buffered whole first; whole-object chunk reads
+// (RangeRead::max_length) and listing pages are bounded the same way.
+//
+// Versions (VersionOf): the answer's ETag, strong or weak, else "last-modified: <date>",
+// else none. Pinned reads send If-Match only with a strong ETag (If-Match compares strongly:
+// a weak tag there would fail on every conforming server); every pinned answer's version
+// and size are compared with the object's as well, so a weak ETag, a date or a server that
+// ignores If-Match still fail with kIoError (ESTALE) "changed since its index was read"
+// instead of mixing versions; a 412 keeps the server's code, message and request id.
+// AdoptVersion takes any non-empty remembered version (none: the caller reads the index
+// again, the only way to see a rewrite); an adopted version starts unconfirmed. A pinned
+// read that succeeds over the network confirms it; disk-cache blocks of it are served only
+// with a conditional HEAD (If-None-Match) in flight, sent at the start of the stream
+// (ReadStream's `confirm`) so that it overlaps the disk reads; ConfirmServed asks for those
+// still unconfirmed at the end of a wave and fails the call with ESTALE for any that changed.
+// cache_max_age_s lets a confirmation seen within that many seconds stand instead.
 //
 // Coalescing (CoalescingHint): merging a gap of G bytes into a request saves one request
 // (a first-byte latency L in one of the C concurrency slots) and costs G bytes of transfer

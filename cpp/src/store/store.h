@@ -24,6 +24,14 @@
 //      on_done(i) runs on the calling thread as soon as read i finished (status, missing).
 //   3. After a read, obj->size / obj->version hold what the store learned; later reads with
 //      pin_version fail (kIoError, ESTALE) if the object is no longer that version.
+//   4. A version remembered from an earlier call (a cached shard index's) is given to a new
+//      object with AdoptVersion; after the reads, ConfirmServed checks that whatever the
+//      call used of it without asking the server is still current.
+//
+// Object versions have one owner: the store. It decides which versions it trusts
+// (AdoptVersion), how reads are pinned to them, what it may serve from local copies (a
+// disk cache serves only versions the server confirmed in the call) and when a remembered
+// version must be confirmed (ConfirmServed). The executor only carries versions along.
 //
 // Invariants: "missing" (no object under the key) is never an error, and an error is never
 // reported as missing; a store never blocks on a non-regular object (a FIFO without a
