@@ -2,7 +2,7 @@
 conflicts, the AWS environment / profile precedence, GCS and http(s) credentials, the
 credentials callable with expiry refresh, redaction and pickling.
 
-The module is pure Python; it is loaded from this checkout by path so the tests run whether
+The package is pure Python; it is loaded from this checkout by path so the tests run whether
 or not the installed ``lsio`` (with its compiled ``_core``) is this checkout.
 """
 
@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[2] / "python" / "lsio" / "_storage.py"
+_PATH = Path(__file__).resolve().parents[2] / "python" / "lsio" / "_storage"
 _NAME = "lsio_storage_under_test"
 if _NAME not in sys.modules:
-    _spec = importlib.util.spec_from_file_location(_NAME, _PATH)
+    _spec = importlib.util.spec_from_file_location(_NAME, _PATH / "__init__.py",
+                                                   submodule_search_locations=[str(_PATH)])
     _module = importlib.util.module_from_spec(_spec)
     sys.modules[_NAME] = _module
     _spec.loader.exec_module(_module)
