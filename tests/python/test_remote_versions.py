@@ -149,7 +149,7 @@ def test_version_matrix(server, tmp_path, validators, index_cache, disk, when, p
     fs.validators = validators
     so = dict(OPTS)
     if disk == "disk-cache":
-        so.update(cache_dir=str(tmp_path / "cache"), cache_bytes=1 << 24)
+        so.update(cache_dir=str(tmp_path / "cache"), disk_cache_bytes=1 << 24)
     kw = {} if index_cache == "index-cache" else {"index_cache_bytes": 0}
     url = fs.url("a.zarr")
     arr = lsio.open(url, storage_options=so, **kw)
@@ -208,7 +208,7 @@ def test_disk_cache_revalidates_each_call_and_serves_only_confirmed_versions(ser
     """The defect: with cache_dir, a cached index and its ETag were reused with no request and
     the blocks served from disk, so a rewritten shard's old bytes came back forever."""
     fs = server
-    so = {**OPTS, "cache_dir": str(tmp_path / "cache"), "cache_bytes": 1 << 24}
+    so = {**OPTS, "cache_dir": str(tmp_path / "cache"), "disk_cache_bytes": 1 << 24}
     arr = lsio.open(fs.url("a.zarr"), storage_options=so)
     np.testing.assert_array_equal(arr[...], fs.v1)
     n = len(fs.requests)
@@ -224,7 +224,7 @@ def test_disk_cache_revalidates_each_call_and_serves_only_confirmed_versions(ser
 
 def test_cache_max_age_trusts_a_confirmed_version_for_that_long(server, tmp_path):
     fs = server
-    so = {**OPTS, "cache_dir": str(tmp_path / "cache"), "cache_bytes": 1 << 24, "cache_max_age": 2.0}
+    so = {**OPTS, "cache_dir": str(tmp_path / "cache"), "disk_cache_bytes": 1 << 24, "cache_max_age": 2.0}
     arr = lsio.open(fs.url("a.zarr"), storage_options=so)
     np.testing.assert_array_equal(arr[...], fs.v1)
     n = len(fs.requests)

@@ -1155,3 +1155,38 @@ def test_cache_max_age_bad_values(tmp_path, value, exc, match):
 def test_cache_max_age_needs_cache_dir():
     with pytest.raises(ValueError, match="'cache_max_age' needs cache_dir"):
         S.resolve("https://h/x.zarr", {"cache_max_age": 60})
+
+
+# ---------------------------------------------------------------------------------------
+# disk_cache_bytes (the disk cache's bound), formerly cache_bytes
+
+
+def test_disk_cache_bytes_and_its_old_name(tmp_path):
+    import warnings
+
+    url, cache = "https://h/x.zarr", str(tmp_path / "cache")
+    assert S.resolve(url, {"cache_dir": cache}).to_core()["cache_bytes"] == 10 << 30
+    new = S.resolve(url, {"cache_dir": cache, "disk_cache_bytes": 1 << 20})
+    # the binding's key keeps its name
+    assert new.to_core()["cache_bytes"] == 1 << 20 and new.disk_cache_bytes == 1 << 20
+    with pytest.warns(DeprecationWarning,
+                      match="storage_options key 'cache_bytes' is deprecated: it is now called 'disk_cache_bytes'"):
+        old = S.resolve(url, {"cache_dir": cache, "cache_bytes": 1 << 20})
+    assert old.to_core() == new.to_core()
+    for both in ({"cache_bytes": 1 << 20, "disk_cache_bytes": 1 << 20},
+                 {"cache_bytes": 1 << 20, "disk_cache_bytes": 2 << 20}):
+        with pytest.raises(ValueError, match="give only 'disk_cache_bytes'"):
+            S.resolve(url, {"cache_dir": cache, **both})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # None is absent (s3fs style): no warning, no conflict
+        assert S.resolve(url, {"cache_dir": cache, "cache_bytes": None,
+                               "disk_cache_bytes": 5}).to_core()["cache_bytes"] == 5
+    for spelled in ("disk_cache_bytes", "cache_bytes"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            with pytest.raises(ValueError, match=f"'{spelled}' needs cache_dir"):
+                S.resolve(url, {spelled: 10})
+    with pytest.raises(TypeError, match="disk_cache_bytes must be an integer"):
+        S.resolve(url, {"cache_dir": cache, "disk_cache_bytes": "10G"})
+    with pytest.raises(ValueError, match="unknown storage_options key 'disk_cache'"):
+        S.resolve(url, {"disk_cache": 1})

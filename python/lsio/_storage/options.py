@@ -44,7 +44,10 @@ A key whose value is ``None`` counts as absent (s3fs-style ``{"key": None}`` con
 | cache_dir           | str or PathLike            | none: a local directory that keeps fetched   | all      |
 |                     |                            | byte ranges across calls, processes and      |          |
 |                     |                            | restarts (see ``store/disk_cache.h``)        |          |
-| cache_bytes         | int > 0                    | 10 GiB: the disk cache's bound               | all      |
+| disk_cache_bytes    | int > 0                    | 10 GiB: the disk cache's bound; needs        | all      |
+|                     |                            | cache_dir. The old name ``cache_bytes`` still|          |
+|                     |                            | works, with a DeprecationWarning (both: a    |          |
+|                     |                            | ValueError)                                  |          |
 | cache_max_age       | seconds (int/float >= 0)   | 0: the disk cache serves bytes only of an    | all      |
 |                     |                            | object version (ETag) the server confirmed   |          |
 |                     |                            | within this many seconds; needs cache_dir    |          |
@@ -114,7 +117,8 @@ Exactly these keys:
 | display_url         | the URL for messages: normalized, no userinfo, no query                  |
 | credentials_expiry  | float unix seconds; 0.0 = none                                           |
 | cache_dir           | str, "" = no disk cache; else an absolute directory                      |
-| cache_bytes         | int, the disk cache's bound in bytes (0 when there is none)              |
+| cache_bytes         | int, the disk cache's bound in bytes (0 when there is none): the option  |
+|                     | ``disk_cache_bytes`` (the binding keeps the key's old name)              |
 | cache_max_age       | float seconds; only present when non-zero (``OPTIONAL_CORE_KEYS``)       |
 """
 
@@ -131,7 +135,7 @@ from .credentials import (REFRESH_MARGIN, Profile, Secrets, call_provider, curre
 from .redact import SECRET_OPTIONS, SENSITIVE_HEADER, redact
 from .urls import (DNS_BUCKET, GCS_ENDPOINT, IPV4, Endpoint, is_remote, join_root,
                    parse_bucket_url, parse_endpoint, parse_http)
-from .validate import as_bool, as_int, as_seconds, as_str, getenv, type_name
+from .validate import as_bool, as_int, as_seconds, as_str, getenv, renamed, type_name
 
 DEFAULT_REQUEST_CONCURRENCY = 32
 MAX_REQUEST_CONCURRENCY = 4096
@@ -156,8 +160,11 @@ KNOWN_KEYS = (
     "session_token", "profile", "token", "headers", "verify_ssl", "ca_file",
     "request_concurrency", "timeout", "connect_timeout", "retries", "credentials",
     "addressing_style", "requester_pays", "project", "use_ssl", "client_kwargs",
-    "cache_dir", "cache_bytes", "cache_max_age",
+    "cache_dir", "disk_cache_bytes", "cache_max_age",
 )
+# Old names that still work, with a DeprecationWarning: old -> new (validate.renamed).
+# cache_bytes was also lsio.open's decoded-chunk cache, a different cache.
+RENAMED = {"cache_bytes": "disk_cache_bytes"}
 ALIASES = {"anon": "anonymous", "key": "access_key_id", "secret": "secret_access_key",
            "ca_bundle": "ca_file"}
 CLIENT_KWARGS = {
@@ -186,7 +193,7 @@ APPLICABLE = {
     "gs": set(KNOWN_KEYS) - {"session_token", "profile"},
     "http": {"anonymous", "token", "headers", "verify_ssl", "ca_file", "request_concurrency",
              "timeout", "connect_timeout", "retries", "credentials", "client_kwargs",
-             "cache_dir", "cache_bytes", "cache_max_age"},
+             "cache_dir", "disk_cache_bytes", "cache_max_age"},
 }
 
 _TCHAR = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
@@ -237,6 +244,8 @@ def _collect(kind: str, storage_options: Optional[Mapping]) -> Dict[str, Tuple[A
     if not isinstance(storage_options, Mapping):
         raise TypeError(f"storage_options must be a dict or None, got {type_name(storage_options)}")
     opts: Dict[str, Tuple[Any, str]] = {}
+    for old, new in RENAMED.items():
+        renamed(storage_options.get(old), storage_options.get(new), old, new, "storage_options key")
 
     def put(canon: str, value: Any, spelled: str) -> None:
         if value is None:
@@ -292,7 +301,7 @@ def _collect(kind: str, storage_options: Optional[Mapping]) -> Dict[str, Tuple[A
         if name == "token" and kind == "s3":
             canon = "session_token"
         else:
-            canon = ALIASES.get(name, name)
+            canon = RENAMED.get(name) or ALIASES.get(name, name)
         if canon == "ca_file" and isinstance(value, os.PathLike):
             value = os.fspath(value)
         if canon not in KNOWN_KEYS:
@@ -343,7 +352,7 @@ class RemoteConfig:
     list_root: Optional[str] = None
     # local disk cache of byte ranges ("" = none) and its bound in bytes
     cache_dir: str = ""
-    cache_bytes: int = 0
+    disk_cache_bytes: int = 0
     # seconds since the server last confirmed an object's ETag within which the disk cache
     # may serve its bytes (0: only a version confirmed by the current call)
     cache_max_age: float = 0.0
@@ -374,7 +383,7 @@ class RemoteConfig:
             "credentials_expiry": self.credentials_expiry,
             "list_root": self.list_root,
             "cache_dir": self.cache_dir,
-            "cache_bytes": self.cache_bytes,
+            "cache_bytes": self.disk_cache_bytes,  # the binding's key keeps the old name
             # Only when set: the C++ binding rejects keys it does not know, and the version
             # that reads cache_max_age is not in every build yet. 0 is its default there.
             **({"cache_max_age": self.cache_max_age} if self.cache_max_age else {}),
@@ -472,12 +481,12 @@ DEFAULT_DISK_CACHE_BYTES = 10 << 30
 
 
 def _disk_cache(opt: Callable[[str], Tuple[Any, str]]) -> Tuple[str, int, float]:
-    """(cache_dir, cache_bytes, cache_max_age) from storage_options: a directory (str or
+    """(cache_dir, disk_cache_bytes, cache_max_age) from storage_options: a directory (str or
     PathLike, ``~`` expanded, created on first write), its bound in bytes (default 10 GiB) and
     how many seconds a server's confirmation of an object's version lets the cache serve it
-    (default 0). cache_bytes or cache_max_age without cache_dir is an error."""
+    (default 0). disk_cache_bytes or cache_max_age without cache_dir is an error."""
     value, spelled = opt("cache_dir")
-    size, size_spelled = opt("cache_bytes")
+    size, size_spelled = opt("disk_cache_bytes")
     age, age_spelled = opt("cache_max_age")
     if value is None:
         for given, name in ((size, size_spelled), (age, age_spelled)):
@@ -577,7 +586,7 @@ def resolve(url: str, storage_options: Optional[Mapping] = None) -> RemoteConfig
                 break
     if ca_file and not os.path.isfile(ca_file):
         raise ValueError(f"the CA file {ca_file!r} (from {ca_source}) does not exist")
-    cache_dir, cache_bytes, cache_max_age = _disk_cache(opt)
+    cache_dir, disk_cache_bytes, cache_max_age = _disk_cache(opt)
     value, spelled = opt("request_concurrency")
     if value is not None:
         concurrency = as_int(value, spelled, 1, MAX_REQUEST_CONCURRENCY)
@@ -837,5 +846,5 @@ def resolve(url: str, storage_options: Optional[Mapping] = None) -> RemoteConfig
         credential_source=source, bucket=bucket, url=given_url,
         storage_options=given_options, credentials=provider,
         list_root=list_root if kind in ("s3", "gs") else None,
-        cache_dir=cache_dir, cache_bytes=cache_bytes, cache_max_age=cache_max_age,
+        cache_dir=cache_dir, disk_cache_bytes=disk_cache_bytes, cache_max_age=cache_max_age,
     )

@@ -1,6 +1,7 @@
-"""Checks for one storage option's value, shared by URL parsing, credential sources and
-``resolve``: each returns the value in its canonical type or raises ``TypeError`` (wrong type)
-or ``ValueError`` (wrong value) naming the option as the caller spelled it."""
+"""Checks for one option's value, shared by URL parsing, credential sources and ``resolve``
+(and by :mod:`lsio._options` for ``lsio.open``'s arguments): each returns the value in its
+canonical type or raises ``TypeError`` (wrong type) or ``ValueError`` (wrong value) naming
+the option as the caller spelled it. ``renamed`` takes an option given under its old name."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import math
 import operator
 import os
 import re
+import sys
+import warnings
 from typing import Any, Optional
 
 CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
@@ -55,3 +58,34 @@ def as_seconds(value: Any, name: str) -> float:
 def getenv(name: str) -> Optional[str]:
     value = os.environ.get(name, "").strip()
     return value or None
+
+
+# The lsio package directory: deprecation warnings are attributed to the first caller outside
+# it, so that Python's default filters (which show DeprecationWarning for code in __main__)
+# and pytest point at the user's line, however deep inside lsio the option was read.
+_LSIO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _user_stacklevel() -> int:
+    """``stacklevel`` for a ``warnings.warn`` made by this function's caller: 2 (that
+    caller's caller) or more, up to the first frame outside lsio."""
+    level, frame = 2, sys._getframe(2)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_LSIO_DIR):
+        level, frame = level + 1, frame.f_back
+    return level
+
+
+def renamed(old_value: Any, new_value: Any, old: str, new: str, what: str, hint: str = "") -> Any:
+    """The value of an option renamed from ``old`` to ``new`` (``None``: not given).
+    The old name still works, with a ``DeprecationWarning`` naming the new one; both at once
+    is a ``ValueError`` even when the values agree, since a caller updating only one of them
+    would otherwise be read silently. ``what`` says where the option is given
+    ("lsio.open() argument", "storage_options key")."""
+    if old_value is None:
+        return new_value
+    if new_value is not None:
+        raise ValueError(f"{what}s {old!r} and {new!r} are one option under its old and new "
+                         f"name; give only {new!r}")
+    warnings.warn(f"{what} {old!r} is deprecated: it is now called {new!r}{hint}",
+                  DeprecationWarning, stacklevel=_user_stacklevel())
+    return old_value
