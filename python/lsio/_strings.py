@@ -164,11 +164,24 @@ class StringArray:
 
     def _chunk(self, coords) -> np.ndarray:
         """Chunk `coords` as a full-size array in C order (missing: the fill value)."""
+        chunk = self._stored_chunk(coords)
+        return np.full(self.chunks, self._fill, dtype=self.dtype) if chunk is None else chunk
+
+    def chunk_keys(self):
+        """``(coords, key)`` of every chunk of the grid, in C order (``key`` relative to the
+        array: what ``_get`` and ``_where`` take)."""
+        grid = [-(-s // c) for s, c in zip(self.shape, self.chunks)]
+        for coords in itertools.product(*(range(g) for g in grid)):
+            yield coords, self._key(coords)
+
+    def _stored_chunk(self, coords) -> Optional[np.ndarray]:
+        """Chunk `coords` decoded, or None when it is not stored (``lsio verify`` tells
+        missing chunks from stored ones; a read fills them)."""
         n = int(np.prod(self.chunks, dtype=np.int64))
         key = self._key(coords)
         stored = self._get(key)
         if stored is None:
-            return np.full(self.chunks, self._fill, dtype=self.dtype)
+            return None
         try:
             items = _core.decode_vlen_utf8(self._codecs_json, stored, n)
         except (CorruptDataError, FormatError) as e:  # name the chunk and its file
