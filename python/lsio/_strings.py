@@ -253,8 +253,16 @@ class StringArray:
         # and inserting the None ones is a reshape.
         return out.reshape(result_shape)
 
-    def __getitem__(self, key: Any) -> np.ndarray:
-        return self.read(key)
+    def __getitem__(self, key: Any) -> Any:
+        """``arr[key]`` as numpy indexes the whole array: an integer for every dimension (and
+        nothing else: no slice, ``...`` or ``None``; on a 0-d array the key ``()``) gives the
+        element itself, a ``str``; any other key an array. ``read(key)`` always returns an
+        array (the xarray backend relies on that)."""
+        out = self.read(key)
+        parts = key if isinstance(key, tuple) else (key,)
+        if len(parts) == self.ndim and not any(k is None or k is Ellipsis or isinstance(k, slice) for k in parts):
+            return out[()]
+        return out
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         a = self.read(())
