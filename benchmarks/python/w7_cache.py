@@ -9,7 +9,7 @@ ranges, ETags, If-Match, a first-byte delay per request). One set of W7 batches 
 ``lsio.Array`` (so no in-process shard index cache carries over: every pass reads its shard
 indexes from the server, as a new process would):
 - ``no cache``: plain remote reads;
-- ``cold``: ``storage_options={"cache_dir": <empty dir>, "cache_bytes": ...}``: the same
+- ``cold``: ``storage_options={"cache_dir": <empty dir>, "disk_cache_bytes": ...}``: the same
   requests, plus writing every fetched chunk range to disk;
 - ``warm``: the same directory again (a second epoch, or a restart): only the index requests
   go to the server (revalidating ETags); chunks come from the disk cache.
@@ -69,8 +69,8 @@ def main(argv=None) -> int:
     ref = None
     try:
         for name, so in (("no cache", {}),
-                         ("cold", {"cache_dir": str(disk), "cache_bytes": 8 << 30}),
-                         ("warm", {"cache_dir": str(disk), "cache_bytes": 8 << 30})):
+                         ("cold", {"cache_dir": str(disk), "disk_cache_bytes": 8 << 30}),
+                         ("warm", {"cache_dir": str(disk), "disk_cache_bytes": 8 << 30})):
             arr = lsio.open(url, threads=args.threads, storage_options=so or None)
             out = np.empty((len(batches[0].starts), *batches[0].shape), np.float32)
             times, reqs, mib, got = [], [], [], []

@@ -12,7 +12,7 @@ them all in the cache. Page cache hot throughout (an untimed read first), so the
 gain is decoding, not I/O.
 
 Readers, each in its own subprocess (so caches and RSS are its own):
-- ``lsio cache``: ``lsio.open(store, cache_bytes=--cache-gib, threads=--threads)``;
+- ``lsio cache``: ``lsio.open(store, chunk_cache_bytes=--cache-gib, threads=--threads)``;
 - ``lsio``: the same without a cache (every epoch decodes);
 - ``tensorstore cache_pool``: TensorStore 0.1.x ``zarr3`` with a context
   ``cache_pool.total_bytes_limit`` of the same size (and data_copy/file_io concurrency =
@@ -74,7 +74,7 @@ def child(reader: str, path: str, threads: int, cache_bytes: int, epochs: int) -
                     pass
     base = rss_bytes()
     if reader.startswith("lsio"):
-        arr = lsio.open(path, threads=threads, cache_bytes=cache_bytes if reader == "lsio cache" else 0)
+        arr = lsio.open(path, threads=threads, chunk_cache_bytes=cache_bytes if reader == "lsio cache" else 0)
         shape = arr.shape
         out = np.empty((BATCH, *CROP), np.float32)
 
@@ -115,7 +115,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--cache-gib", type=float, default=1.0, help="cache_bytes / cache_pool size (GiB)")
+    ap.add_argument("--cache-gib", type=float, default=1.0, help="chunk_cache_bytes / cache_pool size (GiB)")
     ap.add_argument("--quick", action="store_true", help="the 8x smaller W1 store")
     ap.add_argument("--readers", default=",".join(READERS))
     ap.add_argument("--cache-dir", type=Path, default=CACHE_DIR)

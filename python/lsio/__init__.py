@@ -68,9 +68,9 @@ def io_backend_info() -> dict:
 
 
 def cache_info() -> dict:
-    """Use of the decoded-chunk cache (``lsio.open(..., cache_bytes=N)``), one per process.
+    """Use of the decoded-chunk cache (``lsio.open(..., chunk_cache_bytes=N)``), one per process.
 
-    Returns a dict: ``capacity`` (bytes: the largest ``cache_bytes`` any array has read
+    Returns a dict: ``capacity`` (bytes: the largest ``chunk_cache_bytes`` any array has read
     with since the last :func:`cache_clear`), ``bytes`` (held now: decoded chunks plus about 128 bytes per entry), ``entries``,
     and since the process started ``hits``, ``misses``, ``inserts`` and ``evictions``. A
     forked child starts with an empty cache.
@@ -80,5 +80,5 @@ def cache_info() -> dict:
 
 def cache_clear() -> None:
     """Drops every chunk held by the decoded-chunk cache and resets its capacity to 0; the
-    next read of an array opened with ``cache_bytes`` sets it again. Counters stay."""
+    next read of an array opened with ``chunk_cache_bytes`` sets it again. Counters stay."""
     _core.cache_clear()

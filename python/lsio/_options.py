@@ -16,8 +16,12 @@ Every tunable resolves the same way, first match wins:
 | max_request       | LSIO_MAX_READ        | 1 MiB local disk / memory, 16 MiB network or HDD |
 | memory_limit      | LSIO_MEMORY_LIMIT    | none                                              |
 | direct            | LSIO_DIRECT          | off (0/1, false/true)                             |
-| cache_bytes       | LSIO_CACHE_BYTES     | 0 (no decoded-chunk cache; local arrays only)     |
+| chunk_cache_bytes | LSIO_CACHE_BYTES     | 0 (no decoded-chunk cache; local arrays only)     |
 | index_cache_bytes | -                    | 64 MiB                                            |
+
+``chunk_cache_bytes`` was called ``cache_bytes``, which also named the disk cache's bound in
+``storage_options`` (now ``disk_cache_bytes``): the old name still works, with a
+``DeprecationWarning``; giving both names is a ``ValueError``.
 
 Sizes in environment variables take an optional binary suffix: ``64K``, ``4MiB``, ``1G``.
 
@@ -39,6 +43,8 @@ import os
 import re
 from typing import Any, Dict, Optional, Tuple
 
+from ._storage.validate import renamed
+
 ENV = {
     "threads": "LSIO_THREADS",
     "io": "LSIO_IO",
@@ -47,7 +53,7 @@ ENV = {
     "max_request": "LSIO_MAX_READ",
     "memory_limit": "LSIO_MEMORY_LIMIT",
     "direct": "LSIO_DIRECT",
-    "cache_bytes": "LSIO_CACHE_BYTES",
+    "chunk_cache_bytes": "LSIO_CACHE_BYTES",
 }
 
 IO_MODES = ("auto", "uring", "pread")
@@ -246,6 +252,18 @@ def storage_kind(path: str) -> Tuple[str, str]:
     return "local", fstype
 
 
+def _chunk_cache_bytes(options: Dict[str, Any]) -> Optional[int]:
+    """``chunk_cache_bytes`` popped from ``options``, also under its old name ``cache_bytes``."""
+    return renamed(options.pop("cache_bytes", None), options.pop("chunk_cache_bytes", None),
+                   "cache_bytes", "chunk_cache_bytes", "lsio.open() argument",
+                   " (the decoded-chunk cache; the disk cache's bound is storage_options "
+                   "'disk_cache_bytes')")
+
+
+# The engine's keyword for chunk_cache_bytes (the C++ binding keeps the old name).
+ENGINE_NAMES = {"chunk_cache_bytes": "cache_bytes"}
+
+
 def resolve(path: str, given: Dict[str, Any]) -> Dict[str, Any]:
     """The engine configuration for ``lsio.open(path, **given)`` (tune handled by the caller).
 
@@ -268,7 +286,7 @@ def resolve(path: str, given: Dict[str, Any]) -> Dict[str, Any]:
                                     "index_cache_bytes", 0),
         "memory_limit": memory_limit_option(options.pop("memory_limit", None)),
         "direct": direct_option(options.pop("direct", None)),
-        "cache_bytes": size_option(options.pop("cache_bytes", None), "cache_bytes", 0),
+        "chunk_cache_bytes": size_option(_chunk_cache_bytes(options), "chunk_cache_bytes", 0),
     }
     if options:
         raise TypeError(f"unexpected options: {', '.join(sorted(options))}")
@@ -284,13 +302,16 @@ def resolve_remote(url: str, given: Dict[str, Any]) -> Dict[str, Any]:
     the store measures the bytes one first-byte latency is worth and coalesces up to that
     (``adaptive_coalescing``), within the object-store bounds 1 MiB gap / 16 MiB requests
     (what object_store/obstore and zarr-python use; S3 guidance is 8-16 MiB ranges). ``io``,
-    ``queue_depth``, ``direct`` and ``cache_bytes`` concern local files: given explicitly
-    they raise ValueError; from the environment they are ignored.
+    ``queue_depth``, ``direct`` and ``chunk_cache_bytes`` concern local files: given
+    explicitly they raise ValueError; from the environment they are ignored.
     """
     options = dict(given)
-    for local_only in ("io", "queue_depth", "direct", "cache_bytes"):
+    options["chunk_cache_bytes"] = _chunk_cache_bytes(options)
+    for local_only in ("io", "queue_depth", "direct", "chunk_cache_bytes"):
         if options.pop(local_only, None) is not None:
-            raise ValueError(f"{local_only}= applies to local files only, not to {url!r}")
+            hint = ("; remote bytes are cached on disk with storage_options cache_dir and "
+                    "disk_cache_bytes") if local_only == "chunk_cache_bytes" else ""
+            raise ValueError(f"{local_only}= applies to local files only, not to {url!r}{hint}")
     explicit = [k for k in ("max_gap", "max_request")
                 if options.get(k) is not None or _env(k) is not None]
     gap_default, request_default = COALESCING["network"]

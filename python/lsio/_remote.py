@@ -30,6 +30,7 @@ import weakref
 from typing import Any, Mapping, Optional, Tuple
 
 from . import _storage
+from ._storage.credentials import profile_files
 
 __all__ = ["RemoteContext", "Handle", "ProcessLock", "context"]
 
@@ -81,7 +82,7 @@ def _environment_key() -> Tuple[Any, ...]:
     env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_") or k in _ENV_NAMES))
     files = []
     # The AWS profile files, by identity and version: rewriting them is a new configuration.
-    for path in _storage._profile_files():
+    for path in profile_files():
         try:
             st = os.stat(path)
             files.append((path, st.st_ino, st.st_size, st.st_mtime_ns))

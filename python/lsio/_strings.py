@@ -164,11 +164,24 @@ class StringArray:
 
     def _chunk(self, coords) -> np.ndarray:
         """Chunk `coords` as a full-size array in C order (missing: the fill value)."""
+        chunk = self._stored_chunk(coords)
+        return np.full(self.chunks, self._fill, dtype=self.dtype) if chunk is None else chunk
+
+    def chunk_keys(self):
+        """``(coords, key)`` of every chunk of the grid, in C order (``key`` relative to the
+        array: what ``_get`` and ``_where`` take)."""
+        grid = [-(-s // c) for s, c in zip(self.shape, self.chunks)]
+        for coords in itertools.product(*(range(g) for g in grid)):
+            yield coords, self._key(coords)
+
+    def _stored_chunk(self, coords) -> Optional[np.ndarray]:
+        """Chunk `coords` decoded, or None when it is not stored (``lsio verify`` tells
+        missing chunks from stored ones; a read fills them)."""
         n = int(np.prod(self.chunks, dtype=np.int64))
         key = self._key(coords)
         stored = self._get(key)
         if stored is None:
-            return np.full(self.chunks, self._fill, dtype=self.dtype)
+            return None
         try:
             items = _core.decode_vlen_utf8(self._codecs_json, stored, n)
         except (CorruptDataError, FormatError) as e:  # name the chunk and its file
@@ -240,8 +253,16 @@ class StringArray:
         # and inserting the None ones is a reshape.
         return out.reshape(result_shape)
 
-    def __getitem__(self, key: Any) -> np.ndarray:
-        return self.read(key)
+    def __getitem__(self, key: Any) -> Any:
+        """``arr[key]`` as numpy indexes the whole array: an integer for every dimension (and
+        nothing else: no slice, ``...`` or ``None``; on a 0-d array the key ``()``) gives the
+        element itself, a ``str``; any other key an array. ``read(key)`` always returns an
+        array (the xarray backend relies on that)."""
+        out = self.read(key)
+        parts = key if isinstance(key, tuple) else (key,)
+        if len(parts) == self.ndim and not any(k is None or k is Ellipsis or isinstance(k, slice) for k in parts):
+            return out[()]
+        return out
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         a = self.read(())

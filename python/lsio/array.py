@@ -43,8 +43,9 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
     index_cache_bytes: Optional[int] = None,
     memory_limit: Optional[int] = None,
     direct: Optional[bool] = None,
-    cache_bytes: Optional[int] = None,
+    chunk_cache_bytes: Optional[int] = None,
     tune: bool = False,
+    cache_bytes: Optional[int] = None,
     storage_options: Optional[dict] = None,
 ) -> "Array":
     """Open the Zarr v3 array stored in directory ``path`` (the one holding ``zarr.json``),
@@ -87,14 +88,17 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
         for one-pass scans of data larger than RAM, where caching only evicts other data.
         Reads are widened to 4 KiB-aligned ranges; file systems without O_DIRECT (tmpfs on
         older kernels) are read buffered.
-    cache_bytes:
+    chunk_cache_bytes:
         Keep decoded chunks in memory, up to this many bytes (``None``: ``LSIO_CACHE_BYTES``
         or 0, no cache). One cache serves every array of the process (its size is the
-        largest ``cache_bytes`` any array asked for), least recently used chunks go first,
+        largest ``chunk_cache_bytes`` any array asked for), least recently used chunks go first,
         and entries are keyed by each file's version, which every read checks: a rewritten
         file is never served from the cache. Chunks found there are copied into the output
         without reading or decoding: later epochs over data that fits run at memory speed.
-        Local arrays only; :func:`lsio.cache_info` shows its use.
+        Local arrays only; :func:`lsio.cache_info` shows its use. (Remote bytes are cached
+        on disk instead: ``storage_options`` ``cache_dir`` and ``disk_cache_bytes``.)
+    cache_bytes:
+        The old name of ``chunk_cache_bytes``: still works, with a ``DeprecationWarning``.
     tune:
         Measure the storage at open (a few ms; reads up to ~9 MiB of the store) and set
         ``max_gap`` to its bandwidth / IOPS and ``max_request`` to 64x that, unless they
@@ -129,7 +133,7 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
         raise ValueError("storage_options apply to URLs (s3://, gs://, http(s)://), not to local paths")
     options = dict(threads=threads, io=io, queue_depth=queue_depth, max_gap=max_gap, max_request=max_request,
                    index_cache_bytes=index_cache_bytes, memory_limit=memory_limit, direct=direct,
-                   cache_bytes=cache_bytes)
+                   chunk_cache_bytes=chunk_cache_bytes, cache_bytes=cache_bytes)
     try:
         if remote:
             if tune:
@@ -221,7 +225,8 @@ class Array:
         with self._lock:
             pid = os.getpid()
             if self._native_obj is None or self._pid != pid:
-                engine = {k: v for k, v in self._config.items() if k not in _options.NOT_ENGINE}
+                engine = {_options.ENGINE_NAMES.get(k, k): v for k, v in self._config.items()
+                          if k not in _options.NOT_ENGINE}
                 if self._handle is not None:
                     # A store of this array's own (its counters are Array.stats()), built by
                     # the process's context for the URL, which refreshes its credentials. In

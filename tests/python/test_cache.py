@@ -1,4 +1,4 @@
-"""The decoded-chunk cache: ``lsio.open(..., cache_bytes=N)`` / ``LSIO_CACHE_BYTES``.
+"""The decoded-chunk cache: ``lsio.open(..., chunk_cache_bytes=N)`` / ``LSIO_CACHE_BYTES``.
 
 Reads with the cache equal zarr-python's on every supported local layout (sharded and not,
 v3 and v2, direct and scattered chunks, transforms), epoch after epoch; later epochs are
@@ -61,8 +61,8 @@ LAYOUTS = {
 def test_epochs_equal_zarr_and_later_ones_are_all_hits(tmp_path, layout, threads):
     data = field((8, 64, 64))
     path = write(tmp_path / "a.zarr", data, **LAYOUTS[layout])
-    arr = lsio.open(path, cache_bytes=64 << 20, threads=threads)
-    assert arr.options["cache_bytes"] == 64 << 20
+    arr = lsio.open(path, chunk_cache_bytes=64 << 20, threads=threads)
+    assert arr.options["chunk_cache_bytes"] == 64 << 20
     rng = np.random.default_rng(1)
     starts = crops(rng, data.shape, (2, 20, 20), 16)
     want = expected(data, starts, (2, 20, 20))
@@ -84,7 +84,7 @@ def test_epochs_equal_zarr_and_later_ones_are_all_hits(tmp_path, layout, threads
 def test_transform_and_out_views_with_the_cache(tmp_path):
     data = field((4, 32, 32), dtype=np.int16)
     path = write(tmp_path / "a.zarr", data, chunks=(1, 8, 8), shards=(2, 16, 16))
-    arr = lsio.open(path, cache_bytes=16 << 20)
+    arr = lsio.open(path, chunk_cache_bytes=16 << 20)
     for _ in range(2):
         got = arr.read(np.s_[:, 3:30, 2:31], dtype=np.float32, scale=0.5, offset=1.0)
         np.testing.assert_allclose(got, data[:, 3:30, 2:31].astype(np.float32) * 0.5 + 1.0)
@@ -98,7 +98,7 @@ def test_missing_chunks_and_fill_values_with_the_cache(tmp_path):
     a = zarr.create_array(path, shape=(4, 32, 32), chunks=(1, 8, 8), shards=(2, 16, 16), dtype="f4",
                           compressors=ZstdCodec(), fill_value=7.5)
     a[0, :8, :8] = 1.0
-    arr = lsio.open(path, cache_bytes=1 << 20)
+    arr = lsio.open(path, chunk_cache_bytes=1 << 20)
     for _ in range(2):
         got = arr[...]
         want = np.full((4, 32, 32), 7.5, np.float32)
@@ -109,7 +109,7 @@ def test_missing_chunks_and_fill_values_with_the_cache(tmp_path):
 def test_the_cache_stays_within_its_bound(tmp_path):
     data = field((16, 128, 128))  # 1 MiB decoded, chunks of 16 KiB
     path = write(tmp_path / "a.zarr", data, chunks=(1, 64, 64), shards=(4, 128, 128))
-    arr = lsio.open(path, cache_bytes=200_000)
+    arr = lsio.open(path, chunk_cache_bytes=200_000)
     for _ in range(3):
         np.testing.assert_array_equal(arr[...], data)
         info = lsio.cache_info()
@@ -120,7 +120,7 @@ def test_the_cache_stays_within_its_bound(tmp_path):
 def test_a_rewritten_file_is_never_served_stale(tmp_path):
     data = field((4, 32, 32))
     path = write(tmp_path / "a.zarr", data, chunks=(1, 16, 16), shards=(2, 32, 32))
-    arr = lsio.open(path, cache_bytes=16 << 20)
+    arr = lsio.open(path, chunk_cache_bytes=16 << 20)
     np.testing.assert_array_equal(arr[...], data)
     np.testing.assert_array_equal(arr[...], data)
     # zarr-python rewrites shard files (new content, same size); the next read sees it
@@ -145,14 +145,24 @@ def test_a_rewritten_file_is_never_served_stale(tmp_path):
 def test_arrays_of_a_process_share_the_cache(tmp_path):
     data = field((4, 32, 32))
     path = write(tmp_path / "a.zarr", data, chunks=(1, 16, 16), shards=(2, 32, 32))
-    lsio.open(path, cache_bytes=8 << 20)[...]
+    lsio.open(path, chunk_cache_bytes=8 << 20)[...]
     before = lsio.cache_info()
-    np.testing.assert_array_equal(lsio.open(path, cache_bytes=8 << 20)[...], data)
+    np.testing.assert_array_equal(lsio.open(path, chunk_cache_bytes=8 << 20)[...], data)
     after = lsio.cache_info()
     assert after["misses"] == before["misses"] and after["hits"] >= before["hits"] + 16
-    # an array without cache_bytes neither uses nor fills it
+    # an array without chunk_cache_bytes neither uses nor fills it
     np.testing.assert_array_equal(lsio.open(path)[...], data)
     assert lsio.cache_info()["hits"] == after["hits"]
+
+
+def test_old_name_cache_bytes_still_fills_the_cache(tmp_path):
+    data = field((2, 16, 16))
+    path = write(tmp_path / "a.zarr", data, chunks=(1, 16, 16))
+    with pytest.warns(DeprecationWarning, match="now called 'chunk_cache_bytes'"):
+        arr = lsio.open(path, cache_bytes=8 << 20)
+    np.testing.assert_array_equal(arr[...], data)
+    info = lsio.cache_info()
+    assert info["capacity"] == 8 << 20 and info["entries"] == 2
 
 
 def test_environment_variable_and_bad_values(tmp_path, monkeypatch):
@@ -160,20 +170,20 @@ def test_environment_variable_and_bad_values(tmp_path, monkeypatch):
     path = write(tmp_path / "a.zarr", data, chunks=(1, 16, 16))
     monkeypatch.setenv("LSIO_CACHE_BYTES", "1MiB")
     arr = lsio.open(path)
-    assert arr.options["cache_bytes"] == 1 << 20
+    assert arr.options["chunk_cache_bytes"] == 1 << 20
     arr[...]
     assert lsio.cache_info()["capacity"] >= 1 << 20
     monkeypatch.delenv("LSIO_CACHE_BYTES")
     with pytest.raises(ValueError):
-        lsio.open(path, cache_bytes=-1)
+        lsio.open(path, chunk_cache_bytes=-1)
     with pytest.raises(ValueError, match="local files only"):
-        lsio.open("s3://bucket/x.zarr", cache_bytes=1 << 20)
+        lsio.open("s3://bucket/x.zarr", chunk_cache_bytes=1 << 20)
 
 
 def test_a_forked_child_starts_with_an_empty_cache(tmp_path):
     data = field((4, 32, 32))
     path = write(tmp_path / "a.zarr", data, chunks=(1, 16, 16), shards=(2, 32, 32))
-    arr = lsio.open(path, cache_bytes=8 << 20, threads=2)
+    arr = lsio.open(path, chunk_cache_bytes=8 << 20, threads=2)
     arr[...]
     assert lsio.cache_info()["entries"] > 0
     pid = os.fork()

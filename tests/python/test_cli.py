@@ -315,3 +315,71 @@ def test_option_from_text():
     assert option_from_text("retries", "3") == 3 and option_from_text("timeout", "2.5") == 2.5
     assert option_from_text("anon", "false") is False
     assert option_from_text("headers", '{"X-A": "b"}') == {"X-A": "b"}
+
+
+def _write_with_strings(root, zarr_format=3):
+    """A group with a numeric array and a vlen-utf8 string array (two of its three chunks
+    stored), as zarr-python writes them."""
+    g = zarr.open_group(str(root), mode="w", zarr_format=zarr_format)
+    g.create_array("num", shape=(6,), chunks=(4,), dtype="i4")[:] = np.arange(6, dtype="i4")
+    s = g.create_array("names", shape=(6,), chunks=(2,), dtype=str)
+    s[:3] = np.array(["alpha", "", "γ"])  # chunk 2 keeps the fill value: not stored
+    return g
+
+
+@pytest.mark.parametrize("zarr_format", [3, 2])
+def test_info_and_verify_read_string_arrays(tmp_path, capsys, zarr_format):
+    """info and verify crashed ('internal error') on groups holding a variable-length string
+    array and called such an array unreadable; they show and read it like other arrays."""
+    root = tmp_path / "g.zarr"
+    g = _write_with_strings(root, zarr_format)
+    rc, out, err = _run(capsys, "info", root, "--json")
+    assert rc == 0, err
+    by = {a["name"]: a for a in json.loads(out)["arrays"]}
+    s = by["names"]
+    assert "readable" not in s and s["shape"] == [6] and s["chunks"] == [2] and s["shards"] is None
+    assert s["dtype"] == str(lsio.open(str(root / "names")).dtype)
+    assert s["chunks_total"] == 3 and s["chunks_present"] == 2 and s["stored_bytes"] > 0
+    assert by["num"]["shape"] == [6] and by["num"]["chunks_present"] == 2
+    for argv in (("info", root), ("info", root / "names"), ("info", root, "names")):
+        rc, out, err = _run(capsys, *argv)
+        assert rc == 0, err
+        assert "names" in out and "(6,)" in out and "(2,)" in out and "2 of 3 stored" in out
+        assert "not readable" not in out
+    rc, out, err = _run(capsys, "verify", root, "--no-progress", "--json")
+    assert rc == 0, err
+    res = {a["name"]: a for a in json.loads(out)["arrays"]}["names"]
+    assert res["chunks_checked"] == 2 and res["missing"] == [[2]] and res["corrupt_count"] == 0
+    rc, out, err = _run(capsys, "verify", root / "names", "--no-progress")
+    assert rc == 0 and "names: OK: 2 chunks read, 1 missing" in out, err
+    np.testing.assert_array_equal(lsio.open(str(root / "names"))[...].astype(object),
+                                  g["names"][...].astype(object))
+    # A damaged chunk is found and named, and verify fails.
+    sep = "/" if zarr_format == 3 else "."
+    chunk = root / "names" / ("c" + sep + "1" if zarr_format == 3 else "1")
+    chunk.write_bytes(chunk.read_bytes()[:-3])
+    rc, out, err = _run(capsys, "verify", root, "--no-progress", "--json")
+    assert rc == 1, err
+    res = {a["name"]: a for a in json.loads(out)["arrays"]}["names"]
+    assert res["corrupt_count"] == 1 and res["corrupt"][0]["chunk"] == [1] and res["chunks_checked"] == 1
+    rc, _, err = _run(capsys, "bench", root, "names")
+    assert rc == 2 and "variable-length string array" in err
+
+
+def test_info_and_verify_read_string_arrays_over_http(fault_server, capsys):
+    g = _write_with_strings(fault_server.root / "g.zarr")
+    zarr.consolidate_metadata(str(fault_server.root / "g.zarr"))  # HTTP cannot list the group
+    url = fault_server.url("g.zarr")
+    rc, out, err = _run(capsys, "info", url, "--json")
+    assert rc == 0, err
+    s = {a["name"]: a for a in json.loads(out)["arrays"]}["names"]
+    assert s["shape"] == [6] and s["chunks"] == [2] and s["chunks_total"] == 3 and s["files"] is None
+    rc, out, err = _run(capsys, "info", url + "/names")
+    assert rc == 0 and "(6,)" in out and "3 in the grid" in out, err
+    fault_server.clear_requests()
+    rc, out, err = _run(capsys, "verify", url, "--no-progress", "--json")
+    assert rc == 0, err
+    res = {a["name"]: a for a in json.loads(out)["arrays"]}["names"]
+    assert res["chunks_checked"] == 2 and res["missing"] == [[2]]
+    assert {r.path for r in fault_server.requests} >= {"/g.zarr/names/c/0", "/g.zarr/names/c/1"}
+    np.testing.assert_array_equal(lsio.open(url + "/names")[...].astype(object), g["names"][...].astype(object))

@@ -1,4 +1,4 @@
-"""The local disk cache of remote byte ranges: ``storage_options={"cache_dir": ..., "cache_bytes": ...}``.
+"""The local disk cache of remote byte ranges: ``storage_options={"cache_dir": ..., "disk_cache_bytes": ...}``.
 
 Served by the fault server on loopback (a request log, ETags, If-Match): a second Array (and
 a second process, i.e. a restart) reads its shard indexes from the network, revalidating
@@ -49,7 +49,7 @@ def blocks(d: Path):
 
 
 def test_a_second_array_reads_chunks_from_disk_after_revalidating_indexes(fs, tmp_path):
-    so = {**OPTS, "cache_dir": str(tmp_path / "cache"), "cache_bytes": 1 << 20}
+    so = {**OPTS, "cache_dir": str(tmp_path / "cache"), "disk_cache_bytes": 1 << 20}
     arr = lsio.open(fs.url("sh.zarr"), storage_options=so)
     assert_same_bits(arr[...], fs.sh)
     first_chunks = len(chunk_gets(fs))
@@ -69,7 +69,7 @@ def test_a_second_array_reads_chunks_from_disk_after_revalidating_indexes(fs, tm
 def test_blocks_serve_reads_coalesced_differently(fs, tmp_path):
     """Blocks, not request ranges, are cached: reads merged across gaps (max_gap 1 MiB) are
     served from blocks that reads of single chunks (max_gap 0) fetched, and the other way."""
-    so = {**OPTS, "cache_dir": str(tmp_path / "cache"), "cache_bytes": 1 << 20}
+    so = {**OPTS, "cache_dir": str(tmp_path / "cache"), "disk_cache_bytes": 1 << 20}
     narrow = lsio.open(fs.url("sh.zarr"), storage_options=so, max_gap=0, max_request=1 << 20)
     rng = np.random.default_rng(5)
     boxes = [tuple(slice(int(a), int(a) + 15) for a in rng.integers(0, 85, 2)) for _ in range(12)]
@@ -84,7 +84,7 @@ def test_blocks_serve_reads_coalesced_differently(fs, tmp_path):
 
 
 def test_blocks_survive_a_restart(fs, tmp_path):
-    so = {**OPTS, "cache_dir": str(tmp_path / "cache"), "cache_bytes": 1 << 20}
+    so = {**OPTS, "cache_dir": str(tmp_path / "cache"), "disk_cache_bytes": 1 << 20}
     url = fs.url("sh.zarr")
     code = textwrap.dedent(f"""
         import lsio, numpy as np
@@ -103,7 +103,7 @@ def test_blocks_survive_a_restart(fs, tmp_path):
 
 
 def test_a_rewritten_object_is_never_served_stale(fs, tmp_path):
-    so = {**OPTS, "cache_dir": str(tmp_path / "cache"), "cache_bytes": 1 << 20}
+    so = {**OPTS, "cache_dir": str(tmp_path / "cache"), "disk_cache_bytes": 1 << 20}
     arr = lsio.open(fs.url("sh.zarr"), storage_options=so)
     assert_same_bits(arr[...], fs.sh)
     # rewrite the whole array on the server (new bytes, new ETags)
@@ -120,7 +120,7 @@ def test_a_rewritten_object_is_never_served_stale(fs, tmp_path):
 def test_the_directory_stays_within_its_bound(fs, tmp_path):
     d = tmp_path / "cache"
     bound = 14000  # two or so blocks: a block here is a whole ~5.5 KB shard file
-    so = {**OPTS, "cache_dir": str(d), "cache_bytes": bound}
+    so = {**OPTS, "cache_dir": str(d), "disk_cache_bytes": bound}
     arr = lsio.open(fs.url("sh.zarr"), storage_options=so, max_gap=0, max_request=1000)
     for a in range(0, 100, 10):
         assert_same_bits(arr[a:a + 10, :], fs.sh[a:a + 10, :])
@@ -129,7 +129,7 @@ def test_the_directory_stays_within_its_bound(fs, tmp_path):
 
 
 def test_processes_sharing_a_directory(fs, tmp_path):
-    so = {**OPTS, "cache_dir": str(tmp_path / "cache"), "cache_bytes": 1 << 20}
+    so = {**OPTS, "cache_dir": str(tmp_path / "cache"), "disk_cache_bytes": 1 << 20}
     url = fs.url("sh.zarr")
     code = textwrap.dedent(f"""
         import lsio, numpy as np, sys
@@ -154,7 +154,7 @@ def test_processes_sharing_a_directory(fs, tmp_path):
 
 def test_a_damaged_block_is_a_miss_and_is_replaced(fs, tmp_path):
     d = tmp_path / "cache"
-    so = {**OPTS, "cache_dir": str(d), "cache_bytes": 1 << 20}
+    so = {**OPTS, "cache_dir": str(d), "disk_cache_bytes": 1 << 20}
     assert_same_bits(lsio.open(fs.url("sh.zarr"), storage_options=so)[...], fs.sh)
     victims = blocks(d)
     with open(victims[0], "r+b") as f:
@@ -172,7 +172,7 @@ def test_a_damaged_block_is_a_miss_and_is_replaced(fs, tmp_path):
 def test_read_ranges_uses_the_cache(fault_server, tmp_path):
     data = np.random.default_rng(3).integers(0, 256, 300_000, dtype=np.uint8).tobytes()
     (fault_server.root / "w.bin").write_bytes(data)
-    so = {"cache_dir": str(tmp_path / "cache"), "cache_bytes": 1 << 20}
+    so = {"cache_dir": str(tmp_path / "cache"), "disk_cache_bytes": 1 << 20}
     r = [[0, 100_000], [150_000, 100_000], [290_000, 10_000]]
     url = fault_server.url("w.bin")
     counts = []
@@ -186,15 +186,25 @@ def test_read_ranges_uses_the_cache(fault_server, tmp_path):
     assert counts[1] - counts[0] == 1
 
 
+def test_old_name_cache_bytes_still_bounds_the_disk_cache(fs, tmp_path):
+    so = {**OPTS, "cache_dir": str(tmp_path / "cache"), "cache_bytes": 1 << 20}
+    with pytest.warns(DeprecationWarning, match="now called 'disk_cache_bytes'"):
+        arr = lsio.open(fs.url("sh.zarr"), storage_options=so)
+        assert_same_bits(arr[...], fs.sh)
+    assert blocks(tmp_path / "cache")
+    with pytest.raises(ValueError, match="give only 'disk_cache_bytes'"):
+        lsio.open(fs.url("sh.zarr"), storage_options={**so, "disk_cache_bytes": 1 << 20})
+
+
 def test_bad_options(tmp_path):
     f = tmp_path / "file"
     f.write_text("x")
     with pytest.raises(ValueError, match="needs cache_dir"):
-        lsio.open("https://example.invalid/x.zarr", storage_options={"cache_bytes": 10})
+        lsio.open("https://example.invalid/x.zarr", storage_options={"disk_cache_bytes": 10})
     with pytest.raises(ValueError, match="not a directory"):
         lsio.open("https://example.invalid/x.zarr", storage_options={"cache_dir": str(f)})
     with pytest.raises(ValueError):
-        lsio.open("https://example.invalid/x.zarr", storage_options={"cache_dir": str(tmp_path), "cache_bytes": 0})
+        lsio.open("https://example.invalid/x.zarr", storage_options={"cache_dir": str(tmp_path), "disk_cache_bytes": 0})
 
 
 def test_a_missing_parent_directory_is_created_owner_only(fs, tmp_path):
@@ -203,7 +213,7 @@ def test_a_missing_parent_directory_is_created_owner_only(fs, tmp_path):
     d = tmp_path / "not" / "yet" / "cache"
     old = os.umask(0)
     try:
-        arr = lsio.open(fs.url("sh.zarr"), storage_options={**OPTS, "cache_dir": str(d), "cache_bytes": 1 << 20})
+        arr = lsio.open(fs.url("sh.zarr"), storage_options={**OPTS, "cache_dir": str(d), "disk_cache_bytes": 1 << 20})
         assert_same_bits(arr[...], fs.sh)
     finally:
         os.umask(old)
@@ -213,7 +223,7 @@ def test_a_missing_parent_directory_is_created_owner_only(fs, tmp_path):
     for p in blocks(d):
         assert (p.stat().st_mode & 0o777) == 0o600, p
         assert (p.parent.stat().st_mode & 0o777) == 0o700, p.parent
-    again = lsio.open(fs.url("sh.zarr"), storage_options={**OPTS, "cache_dir": str(d), "cache_bytes": 1 << 20})
+    again = lsio.open(fs.url("sh.zarr"), storage_options={**OPTS, "cache_dir": str(d), "disk_cache_bytes": 1 << 20})
     assert_same_bits(again[...], fs.sh)
     assert again.stats()["disk_cache_hits"] > 0
 
@@ -223,7 +233,7 @@ def test_an_unusable_cache_directory_fails_at_open(fs, tmp_path):
     f.write_text("x")
     with pytest.raises(lsio.StorageError) as e:
         lsio.open(fs.url("sh.zarr"),
-                  storage_options={**OPTS, "cache_dir": str(f / "cache"), "cache_bytes": 1 << 20})
+                  storage_options={**OPTS, "cache_dir": str(f / "cache"), "disk_cache_bytes": 1 << 20})
     assert str(f) in str(e.value)
 
 
@@ -231,7 +241,7 @@ def test_a_block_whose_bytes_changed_on_disk_is_never_served(fs, tmp_path):
     """Same size, one data byte flipped (bit rot, a torn write): only the block's checksum
     tells, and the read must still return the stored array."""
     d = tmp_path / "cache"
-    so = {**OPTS, "cache_dir": str(d), "cache_bytes": 1 << 20}
+    so = {**OPTS, "cache_dir": str(d), "disk_cache_bytes": 1 << 20}
     assert_same_bits(lsio.open(fs.url("sh.zarr"), storage_options=so)[...], fs.sh)
     victims = blocks(d)
     for v in victims:

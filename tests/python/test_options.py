@@ -43,7 +43,7 @@ def test_defaults_follow_the_storage_kind(path):
     assert kind in _options.COALESCING
     assert (opts["max_gap"], opts["max_request"]) == _options.COALESCING[kind]
     assert opts["queue_depth"] == 64 and opts["io"] == "auto" and opts["threads"] == 0
-    assert opts["direct"] is False and opts["memory_limit"] == 0 and opts["cache_bytes"] == 0
+    assert opts["direct"] is False and opts["memory_limit"] == 0 and opts["chunk_cache_bytes"] == 0
     assert "tuning" not in opts
 
 
@@ -82,7 +82,7 @@ def test_environment_variables_set_every_tunable(path, monkeypatch):
     monkeypatch.setenv("LSIO_CACHE_BYTES", "64M")
     arr = lsio.open(path)
     opts = arr.options
-    assert opts["cache_bytes"] == 64 << 20
+    assert opts["chunk_cache_bytes"] == 64 << 20
     assert opts["threads"] == 3 and opts["io"] == "pread" and opts["queue_depth"] == 8
     assert opts["max_gap"] == 4096 and opts["max_request"] == 1 << 20
     assert opts["memory_limit"] == 256 << 20 and opts["direct"] is True
@@ -199,3 +199,22 @@ def test_direct_reads_equal_the_reference(store, io_mode):
         starts, crop = random_crops(seed_of(store.name), store.expected.shape, arr.chunks)
         want = np.stack([store.expected[crop_slices(s, crop)] for s in starts])
         assert_same_bits(arr.read_crops(starts, crop), want, f"{store.name} crops direct")
+
+
+def test_chunk_cache_bytes_and_its_old_name(path):
+    """The decoded-chunk cache is ``chunk_cache_bytes`` (``cache_bytes`` also named the disk
+    cache's bound in storage_options); the old name works with a DeprecationWarning that
+    names the new one and points at the caller; both names at once are a ValueError."""
+    assert lsio.open(path, chunk_cache_bytes=1 << 20).options["chunk_cache_bytes"] == 1 << 20
+    with pytest.warns(DeprecationWarning,
+                      match="'cache_bytes' is deprecated: it is now called 'chunk_cache_bytes'") as rec:
+        arr = lsio.open(path, cache_bytes=2 << 20)
+    assert arr.options["chunk_cache_bytes"] == 2 << 20 and "cache_bytes" not in arr.options
+    assert [w.filename for w in rec] == [__file__], "attributed to the caller, not to lsio"
+    with pytest.warns(DeprecationWarning, match="chunk_cache_bytes"):
+        assert lsio.Array(path, cache_bytes=1 << 20).options["chunk_cache_bytes"] == 1 << 20
+    for old in (1 << 20, 2 << 20):  # equal values too: one of them would be read silently
+        with pytest.raises(ValueError, match="give only 'chunk_cache_bytes'"):
+            lsio.open(path, cache_bytes=old, chunk_cache_bytes=1 << 20)
+    with pytest.raises(ValueError, match="local files only.*disk_cache_bytes"):
+        lsio.open("s3://bucket/x.zarr", chunk_cache_bytes=1 << 20)

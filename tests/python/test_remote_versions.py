@@ -149,7 +149,7 @@ def test_version_matrix(server, tmp_path, validators, index_cache, disk, when, p
     fs.validators = validators
     so = dict(OPTS)
     if disk == "disk-cache":
-        so.update(cache_dir=str(tmp_path / "cache"), cache_bytes=1 << 24)
+        so.update(cache_dir=str(tmp_path / "cache"), disk_cache_bytes=1 << 24)
     kw = {} if index_cache == "index-cache" else {"index_cache_bytes": 0}
     url = fs.url("a.zarr")
     arr = lsio.open(url, storage_options=so, **kw)
@@ -210,7 +210,7 @@ def test_disk_cache_hits_are_confirmed_each_call(server, tmp_path):
     every call confirms the versions it served from disk (one conditional HEAD per shard,
     sent while the blocks are read), and a call whose versions turn out stale fails."""
     fs = server
-    so = {**OPTS, "cache_dir": str(tmp_path / "cache"), "cache_bytes": 1 << 24}
+    so = {**OPTS, "cache_dir": str(tmp_path / "cache"), "disk_cache_bytes": 1 << 24}
     arr = lsio.open(fs.url("a.zarr"), storage_options=so)
     np.testing.assert_array_equal(arr[...], fs.v1)
     n = len(fs.requests)
@@ -228,7 +228,7 @@ def test_disk_cache_hits_are_confirmed_each_call(server, tmp_path):
 
 def test_cache_max_age_trusts_a_confirmed_version_for_that_long(server, tmp_path):
     fs = server
-    so = {**OPTS, "cache_dir": str(tmp_path / "cache"), "cache_bytes": 1 << 24, "cache_max_age": 2.0}
+    so = {**OPTS, "cache_dir": str(tmp_path / "cache"), "disk_cache_bytes": 1 << 24, "cache_max_age": 2.0}
     arr = lsio.open(fs.url("a.zarr"), storage_options=so)
     np.testing.assert_array_equal(arr[...], fs.v1)
     n = len(fs.requests)

@@ -2,7 +2,7 @@
 conflicts, the AWS environment / profile precedence, GCS and http(s) credentials, the
 credentials callable with expiry refresh, redaction and pickling.
 
-The module is pure Python; it is loaded from this checkout by path so the tests run whether
+The package is pure Python; it is loaded from this checkout by path so the tests run whether
 or not the installed ``lsio`` (with its compiled ``_core``) is this checkout.
 """
 
@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[2] / "python" / "lsio" / "_storage.py"
+_PATH = Path(__file__).resolve().parents[2] / "python" / "lsio" / "_storage"
 _NAME = "lsio_storage_under_test"
 if _NAME not in sys.modules:
-    _spec = importlib.util.spec_from_file_location(_NAME, _PATH)
+    _spec = importlib.util.spec_from_file_location(_NAME, _PATH / "__init__.py",
+                                                   submodule_search_locations=[str(_PATH)])
     _module = importlib.util.module_from_spec(_spec)
     sys.modules[_NAME] = _module
     _spec.loader.exec_module(_module)
@@ -1154,3 +1155,38 @@ def test_cache_max_age_bad_values(tmp_path, value, exc, match):
 def test_cache_max_age_needs_cache_dir():
     with pytest.raises(ValueError, match="'cache_max_age' needs cache_dir"):
         S.resolve("https://h/x.zarr", {"cache_max_age": 60})
+
+
+# ---------------------------------------------------------------------------------------
+# disk_cache_bytes (the disk cache's bound), formerly cache_bytes
+
+
+def test_disk_cache_bytes_and_its_old_name(tmp_path):
+    import warnings
+
+    url, cache = "https://h/x.zarr", str(tmp_path / "cache")
+    assert S.resolve(url, {"cache_dir": cache}).to_core()["cache_bytes"] == 10 << 30
+    new = S.resolve(url, {"cache_dir": cache, "disk_cache_bytes": 1 << 20})
+    # the binding's key keeps its name
+    assert new.to_core()["cache_bytes"] == 1 << 20 and new.disk_cache_bytes == 1 << 20
+    with pytest.warns(DeprecationWarning,
+                      match="storage_options key 'cache_bytes' is deprecated: it is now called 'disk_cache_bytes'"):
+        old = S.resolve(url, {"cache_dir": cache, "cache_bytes": 1 << 20})
+    assert old.to_core() == new.to_core()
+    for both in ({"cache_bytes": 1 << 20, "disk_cache_bytes": 1 << 20},
+                 {"cache_bytes": 1 << 20, "disk_cache_bytes": 2 << 20}):
+        with pytest.raises(ValueError, match="give only 'disk_cache_bytes'"):
+            S.resolve(url, {"cache_dir": cache, **both})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # None is absent (s3fs style): no warning, no conflict
+        assert S.resolve(url, {"cache_dir": cache, "cache_bytes": None,
+                               "disk_cache_bytes": 5}).to_core()["cache_bytes"] == 5
+    for spelled in ("disk_cache_bytes", "cache_bytes"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            with pytest.raises(ValueError, match=f"'{spelled}' needs cache_dir"):
+                S.resolve(url, {spelled: 10})
+    with pytest.raises(TypeError, match="disk_cache_bytes must be an integer"):
+        S.resolve(url, {"cache_dir": cache, "disk_cache_bytes": "10G"})
+    with pytest.raises(ValueError, match="unknown storage_options key 'disk_cache'"):
+        S.resolve(url, {"disk_cache": 1})

@@ -203,3 +203,33 @@ def test_variable_length_strings_take_none_like_numpy(tmp_path, fmt):
             arr[(None, 0) * (len(shape) + 1)]
         with pytest.raises(TypeError):
             arr[True]
+
+
+@pytest.mark.parametrize("fmt", [3, 2])
+def test_variable_length_strings_integer_keys_give_a_str_like_numpy(tmp_path, fmt):
+    """An integer for every dimension selects one element: numpy returns it (a str), where
+    StringArray returned a 0-d array. Every key is compared with numpy indexing the whole
+    array, type included; ``read`` keeps returning arrays."""
+    cases = (((9, 7), (4, 3), [(0, 0), (8, 6), (-1, -1), (-9, 2), (np.int64(3), np.int32(-2)),
+                               (0,), 0, -1, (0, slice(None)), (..., 2), (2, ...), (1, None, 2), ()]),
+             ((6,), (4,), [0, 5, -1, -6, np.int64(4), (2,), (-3,), (...,), slice(1, 2), (None, 1), ()]),
+             ((), (), [(), ..., (...,), None, (None,)]))
+    for shape, chunks, keys in cases:
+        path = tmp_path / f"v{fmt}-{len(shape)}.zarr"
+        z = zarr.create_array(str(path), shape=shape, chunks=chunks, dtype=str, zarr_format=fmt)
+        z[...] = _data("<U5", shape, 5).astype(object) if shape else np.array("é€😀", dtype=object)
+        arr = lsio.open(str(path))
+        assert isinstance(arr, lsio.StringArray)
+        whole = np.asarray(arr)
+        assert whole.shape == shape
+        for key in keys:
+            want, got = whole[key], arr[key]
+            assert type(got) is type(want), (shape, key, type(got), type(want))
+            if isinstance(want, np.ndarray):
+                assert got.shape == want.shape and np.array_equal(got, want), (shape, key)
+            else:
+                assert isinstance(got, str) and got == want, (shape, key)
+            assert isinstance(arr.read(key), np.ndarray), key
+        if shape:
+            with pytest.raises(lsio.BoundsError):
+                arr[(shape[0],) + (0,) * (len(shape) - 1)]
