@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Checks the engine's one-way layering rule (architecture.md §2) by reading #includes.
 
-Layers, bottom up: util < {io, net} < {store, codec} < zarr < read < facade (cpp/src/array.cc)
-< bindings. A file may include only its own layer, lower layers and the public headers
+Layers, bottom up: util < {io, net} < {store, codec} < zarr < source < read < facade
+(cpp/src/array.cc) < bindings. A file may include only its own layer, lower layers and the public headers
 (cpp/include/lsio); io and net must not include each other (net is L1 beside io: HTTP
 transfers and request signing, over util only); store (L2) includes io, net and util only, and
 codec util only, so store and codec never include each other; zarr may not include io, net or
 store (it is pure: the facade reads zarr.json through the store and hands zarr the bytes);
-only cpp/bindings/ may include pybind11 or Python.h. The read layer runs prepared codec
+only cpp/bindings/ may include pybind11 or Python.h; source (chunk sources: shard indexes)
+sits between zarr and read, and read/ may not include the shard-index parser itself
+(FORBIDDEN). The read layer runs prepared codec
 chains and shard layouts: neither it nor anything it includes, directly or not, may include
 the headers that parse codec configurations from JSON (JSON_CODEC_HEADERS). Exits 1 listing
 every violation.
@@ -15,6 +17,7 @@ every violation.
 
 from __future__ import annotations
 
+import fnmatch
 import pathlib
 import re
 import sys
@@ -27,8 +30,9 @@ ALLOWED = {
     "store": {"util", "io", "net", "store"},
     "codec": {"util", "codec"},
     "zarr": {"util", "codec", "zarr"},
-    "read": {"util", "io", "store", "codec", "zarr", "read"},
-    "facade": {"util", "io", "store", "codec", "zarr", "read"},
+    "source": {"util", "io", "store", "codec", "zarr", "source"},
+    "read": {"util", "io", "store", "codec", "zarr", "source", "read"},
+    "facade": {"util", "io", "store", "codec", "zarr", "source", "read"},
     "bindings": set(),  # public headers only
 }
 # Named exceptions: file -> extra layers it may include, each with its reason.
@@ -39,6 +43,12 @@ EXCEPTIONS = {
 }
 # Headers that parse codec configurations (JSON); the read layer must not reach them.
 JSON_CODEC_HEADERS = {"codec/registry.h", "zarr/sharding_config.h"}
+# Named includes a file must not have (directly): file glob -> {header: reason}.
+FORBIDDEN = {
+    # The executor plans, reads and decodes; shard indexes are the chunk source's
+    # (source/sharded.h), which alone parses them.
+    "cpp/src/read/*": {"zarr/shard_index.h": "parses shard indexes: that is source/sharded's job"},
+}
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 
 
@@ -80,6 +90,11 @@ def main() -> int:
                 continue
             if top in ALLOWED and top not in ALLOWED[layer] and not (layer == "bindings" and top == "lsio"):
                 bad.append(f"{rel} ({layer}) includes {inc} ({top}): upward or sideways")
+        for pattern, headers in FORBIDDEN.items():
+            if fnmatch.fnmatch(rel, pattern):
+                for inc in INCLUDE.findall(path.read_text()):
+                    if inc in headers:
+                        bad.append(f"{rel} includes {inc}, which {headers[inc]}")
         if layer == "read":
             for inc in sorted(transitive_includes(path, set()) & JSON_CODEC_HEADERS):
                 bad.append(f"{rel} (read) reaches {inc}, which parses codec configurations from JSON")

@@ -14,7 +14,8 @@
 #include <optional>
 
 #include "codec/codec.h"
-#include "io/file_cache.h"  // kDirectAlignment
+#include "source/sharded.h"
+#include "store/local_store.h"  // WidenForDirect
 #include "util/aligned_buffer.h"
 #include "util/process_local.h"
 #include "util/strided_copy.h"
@@ -34,17 +35,6 @@ AlignedBuffer& ThreadIoArena() {
 
 std::string ObjectKey(const ArrayLayout& l, const int64_t* coords) { return ChunkKey(l.keys, coords, l.ndim()); }
 
-// O_DIRECT wants block-aligned offsets, lengths and buffers: widen the read to
-// kDirectAlignment boundaries. The bytes wanted then start at dst + (offset - r.offset), and
-// end-of-file after them is fine (the widened end may lie past the end of the file).
-void WidenForDirect(RangeRead* r) {
-  const uint64_t end = r->offset + r->length;
-  const uint64_t a = r->offset & ~(kDirectAlignment - 1);
-  const uint64_t e = (end + kDirectAlignment - 1) & ~(kDirectAlignment - 1);
-  r->offset = a;
-  r->length = e - a;
-  r->min_length = end - a;
-}
 
 // Largest read buffer a worker keeps between calls; bigger ones are freed after the call.
 constexpr size_t kArenaKeepBytes = 16u << 20;
@@ -82,7 +72,7 @@ uint64_t OneReadCapacity(const ArrayLayout& l) {
 // `shard_file` are per plan shard and persist across waves (-2: not looked at yet).
 // `one_read`: unsharded chunk files may be opened by their read (on the workers) instead of
 // here; a task whose object is then has nbytes = OneReadCapacity until its read sizes it.
-Status Resolve(const ReadContext& ctx, bool remote, bool one_read, uint32_t first, uint32_t last, Plan* plan,
+Status Resolve(const ReadContext& ctx, bool one_read, uint32_t first, uint32_t last, Plan* plan,
                std::vector<ShardIndexPtr>* shard_index_io, std::vector<int32_t>* shard_file_io) {
   const ArrayLayout& l = *ctx.layout;
   Store& store = *ctx.store;
@@ -157,105 +147,31 @@ Status Resolve(const ReadContext& ctx, bool remote, bool one_read, uint32_t firs
     return first_error;
   }
 
-  // Sharded: one index per shard touched in this wave; misses are read in one batch.
+  // Sharded: the shards touched in this wave, resolved by the chunk source (shard objects,
+  // their indexes: source/sharded.h), then each task located in its shard.
   std::vector<ShardIndexPtr>& index = *shard_index_io;
   std::vector<int32_t>& shard_file = *shard_file_io;
-  std::vector<RangeRead> reqs;
-  std::vector<size_t> req_shard;
+  constexpr int32_t kPending = -3;  // asked for in this wave
+  std::vector<ShardedSource::Shard> shards;
+  std::vector<size_t> shard_slot;
   for (uint32_t i = first; i < last; ++i) {
     const size_t s = static_cast<size_t>(plan->tasks[i].shard);
+    if (shard_file[s] == kPending) continue;
     if (shard_file[s] != -2 && (shard_file[s] == -1 || plan->file_refs[static_cast<size_t>(shard_file[s])])) continue;
-    const int64_t* sc = plan->shard_coords.data() + s * static_cast<size_t>(nd);
-    const std::string key = ObjectKey(l, sc);
-    auto ref = store.Open(key);
-    if (!ref.ok()) return ref.status();
-    if (ref.value() == nullptr) {  // absent shard: all fill
+    shard_file[s] = kPending;
+    shards.push_back({plan->shard_ids[s], ObjectKey(l, plan->shard_coords.data() + s * static_cast<size_t>(nd))});
+    shard_slot.push_back(s);
+  }
+  ShardedSource source(l.shard, ctx.index_cache, &store);
+  LSIO_RETURN_IF_ERROR(source.Resolve(shards, [&ctx] { return ctx.interrupt_probe != nullptr && ctx.interrupt_probe(); }));
+  for (size_t k = 0; k < shards.size(); ++k) {
+    const size_t s = shard_slot[k];
+    if (shards[k].object == nullptr) {
       shard_file[s] = -1;
       continue;
     }
-    StoreObject& f = *ref.value();
-    shard_file[s] = add_file(store.Location(key), std::move(ref).value());
-    RangeRead r;
-    r.object = &f;
-    r.length = l.shard.index_size;
-    if (f.size_known) {
-      // Always through the cache, which checks that the index was decoded from this very
-      // version (a shard reopened in a later wave may have been rewritten meanwhile).
-      index[s] = ctx.index_cache->Find(plan->shard_ids[s], f.version);
-      if (index[s]) continue;
-      if (f.size < l.shard.index_size) {
-        return Status::DataLoss("shard is " + std::to_string(f.size) + " bytes, shorter than its " +
-                                std::to_string(l.shard.index_size) + "-byte index")
-            .WithPath(plan->files[static_cast<size_t>(shard_file[s])]);
-      }
-      r.kind = ReadKind::kRange;
-      r.offset = l.shard.IndexOffset(f.size);
-    } else {
-      // The store learns size and version only by reading. A cached index is used with the
-      // version it came from if the store adopts that version (chunk reads are pinned to
-      // it, and what is served without a request is confirmed after the wave:
-      // ConfirmServed); else the index is read with a suffix (or prefix) range, which tells
-      // size and version.
-      if (auto hit = ctx.index_cache->FindAny(plan->shard_ids[s]);
-          hit && store.AdoptVersion(f, hit->version, hit->object_size)) {
-        index[s] = hit->index;
-        continue;
-      }
-      if (l.shard.index_at_end) {
-        r.kind = ReadKind::kSuffix;
-      } else {
-        r.kind = ReadKind::kRange;
-        r.offset = 0;
-      }
-    }
-    reqs.push_back(r);
-    req_shard.push_back(s);
-  }
-  if (!reqs.empty()) {
-    std::vector<AlignedBuffer> req_bufs(reqs.size());
-    std::vector<uint64_t> req_skip(reqs.size(), 0);  // index bytes start here in the buffer
-    for (size_t i = 0; i < reqs.size(); ++i) {
-      if (reqs[i].object->direct) {
-        const uint64_t want = reqs[i].offset;
-        WidenForDirect(&reqs[i]);
-        req_skip[i] = want - reqs[i].offset;
-      }
-      if (!req_bufs[i].Reserve(reqs[i].length)) return Status::ResourceExhausted("cannot allocate shard index buffers");
-      reqs[i].dst = req_bufs[i].data();
-    }
-    Status first_error;
-    store.Read(reqs, [&](size_t i) {
-      if (!first_error.ok()) return;
-      const size_t s = req_shard[i];
-      const size_t fi = static_cast<size_t>(shard_file[s]);
-      const RangeRead& r = reqs[i];
-      if (!r.status.ok()) {
-        first_error = Status(r.status).WithPath(plan->files[fi]);
-        return;
-      }
-      if (r.missing) {  // absent shard (a remote store learns it here)
-        shard_file[s] = -1;
-        return;
-      }
-      const StoreObject& obj = *r.object;
-      if (!obj.size_known || obj.size < l.shard.index_size || r.transferred < req_skip[i] + l.shard.index_size) {
-        first_error = Status::DataLoss("shard is " + std::to_string(obj.size) + " bytes, shorter than its " +
-                                       std::to_string(l.shard.index_size) + "-byte index")
-                          .WithPath(plan->files[fi]);
-        return;
-      }
-      const uint64_t index_offset = l.shard.IndexOffset(obj.size);
-      const std::span<const uint8_t> bytes(req_bufs[i].data() + req_skip[i], l.shard.index_size);
-      auto decoded = DecodeShardIndex(bytes, l.shard, obj.size);
-      if (!decoded.ok()) {
-        first_error = Status(decoded.status()).WithPath(plan->files[fi]).WithRange(index_offset, l.shard.index_size);
-        return;
-      }
-      index[s] = std::make_shared<const std::vector<ShardIndexEntry>>(std::move(decoded).value());
-      if (remote) store.stats().bytes_used.fetch_add(l.shard.index_size, std::memory_order_relaxed);
-      ctx.index_cache->Insert(plan->shard_ids[s], index[s], obj.version, obj.size);
-    }, [&ctx] { return ctx.interrupt_probe != nullptr && ctx.interrupt_probe(); });
-    if (!first_error.ok()) return first_error;
+    index[s] = std::move(shards[k].index);
+    shard_file[s] = add_file(std::move(shards[k].location), std::move(shards[k].object));
   }
   for (uint32_t i = first; i < last; ++i) {
     ChunkTask& t = plan->tasks[i];
@@ -264,14 +180,14 @@ Status Resolve(const ReadContext& ctx, bool remote, bool one_read, uint32_t firs
       t.missing = true;
       continue;
     }
-    const ShardIndexEntry& e = (*index[s])[t.local];
-    if (e.missing()) {
+    const ChunkSpan c = ShardedSource::Locate(index[s], t.local);
+    if (c.missing) {
       t.missing = true;
       continue;
     }
     t.file = shard_file[s];
-    t.offset = e.offset;
-    t.nbytes = e.nbytes;
+    t.offset = c.offset;
+    t.nbytes = c.nbytes;
     LSIO_RETURN_IF_ERROR(CheckStoredSize(l, *plan, t));
   }
   return Status::Ok();
@@ -561,7 +477,7 @@ void FinishRead(CallState& cs, const IoUnit& unit, const RangeRead& r) {
       // versions), and the next one reads the new indexes instead of failing again. Every
       // index of the call goes, not just this shard's: a writer rewrites many shards at
       // once, and the call after this one must not fail on the next of them.
-      for (uint64_t id : plan.shard_ids) cs.ctx->index_cache->Erase(id);
+      ShardedSource::Forget(cs.ctx->index_cache, plan.shard_ids);
     }
     st.WithPath(plan.files[static_cast<size_t>(unit.file)]);
     if (unit.num_tasks == 1) st.WithChunk(TaskCoords(plan, t0));
@@ -893,7 +809,6 @@ class WaveResolver {
   WaveResolver(const ReadContext& ctx, Plan* plan, const StoreTraits& traits, bool one_read)
       : ctx_(ctx),
         plan_(plan),
-        remote_(traits.remote),
         one_read_(one_read),
         budget_(WaveBudget(ctx, traits, one_read)),
         shard_index_(plan->shard_ids.size()),
@@ -919,7 +834,7 @@ class WaveResolver {
       }
       ++opened;
     }
-    LSIO_RETURN_IF_ERROR(Resolve(ctx_, remote_, one_read_, next_, end, plan_, &shard_index_, &shard_file_));
+    LSIO_RETURN_IF_ERROR(Resolve(ctx_, one_read_, next_, end, plan_, &shard_index_, &shard_file_));
     *first = next_;
     *last = end;
     next_ = end;
@@ -930,7 +845,6 @@ class WaveResolver {
  private:
   const ReadContext& ctx_;
   Plan* plan_;
-  const bool remote_;
   const bool one_read_;
   const size_t budget_;
   std::vector<ShardIndexPtr> shard_index_;
@@ -1117,7 +1031,7 @@ Status RunPlan(const ReadContext& ctx, Plan& plan, bool stream) {
     });
     if (!served.ok()) {
       if (served.error_number() == ESTALE) {
-        for (uint64_t id : plan.shard_ids) ctx.index_cache->Erase(id);  // the next call reads them anew
+        ShardedSource::Forget(ctx.index_cache, plan.shard_ids);  // the next call reads them anew
       }
       return served;
     }

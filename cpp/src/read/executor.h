@@ -50,7 +50,7 @@
 #include "lsio/profile.h"
 #include "read/chunk_cache.h"
 #include "read/convert.h"
-#include "read/index_cache.h"
+#include "source/index_cache.h"
 #include "read/planner.h"
 #include "store/store.h"
 #include "util/thread_pool.h"

@@ -44,7 +44,6 @@
 #include "zarr/chunk_key.h"
 #include "zarr/dtype.h"
 #include "zarr/layout.h"  // ArrayLayout and its builder
-#include "zarr/shard_index.h"
 
 namespace lsio {
 

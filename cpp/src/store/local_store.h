@@ -43,6 +43,19 @@
 
 namespace lsio {
 
+/// O_DIRECT wants block-aligned offsets, lengths and buffers: widens a read of a `direct`
+/// object to kDirectAlignment boundaries. The bytes wanted then start at
+/// dst + (old offset - r->offset), and end-of-file after them is fine (min_length: the
+/// widened end may lie past the end of the file).
+inline void WidenForDirect(RangeRead* r) {
+  const uint64_t end = r->offset + r->length;
+  const uint64_t a = r->offset & ~(kDirectAlignment - 1);
+  const uint64_t e = (end + kDirectAlignment - 1) & ~(kDirectAlignment - 1);
+  r->offset = a;
+  r->length = e - a;
+  r->min_length = end - a;
+}
+
 struct LocalStoreOptions {
   IoMode mode = IoMode::kAuto;
   unsigned queue_depth = 64;

@@ -20,7 +20,7 @@
 #include "io/file_cache.h"
 #include "io/io_backend.h"
 #include "net/test_object_server.h"
-#include "read/index_cache.h"
+#include "source/index_cache.h"
 #include "store/http_store.h"
 #include "store/local_store.h"
 #include "test_util.h"

@@ -1,5 +1,5 @@
 // IndexCache implementation.
-#include "read/index_cache.h"
+#include "source/index_cache.h"
 
 #include <utility>
 

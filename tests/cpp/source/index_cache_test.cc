@@ -1,6 +1,6 @@
 // IndexCache: LRU bounded by bytes (64 + 16 per entry), refresh on Find, replacement on
 // re-insert, oversized indexes not cached, evicted indexes still usable by their holders.
-#include "read/index_cache.h"
+#include "source/index_cache.h"
 
 #include <memory>
 #include <string>
