@@ -20,7 +20,7 @@ void Take(const py::dict& d, const char* key, T* field) {
 }
 
 lsio::RemoteOptions OptionsFrom(const py::dict& d) {
-  static const char* kKnown[] = {"scheme", "host", "root", "display_url", "signing", "region", "service",
+  static const char* kKnown[] = {"scheme", "host", "root", "display_url", "provider", "signing", "region", "service",
                                  "access_key_id", "secret_access_key", "session_token", "token", "headers",
                                  "verify_ssl", "ca_file", "request_concurrency", "timeout", "connect_timeout",
                                  "retries", "total_timeout", "credentials_expiry", "credential_source", "list_root",
@@ -36,6 +36,7 @@ lsio::RemoteOptions OptionsFrom(const py::dict& d) {
   Take(d, "host", &o.host);
   Take(d, "root", &o.root);
   Take(d, "display_url", &o.display_root);
+  Take(d, "provider", &o.provider);
   Take(d, "signing", &o.signing);
   Take(d, "region", &o.region);
   Take(d, "service", &o.service);

@@ -29,6 +29,15 @@ Result<HttpStoreConfig> ToConfig(const RemoteOptions& o) {
   else if (o.signing == "sigv4") c.signing = HttpSigning::kSigV4;
   else if (o.signing == "bearer") c.signing = HttpSigning::kBearer;
   else return Status::InvalidArgument("signing must be 'none', 'sigv4' or 'bearer', got '" + o.signing + "'");
+  if (o.provider == "s3" || (o.provider.empty() && (c.signing == HttpSigning::kSigV4 || o.listable))) {
+    c.provider = ObjectProvider::kS3;
+  } else if (o.provider == "gcs" || o.provider == "gs") {
+    c.provider = ObjectProvider::kGcs;
+  } else if (o.provider == "http" || o.provider.empty()) {
+    c.provider = ObjectProvider::kHttp;
+  } else {
+    return Status::InvalidArgument("provider must be 's3', 'gcs' or 'http', got '" + o.provider + "'");
+  }
   c.region = o.region;
   c.service = o.service;
   c.credentials = HttpCredentials{o.access_key_id, o.secret_access_key, o.session_token, o.token};

@@ -245,11 +245,14 @@ def test_a_block_whose_bytes_changed_on_disk_is_never_served(fs, tmp_path):
     assert_same_bits(lsio.open(fs.url("sh.zarr"), storage_options=so)[...], fs.sh)
     victims = blocks(d)
     for v in victims:
+        # Each block here holds a whole shard; 1000 bytes before its end is chunk data (the
+        # 404-byte shard index is at the end), which the read would decode.
+        assert v.stat().st_size > 1500
         with open(v, "r+b") as f:
-            f.seek(-1, os.SEEK_END)
-            last = f.read(1)
-            f.seek(-1, os.SEEK_END)
-            f.write(bytes([last[0] ^ 0xFF]))
+            f.seek(-1000, os.SEEK_END)
+            byte = f.read(1)
+            f.seek(-1000, os.SEEK_END)
+            f.write(bytes([byte[0] ^ 0xFF]))
     again = lsio.open(fs.url("sh.zarr"), storage_options=so)
     assert_same_bits(again[...], fs.sh)
     assert again.stats()["disk_cache_hits"] == 0

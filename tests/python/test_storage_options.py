@@ -79,14 +79,14 @@ def test_to_core_has_exactly_the_documented_keys():
     d = core("s3://bucket/a.zarr", {"anon": True})
     assert tuple(d) == S.CORE_KEYS
     assert set(d) == {
-        "scheme", "host", "root", "signing", "region", "service", "access_key_id",
+        "scheme", "host", "root", "provider", "signing", "region", "service", "access_key_id",
         "secret_access_key", "session_token", "token", "headers", "verify_ssl", "ca_file",
         "request_concurrency", "timeout", "connect_timeout", "retries", "display_url",
         "credentials_expiry", "list_root", "cache_dir", "cache_bytes",
     }
     assert d == {
         "scheme": "https", "host": "bucket.s3.us-east-1.amazonaws.com", "root": "/a.zarr",
-        "signing": "none", "region": "us-east-1", "service": "s3", "access_key_id": "",
+        "provider": "s3", "signing": "none", "region": "us-east-1", "service": "s3", "access_key_id": "",
         "secret_access_key": "", "session_token": "", "token": "", "headers": [],
         "verify_ssl": True, "ca_file": "", "request_concurrency": 32, "timeout": 30.0,
         "connect_timeout": 5.0, "retries": 9, "display_url": "s3://bucket/a.zarr",

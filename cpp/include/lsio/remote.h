@@ -37,6 +37,9 @@ struct RemoteOptions {
   std::string root;               ///< unencoded path prefix: "" or "/a/b" (no trailing '/')
   std::string display_root;       ///< what messages call the root (the user's URL, no secrets)
   std::string signing = "none";   ///< "none", "sigv4" (S3, GCS HMAC) or "bearer" (GCS token)
+  /// "s3", "gcs" or "http" (store/providers.h); "" = "s3" when signing is SigV4 or the
+  /// store can list, else "http".
+  std::string provider;
   std::string region = "us-east-1";
   std::string service = "s3";
   std::string access_key_id;

@@ -59,8 +59,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
-constexpr size_t kErrorBodyLimit = 4096;       // kept of a non-2xx body (S3 <Code>, <Message>)
-constexpr size_t kXmlHoldLimit = 64 * 1024;    // a 2xx XML body held back to look for <Error>
+constexpr size_t kErrorBodyLimit = 4096;       // kept of a non-2xx body (for ErrorDialect::describe)
+constexpr size_t kXmlHoldLimit = 64 * 1024;    // a 2xx body held back for ErrorDialect::retry_in_body
 constexpr long kBufferSize = 128 * 1024;       // receive buffer per transfer (default 16 KiB)
 constexpr size_t kMaxIdleEasyHandles = 64;     // easy handles kept per thread between calls
 constexpr auto kCancelPoll = std::chrono::milliseconds(20);
@@ -77,14 +77,6 @@ bool IEquals(std::string_view a, std::string_view b) {
       return false;
   }
   return true;
-}
-
-bool IContains(std::string_view hay, std::string_view needle) {
-  if (needle.size() > hay.size()) return false;
-  for (size_t i = 0; i + needle.size() <= hay.size(); ++i) {
-    if (IEquals(hay.substr(i, needle.size()), needle)) return true;
-  }
-  return false;
 }
 
 std::string_view Trim(std::string_view s) {
@@ -138,22 +130,10 @@ bool ParseUnsatisfiedRange(std::string_view v, uint64_t* total) {
   return ParseU64(v.substr(2), total);
 }
 
-// The text of the first <tag>...</tag> in an XML error body (S3, GCS XML API), or "".
-std::string XmlElement(std::string_view body, std::string_view tag) {
-  const std::string open = "<" + std::string(tag) + ">";
-  const std::string close = "</" + std::string(tag) + ">";
-  const size_t a = body.find(open);
-  if (a == std::string_view::npos) return {};
-  const size_t b = body.find(close, a + open.size());
-  if (b == std::string_view::npos) return {};
-  return std::string(body.substr(a + open.size(), b - a - open.size()));
-}
-
-// S3 error codes that mean "try again" when they arrive as a 2xx body (object_store and
-// TensorStore retry the same ones).
-bool IsRetryableS3Code(std::string_view code) {
-  return code == "SlowDown" || code == "InternalError" || code == "ServiceUnavailable" ||
-         code == "Throttling" || code == "RequestTimeout";
+// The headers that name a request: the provider's, or plain HTTP's.
+const std::vector<std::string>& RequestIdHeaders(const HttpClientOptions& opt) {
+  static const std::vector<std::string> kPlain = {"x-request-id"};
+  return opt.dialect != nullptr ? opt.dialect->request_id_headers : kPlain;
 }
 
 // Same code and errno, new message (Status has no message setter).
@@ -366,13 +346,13 @@ struct Transfer {
   std::string last_modified;
   std::string content_type;
   std::string request_id;
-  int request_id_rank = 0;      // x-amz-request-id > x-guploader-uploadid > x-request-id
+  size_t request_id_rank = 0;   // the dialect's request_id_headers, earlier ones preferred
   int64_t retry_after_s = -1;
   // Body handling, decided once the headers are complete (BeginBody).
   bool begun = false;
   bool error_body_mode = false; // non-2xx: keep the start of the body for the message
   std::string error_body;
-  bool holding = false;         // 2xx XML: held back until we know it is no <Error>
+  bool holding = false;         // 2xx body that may be an error document: held back
   std::string held;
   uint64_t stream_start = 0;    // object offset of the first body byte
   uint64_t stream_pos = 0;      // body bytes seen
@@ -535,13 +515,13 @@ size_t HeaderCallback(char* data, size_t size, size_t nmemb, void* p) {
     uint64_t s = 0;
     if (ParseU64(value, &s)) t->retry_after_s = static_cast<int64_t>(std::min<uint64_t>(s, 86400));
   } else {
-    int rank = IEquals(name, "x-amz-request-id")       ? 3
-               : IEquals(name, "x-guploader-uploadid") ? 2
-               : IEquals(name, "x-request-id")         ? 1
-                                                       : 0;
-    if (rank > t->request_id_rank && !value.empty()) {
-      t->request_id = std::string(value.substr(0, 200));
-      t->request_id_rank = rank;
+    const std::vector<std::string>& ids = RequestIdHeaders(*t->opt);
+    for (size_t k = 0; k < ids.size(); ++k) {
+      const size_t rank = ids.size() - k;  // earlier names rank higher
+      if (IEquals(name, ids[k]) && rank > t->request_id_rank && !value.empty()) {
+        t->request_id = std::string(value.substr(0, 200));
+        t->request_id_rank = rank;
+      }
     }
   }
   return n;
@@ -579,9 +559,11 @@ bool BeginBody(Transfer& t) {
     }
     return true;
   }
-  // An XML body may be an S3 error document standing in for the data: hold it back, and
-  // check it against the range asked only once it turned out to be data.
-  if (IContains(t.content_type, "xml")) {
+  // A body that may be an error document standing in for the data (the provider says
+  // which): hold it back, and check it against the range asked only once it turned out to
+  // be data.
+  const ErrorDialect* dialect = t.opt->dialect.get();
+  if (dialect != nullptr && dialect->may_hide_error && dialect->may_hide_error(t.content_type)) {
     t.holding = true;
     return true;
   }
@@ -1141,10 +1123,11 @@ Status Runner::HttpError(Transfer& t, bool* retryable) {
   HttpRequest& r = *t.req;
   *retryable = false;
   std::string text = "HTTP " + std::to_string(t.status);
-  const std::string code = XmlElement(t.error_body, "Code");
-  const std::string message = XmlElement(t.error_body, "Message");
   std::string server;
-  if (!code.empty()) server = ": " + code + (message.empty() ? "" : ": " + message.substr(0, 300));
+  if (const ErrorDialect* d = opt_.dialect.get(); d != nullptr && d->describe) {
+    const std::string words = d->describe(t.error_body);
+    if (!words.empty()) server = ": " + words.substr(0, 400);
+  }
   const long s = t.status;
   if (s == 404 || s == 410) {
     r.missing = true;
@@ -1189,13 +1172,13 @@ void Runner::OnAttemptDone(Transfer& t, CURLcode rc, Clock::time_point now) {
   // A HEAD or an empty body never reached the write callback.
   if (rc == CURLE_OK && !t.begun && !BeginBody(t)) rc = CURLE_WRITE_ERROR;
   if (rc == CURLE_OK && t.holding) {
-    // A 2xx XML body: an S3 error document where data should be ("200 OK" then
+    // A held 2xx body: an error document where data should be (S3's "200 OK" then
     // <Error><Code>SlowDown</Code>...) is retried; anything else is the data.
-    const std::string code = XmlElement(t.held, "Code");
-    if (t.held.find("<Error>") != std::string::npos && IsRetryableS3Code(code)) {
-      const std::string message = XmlElement(t.held, "Message");
-      Status err = Status::IoError("server error " + code + (message.empty() ? "" : ": " + message.substr(0, 300)) +
-                                       " in a " + std::to_string(t.status) + " answer " + Detail(t),
+    const ErrorDialect* d = opt_.dialect.get();
+    const std::string words = d != nullptr && d->retry_in_body ? d->retry_in_body(t.held) : std::string();
+    if (!words.empty()) {
+      Status err = Status::IoError("server error " + words.substr(0, 400) + " in a " + std::to_string(t.status) +
+                                       " answer " + Detail(t),
                                    EAGAIN);
       EndAttempt(t);
       Retry(t, std::move(err), false, now);

@@ -56,9 +56,9 @@
 //     retry_base_delay_ms * 2^k)]; a Retry-After header is a floor within that cap), each time
 //     on a fresh connection (CURLOPT_FRESH_CONNECT): connection errors (refused, reset, DNS,
 //     TLS handshake, nothing or garbage received), timeouts, a stall (no byte for
-//     stall_timeout_ms; 0 disables), 408, 429, 5xx, and an S3 error document
-//     (<Error><Code>SlowDown | InternalError | ServiceUnavailable | Throttling |
-//     RequestTimeout) served as a 2xx XML body in place of the data. TLS verification
+//     stall_timeout_ms; 0 disables), 408, 429, 5xx, and an error document served as a 2xx
+//     body in place of the data when the provider's ErrorDialect says it asks for a retry
+//     (S3's SlowDown: store/s3.cc). TLS verification
 //     failures and bad URLs are not retried. A request waiting for its retry keeps its
 //     max_in_flight slot (backing off must lower the load).
 //   - A body cut short (connection closed or reset, or fewer bytes than Content-Length /
@@ -73,8 +73,8 @@
 //   - Errors name the URL with RedactSecrets applied (no query signatures, no tokens) in
 //     Status::path(), the range in Status::WithRange (kRange; kSuffix once its place is known;
 //     the message says "bytes=-N" before that and the Range of a resumed attempt), and in the
-//     message the HTTP status, S3's <Code>/<Message> and the server's request id
-//     (x-amz-request-id, x-guploader-uploadid, x-request-id) when given. errno: ESTALE (412),
+//     message the HTTP status, the provider's words for the error (ErrorDialect::describe)
+//     and the server's request id (ErrorDialect::request_id_headers) when given. errno: ESTALE (412),
 //     EACCES (401/403), ETIMEDOUT (timeout, stall), the socket's errno for connection
 //     errors (ECONNREFUSED, ECONNRESET, EPIPE), else EIO.
 //   - Methods other than GET/HEAD, and header names or values with CR, LF or NUL, fail with
@@ -97,14 +97,33 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "lsio/status.h"
 
 namespace lsio {
+
+/// How a provider's servers say what went wrong. The transport knows HTTP only; what an
+/// error body means, and which header names the request, is the provider's (store/s3.cc,
+/// store/gcs.cc, store/http.cc) and is passed in here.
+struct ErrorDialect {
+  /// Response headers that carry the server's request id, the most telling first.
+  std::vector<std::string> request_id_headers = {"x-request-id"};
+  /// The provider's own words in an error body ("Code: Message"), "" if none.
+  std::function<std::string(std::string_view body)> describe;
+  /// Whether a 2xx answer of this Content-Type may be an error document standing in for the
+  /// data (S3's "200 OK" with <Error><Code>SlowDown</Code>): such a body is held back (up to
+  /// 64 KiB) until retry_in_body has looked at it.
+  std::function<bool(std::string_view content_type)> may_hide_error;
+  /// Non-empty: the held 2xx body is an error document asking to be retried (its words for
+  /// the message); empty: it is the data.
+  std::function<std::string(std::string_view body)> retry_in_body;
+};
 
 struct HttpClientOptions {
   unsigned max_in_flight = 32;          ///< requests in flight per Run call
@@ -118,6 +137,8 @@ struct HttpClientOptions {
   bool verify_ssl = true;
   std::string ca_file;                  ///< empty: the system CA store
   uint64_t ignored_range_limit = 16u << 20;
+  /// The provider's error vocabulary; null: plain HTTP (x-request-id, no body parsing).
+  std::shared_ptr<const ErrorDialect> dialect;
 };
 
 enum class RangeKind { kNone, kRange, kSuffix };

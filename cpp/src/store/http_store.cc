@@ -83,6 +83,7 @@ Status Learn(const HttpRequest& q, StoreObject* obj, bool pinned) {
 HttpStore::HttpStore(HttpStoreConfig config)
     : config_(std::move(config)), credentials_(std::make_shared<const HttpCredentials>(config_.credentials)) {
   config_.credentials = HttpCredentials{};  // the live copy is credentials_
+  if (config_.client.dialect == nullptr) config_.client.dialect = ProviderErrorDialect(config_.provider);
   while (!config_.root.empty() && config_.root.back() == '/') config_.root.pop_back();
   while (!config_.display_root.empty() && config_.display_root.back() == '/') config_.display_root.pop_back();
 }
@@ -281,67 +282,6 @@ void HttpStore::ReportCall(uint64_t used_bytes, double seconds, uint64_t max_gap
 }
 
 namespace {
-
-std::string XmlUnescape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '&') {
-      out += s[i];
-      continue;
-    }
-    const size_t end = s.find(';', i);
-    if (end == std::string_view::npos) {
-      out += s[i];
-      continue;
-    }
-    const std::string_view ent = s.substr(i + 1, end - i - 1);
-    if (ent == "amp") out += '&';
-    else if (ent == "lt") out += '<';
-    else if (ent == "gt") out += '>';
-    else if (ent == "quot") out += '"';
-    else if (ent == "apos") out += '\'';
-    else if (!ent.empty() && ent[0] == '#') {
-      const bool hex = ent.size() > 1 && (ent[1] == 'x' || ent[1] == 'X');
-      const unsigned long cp = std::strtoul(std::string(ent.substr(hex ? 2 : 1)).c_str(), nullptr, hex ? 16 : 10);
-      if (cp < 0x80) out += static_cast<char>(cp);
-      else if (cp < 0x800) { out += static_cast<char>(0xC0 | (cp >> 6)); out += static_cast<char>(0x80 | (cp & 0x3F)); }
-      else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-      } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-      }
-    } else {
-      out.append(s.substr(i, end - i + 1));
-    }
-    i = end;
-  }
-  return out;
-}
-
-// The text of every <tag>...</tag> inside `xml` (no nesting of the same tag in S3's answers).
-std::vector<std::string> XmlAll(std::string_view xml, std::string_view tag) {
-  std::vector<std::string> out;
-  const std::string open = "<" + std::string(tag) + ">", close = "</" + std::string(tag) + ">";
-  size_t at = 0;
-  while ((at = xml.find(open, at)) != std::string_view::npos) {
-    const size_t b = at + open.size();
-    const size_t e = xml.find(close, b);
-    if (e == std::string_view::npos) break;
-    out.push_back(XmlUnescape(xml.substr(b, e - b)));
-    at = e + close.size();
-  }
-  return out;
-}
-
-}  // namespace
-
-namespace {
 // One ListObjectsV2 page (at most 1000 keys of at most 1 KiB each, XML-escaped) is well
 // under this; a larger answer is no listing page and is refused, not buffered.
 constexpr uint64_t kListPageLimit = 16u << 20;
@@ -380,24 +320,11 @@ Result<std::vector<std::string>> HttpStore::ListChildren(std::string_view prefix
     }
     if (!q.status.ok()) return Scrub(Status(q.status).ReplacePath(Location(rel)));
     if (q.missing) return Status::IoError("the bucket does not exist (HTTP 404 listing it)", ENOENT).WithPath(Location(rel));
-    const std::string& xml = q.body;
-    if (xml.find("<ListBucketResult") == std::string::npos) {
-      return Status::DataLoss("listing answer is not an S3 ListBucketResult").WithPath(Location(rel));
-    }
-    // CommonPrefixes hold the child "directories"; their Prefix elements come after the
-    // request's own <Prefix>, which is outside any CommonPrefixes block.
-    for (const std::string& block : XmlAll(xml, "CommonPrefixes")) {
-      for (std::string p : XmlAll(block, "Prefix")) {
-        if (p.size() <= key_prefix.size() || p.compare(0, key_prefix.size(), key_prefix) != 0) continue;
-        p.erase(0, key_prefix.size());
-        while (!p.empty() && p.back() == '/') p.pop_back();
-        if (!p.empty()) names.push_back(p);
-      }
-    }
-    const auto truncated = XmlAll(xml, "IsTruncated");
-    const auto next = XmlAll(xml, "NextContinuationToken");
-    if (truncated.empty() || truncated[0] != "true" || next.empty() || next[0].empty()) break;
-    token = next[0];
+    std::string next;
+    Status page_status = ParseListPage(q.body, key_prefix, &names, &next);
+    if (!page_status.ok()) return page_status.WithPath(Location(rel));
+    if (next.empty()) break;
+    token = std::move(next);
   }
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());

@@ -68,11 +68,13 @@
 
 #include "net/http_client.h"
 #include "store/disk_cache.h"
+#include "store/providers.h"
 #include "store/store.h"
 
 namespace lsio {
 
 enum class HttpSigning { kNone, kSigV4, kBearer };
+// (ObjectProvider: store/providers.h)
 
 struct HttpCredentials {
   std::string access_key_id;      ///< SigV4
@@ -91,7 +93,9 @@ struct HttpStoreConfig {
   HttpCredentials credentials;
   std::vector<std::pair<std::string, std::string>> headers;  ///< sent with every request
   std::string display_root;       ///< the user's URL for messages, without secrets
-  HttpClientOptions client;
+  /// Whose servers these are: their error vocabulary and request ids (store/providers.h).
+  ObjectProvider provider = ObjectProvider::kHttp;
+  HttpClientOptions client;       ///< client.dialect, if unset, is the provider's
   /// S3/GCS: unencoded path of the bucket's listing endpoint ("" virtual-hosted, "/bucket"
   /// path style); listable false: the server cannot list (plain HTTP).
   bool listable = false;

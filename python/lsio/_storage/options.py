@@ -99,6 +99,8 @@ Exactly these keys:
 | root                | "" or "/seg/seg" (unencoded; no trailing slash); path style s3/gs starts |
 |                     | with "/bucket" (after any endpoint path prefix). The C++ side builds     |
 |                     | ``scheme://host`` + percent-encode-each-segment(root + "/" + key).      |
+| provider            | "s3", "gcs" or "http": whose error vocabulary and request-id headers     |
+|                     | the C++ store uses (cpp/src/store/providers.h)                           |
 | signing             | "none", "sigv4" or "bearer"                                              |
 | region              | SigV4 region ("us-east-1" default on s3, "auto" on gs; "" on http)       |
 | service             | "s3" (also for GCS HMAC)                                                 |
@@ -144,7 +146,7 @@ DEFAULT_CONNECT_TIMEOUT = 5.0
 DEFAULT_RETRIES = 9
 
 CORE_KEYS = (
-    "scheme", "host", "root", "signing", "region", "service", "access_key_id",
+    "scheme", "host", "root", "provider", "signing", "region", "service", "access_key_id",
     "secret_access_key", "session_token", "token", "headers", "verify_ssl", "ca_file",
     "request_concurrency", "timeout", "connect_timeout", "retries", "display_url",
     "credentials_expiry", "list_root", "cache_dir", "cache_bytes",
@@ -365,6 +367,8 @@ class RemoteConfig:
             "scheme": self.scheme,
             "host": self.host,
             "root": self.root,
+            # whose servers: their error vocabulary and request ids (cpp/src/store/providers.h)
+            "provider": {"gs": "gcs"}.get(self.kind, self.kind),
             "signing": self.signing,
             "region": self.region,
             "service": self.service,

@@ -102,8 +102,29 @@ void ServeObject(const Object& obj, const SeenRequest& req, ServerConnection& co
   conn.Send(HttpResponse(206, headers, std::string_view(obj.data).substr(a, b - a + 1)));
 }
 
+// An error dialect written here, as a provider would pass one (store/providers.h has the
+// real ones): the transport applies whatever vocabulary it is given and knows none itself.
+std::shared_ptr<const ErrorDialect> XmlTestDialect() {
+  auto d = std::make_shared<ErrorDialect>();
+  d->request_id_headers = {"x-amz-request-id", "x-request-id"};
+  auto element = [](std::string_view body, std::string_view tag) {
+    const std::string open = "<" + std::string(tag) + ">", close = "</" + std::string(tag) + ">";
+    const size_t a = body.find(open);
+    const size_t b = a == std::string_view::npos ? a : body.find(close, a);
+    return b == std::string_view::npos ? std::string() : std::string(body.substr(a + open.size(), b - a - open.size()));
+  };
+  d->describe = [element](std::string_view body) { return element(body, "Code"); };
+  d->may_hide_error = [](std::string_view type) { return type.find("xml") != std::string_view::npos; };
+  d->retry_in_body = [element](std::string_view body) {
+    return body.find("<Error>") != std::string_view::npos && element(body, "Code") == "SlowDown" ? std::string("SlowDown")
+                                                                                                 : std::string();
+  };
+  return d;
+}
+
 HttpClientOptions FastOptions() {
   HttpClientOptions o;
+  o.dialect = XmlTestDialect();
   o.timeout_ms = 2000;
   o.connect_timeout_ms = 1000;
   o.stall_timeout_ms = 1000;
@@ -343,6 +364,24 @@ TEST(HttpClientTest, TooManyRequestsAndRequestTimeoutAreRetried) {
   RunOne(r);
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(r.attempts, 3u);
+}
+
+TEST(HttpClientTest, WithoutADialectBodiesAreDataAndErrorsAreHttpOnly) {
+  // The transport knows no provider: an XML 200 is the data, an error body is not parsed,
+  // and only x-request-id names a request.
+  TestHttpServer srv([](const SeenRequest&, ServerConnection& c) {
+    c.Send(HttpResponse(200, {{"Content-Type", "application/xml"}, {"x-amz-request-id", "AMZ"}},
+                        "<Error><Code>SlowDown</Code></Error>"));
+  });
+  HttpRequest r;
+  r.url = srv.Url("/x");
+  HttpClientOptions o = FastOptions();
+  o.dialect = nullptr;
+  RunOne(r, o);
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.body, "<Error><Code>SlowDown</Code></Error>");
+  EXPECT_EQ(r.attempts, 1u);
+  EXPECT_EQ(r.request_id, "");
 }
 
 TEST(HttpClientTest, SlowDownInA200BodyIsRetried) {
