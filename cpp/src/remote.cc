@@ -1,8 +1,10 @@
-// The facade of remote stores (lsio/remote.h) over store/http_store.
+// The facade of remote stores (lsio/remote.h) over store/http_store, wrapped in the disk
+// cache (store/disk_cache_store.h) when cache_dir is given.
 #include "lsio/remote.h"
 
 #include <cmath>
 
+#include "store/disk_cache_store.h"
 #include "store/http_store.h"
 
 namespace lsio {
@@ -10,6 +12,7 @@ namespace lsio {
 struct RemoteStore::Impl {
   RemoteOptions options;  // credentials blanked; the live ones are in the HttpStore
   std::shared_ptr<HttpStore> http;
+  std::shared_ptr<Store> store;  // what arrays read through: http, or the disk cache over it
 };
 
 namespace {
@@ -61,11 +64,17 @@ Result<HttpStoreConfig> ToConfig(const RemoteOptions& o) {
   c.list_root = o.list_root;
   if (!o.cache_dir.empty()) {
     if (o.cache_bytes == 0) return Status::InvalidArgument("cache_dir needs cache_bytes > 0");
-    LSIO_ASSIGN_OR_RETURN(c.disk_cache, SharedDiskCache(o.cache_dir, o.cache_bytes));
     if (!(o.cache_max_age_s >= 0)) return Status::InvalidArgument("cache_max_age must be >= 0 seconds");
     c.cache_max_age_s = o.cache_max_age_s;
   }
   return c;
+}
+
+// The store arrays read through: the HTTP store, wrapped in the disk cache if one is asked for.
+Result<std::shared_ptr<Store>> ReadingStore(const RemoteOptions& o, const std::shared_ptr<HttpStore>& http) {
+  if (o.cache_dir.empty()) return std::shared_ptr<Store>(http);
+  LSIO_ASSIGN_OR_RETURN(std::shared_ptr<DiskCache> cache, SharedDiskCache(o.cache_dir, o.cache_bytes));
+  return std::shared_ptr<Store>(std::make_shared<DiskCacheStore>(http, std::move(cache)));
 }
 
 }  // namespace
@@ -83,6 +92,7 @@ Result<std::shared_ptr<RemoteStore>> RemoteStore::Create(const RemoteOptions& op
   impl->options.secret_access_key.clear();
   impl->options.session_token.clear();
   impl->options.token.clear();
+  LSIO_ASSIGN_OR_RETURN(impl->store, ReadingStore(options, http));
   impl->http = std::move(http);
   return std::shared_ptr<RemoteStore>(new RemoteStore(std::move(impl)));
 }
@@ -106,6 +116,7 @@ Result<std::shared_ptr<RemoteStore>> RemoteStore::Sub(const std::string& path) c
   http->SetCredentials(impl_->http->CurrentCredentials());
   auto impl = std::make_unique<Impl>();
   impl->options = o;
+  LSIO_ASSIGN_OR_RETURN(impl->store, ReadingStore(o, http));
   impl->http = std::move(http);
   return std::shared_ptr<RemoteStore>(new RemoteStore(std::move(impl)));
 }
@@ -136,6 +147,6 @@ const RemoteOptions& RemoteStore::options() const { return impl_->options; }
 std::string RemoteStore::Location(const std::string& key) const {
   return key.empty() ? impl_->http->config().display_root : impl_->http->Location(key);
 }
-std::shared_ptr<Store> RemoteStore::store() const { return impl_->http; }
+std::shared_ptr<Store> RemoteStore::store() const { return impl_->store; }
 
 }  // namespace lsio

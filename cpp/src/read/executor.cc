@@ -699,7 +699,8 @@ void RemoteWorkerLoop(CallState& cs) {
   // ReadStream, when this thread holds no read state; inside, StopWaiting only probes.
   while (!cs.failed.load(std::memory_order_relaxed) && !cs.Interrupted()) {
     ctx.store->ReadStream(next, on_done, [&cs] { return cs.StopWaiting(); },
-                          std::span<const ObjectRef>(plan.file_refs));
+                          cs.traits.confirm_early ? std::span<const ObjectRef>(plan.file_refs)
+                                                  : std::span<const ObjectRef>());
     if (held == kNone && cs.next.load(std::memory_order_relaxed) >= n) break;
   }
 }

@@ -363,7 +363,7 @@ bool HttpStore::AdoptVersion(StoreObject& obj, const std::string& version, uint6
   h.size = size;
   h.size_known = true;
   h.state.store(HttpObject::kUnconfirmed, std::memory_order_relaxed);
-  if (config_.disk_cache != nullptr && config_.cache_max_age_s > 0 && IsStrongEtag(version)) {
+  if (config_.cache_max_age_s > 0 && IsStrongEtag(version)) {
     // cache_max_age: a version the server confirmed that recently needs no confirmation.
     const auto now = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(mu_);
@@ -377,7 +377,7 @@ bool HttpStore::AdoptVersion(StoreObject& obj, const std::string& version, uint6
 }
 
 void HttpStore::NoteConfirmed(const std::string& key, const std::string& version) {
-  if (config_.disk_cache == nullptr || !(config_.cache_max_age_s > 0) || !IsStrongEtag(version)) return;
+  if (!(config_.cache_max_age_s > 0) || !IsStrongEtag(version)) return;
   const auto now = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(mu_);
   if (confirmed_.size() >= kMaxConfirmed) confirmed_.clear();  // bounded: forgetting costs a request
@@ -582,37 +582,12 @@ void HttpStore::Read(std::span<RangeRead> reads, const std::function<void(size_t
     return;
   }
   const auto creds = Credentials();
-  // Blocks on the local disk cache are served first, without a request; an adopted version
-  // served that way is confirmed by a HEAD sent with the other requests.
-  std::vector<size_t> from_net;
-  std::vector<StoreObject*> confirm;
-  std::vector<DiskWidening> widened(reads.size());
-  from_net.reserve(reads.size());
-  for (size_t i = 0; i < reads.size(); ++i) {
-    if (ReadFromDisk(reads[i], &widened[i])) {
-      StoreObject* obj = reads[i].object;
-      on_done(i);
-      if (TakeConfirmation(*obj)) confirm.push_back(obj);
-    } else {
-      from_net.push_back(i);
-    }
-  }
-  if (from_net.empty() && confirm.empty()) return;
-  std::vector<HttpRequest> qs(from_net.size() + confirm.size());
-  for (size_t k = 0; k < from_net.size(); ++k) PrepareRead(reads[from_net[k]], &qs[k], creds);
-  for (size_t c = 0; c < confirm.size(); ++c) PrepareConfirm(*confirm[c], &qs[from_net.size() + c], creds);
-  PendingBlocks pending;
+  std::vector<HttpRequest> qs(reads.size());
+  for (size_t k = 0; k < reads.size(); ++k) PrepareRead(reads[k], &qs[k], creds);
   client.value()->Run(qs, config_.client, [&](size_t k) {
-    if (k >= from_net.size()) {
-      FinishConfirm(*confirm[k - from_net.size()], qs[k]);
-      return;
-    }
-    RangeRead& r = reads[from_net[k]];
-    Complete(r, qs[k]);
-    KeepOnDisk(r, &widened[from_net[k]], &pending);
-    on_done(from_net[k]);
+    Complete(reads[k], qs[k]);
+    on_done(k);
   }, cancelled);
-  WritePending(&pending);
 }
 
 bool HttpStore::TakeConfirmation(StoreObject& obj) {
@@ -620,124 +595,15 @@ bool HttpStore::TakeConfirmation(StoreObject& obj) {
   return AsHttp(obj).state.compare_exchange_strong(expect, HttpObject::kAsking, std::memory_order_acq_rel);
 }
 
-std::string HttpStore::CacheUrl(const RangeRead& r) const {
-  return config_.scheme + "://" + config_.host + config_.root + "/" + static_cast<const HttpObject&>(*r.object).key;
+std::string HttpStore::Identity(const StoreObject& obj) const {
+  // The endpoint's URL, not the user's: two endpoints may show the same s3:// URL.
+  return config_.scheme + "://" + config_.host + config_.root + "/" + AsHttp(const_cast<StoreObject&>(obj)).key;
 }
 
-// Only reads pinned to a strong ETag: a weak ETag or a Last-Modified date does not say the
-// bytes are the same. A version adopted from memory may be stale: serving it from disk owes
-// the server's confirmation before the call ends (see disk_cache.h, ConfirmServed).
-static bool DiskCacheable(const RangeRead& r) {
-  return r.kind == ReadKind::kRange && r.pin_version && r.object != nullptr &&
-         HttpStore::IsStrongEtag(r.object->version) &&
-         AsHttp(*r.object).state.load(std::memory_order_acquire) != HttpObject::kChanged && r.length > 0 &&
-         r.dst != nullptr;
-}
-
-// The disk cache stores aligned blocks of kDiskBlock bytes (the last block of an object may
-// be shorter), so what one call cached serves any later read of the same bytes, whatever
-// its coalescing: a read is served when every block it overlaps is on disk; otherwise it
-// is widened to whole blocks for its request (at most 2 x kDiskBlock more bytes) and every
-// block is kept.
-namespace {
-constexpr uint64_t kDiskBlock = 64 << 10;
-// Fetched blocks held for writing at the end of a Read/ReadStream call, at most this much.
-constexpr uint64_t kPendingLimit = 256ull << 20;
-
-// [first block start, end of last block) of r's bytes, clipped to the object.
-std::pair<uint64_t, uint64_t> BlockSpan(const RangeRead& r) {
-  const uint64_t a = r.offset / kDiskBlock * kDiskBlock;
-  const uint64_t end = r.offset + r.length;
-  const uint64_t b = std::min((end + kDiskBlock - 1) / kDiskBlock * kDiskBlock, r.object->size);
-  return {a, b};
-}
-}  // namespace
-
-bool HttpStore::ReadFromDisk(RangeRead& r, DiskWidening* w) {
-  if (config_.disk_cache == nullptr || !DiskCacheable(r) || !r.object->size_known) return false;
-  if (r.offset + r.length > r.object->size) return false;  // the server reports that error
-  const auto [a, b] = BlockSpan(r);
-  const std::string url = CacheUrl(r);
-  thread_local std::vector<uint8_t> block;
-  const uint64_t end = r.offset + r.length;
-  uint64_t first_missing = UINT64_MAX, last_missing = 0;
-  size_t nk = 0;  // first needed span that may still overlap a block
-  for (uint64_t at = a; at < b; at += kDiskBlock) {
-    const uint64_t len = std::min(kDiskBlock, b - at);
-    if (!r.needed.empty()) {  // blocks holding only gap bytes are neither read nor fetched
-      while (nk < r.needed.size() && r.needed[nk].second <= at) ++nk;
-      if (nk == r.needed.size() || r.needed[nk].first >= at + len) continue;
-    }
-    bool hit;
-    if (at >= r.offset && at + len <= end) {  // inside the read: straight into dst
-      hit = config_.disk_cache->Get(url, r.object->version, at, len, r.dst + (at - r.offset));
-    } else {
-      block.resize(static_cast<size_t>(len));
-      hit = config_.disk_cache->Get(url, r.object->version, at, len, block.data());
-      if (hit) {
-        const uint64_t from = std::max(at, r.offset);
-        const uint64_t to = std::min(at + len, end);
-        std::memcpy(r.dst + (from - r.offset), block.data() + (from - at), static_cast<size_t>(to - from));
-      }
-    }
-    if (!hit) {
-      first_missing = std::min(first_missing, at);
-      last_missing = at + len;
-    }
-  }
-  if (first_missing == UINT64_MAX) {
-    r.status = Status::Ok();
-    r.missing = false;
-    r.transferred = r.length;
-    stats().disk_cache_hits.fetch_add(1, std::memory_order_relaxed);
-    stats().disk_cache_bytes.fetch_add(r.length, std::memory_order_relaxed);
-    return true;
-  }
-  // Fetch only the blocks from the first missing one to the last (whole blocks, kept after).
-  w->offset = r.offset;
-  w->length = r.length;
-  w->dst = r.dst;
-  w->buffer.reset(new uint8_t[last_missing - first_missing]);
-  r.offset = first_missing;
-  r.length = last_missing - first_missing;
-  r.dst = w->buffer.get();
-  return false;
-}
-
-void HttpStore::KeepOnDisk(RangeRead& r, DiskWidening* w, PendingBlocks* pending) {
-  if (w->dst == nullptr) return;  // not widened: not cacheable
-  const bool ok = r.status.ok() && !r.missing && r.transferred == r.length;
-  if (ok) {
-    // Written after the call's requests (WritePending), not here: a write in this callback
-    // would hold up every other request in flight (cold W7: 0.68x of no cache, written here).
-    pending->spans.push_back({CacheUrl(r), r.object->version, r.offset, r.length, std::move(w->buffer)});
-    pending->bytes += r.length;
-    // The fetched span's part of what was asked (blocks before and after it came from disk).
-    const uint64_t from = std::max(r.offset, w->offset);
-    const uint64_t to = std::min(r.offset + r.length, w->offset + w->length);
-    if (to > from) std::memcpy(w->dst + (from - w->offset), r.dst + (from - r.offset), static_cast<size_t>(to - from));
-  }
-  // The caller sees the read it asked for.
-  r.offset = w->offset;
-  r.length = w->length;
-  r.dst = w->dst;
-  if (ok) r.transferred = w->length;
-  w->dst = nullptr;
-  w->buffer.reset();
-  if (pending->bytes > kPendingLimit) WritePending(pending);  // bounds the memory held
-}
-
-void HttpStore::WritePending(PendingBlocks* pending) {
-  std::vector<DiskCache::Block> blocks;
-  for (PendingBlocks::Span& sp : pending->spans) {
-    for (uint64_t at = sp.offset; at < sp.offset + sp.length; at += kDiskBlock) {
-      const uint64_t len = std::min(kDiskBlock, sp.offset + sp.length - at);
-      blocks.push_back({&sp.url, &sp.version, at, len, sp.bytes.get() + (at - sp.offset)});
-    }
-  }
-  if (!blocks.empty()) config_.disk_cache->PutBatch(blocks);
-  pending->spans.clear();
-  pending->bytes = 0;
+bool HttpStore::VersionIdentifiesBytes(const StoreObject& obj) const {
+  // A weak ETag or a Last-Modified date does not say the bytes are the same.
+  return IsStrongEtag(obj.version) &&
+         AsHttp(const_cast<StoreObject&>(obj)).state.load(std::memory_order_acquire) != HttpObject::kChanged;
 }
 
 void HttpStore::ReadStream(const std::function<RangeRead*()>& next, const std::function<void(RangeRead&)>& on_done,
@@ -754,9 +620,7 @@ void HttpStore::ReadStream(const std::function<RangeRead*()>& next, const std::f
   // One request per read in flight, reused as reads finish (a deque: the client holds
   // their addresses while they run).
   std::deque<HttpRequest> requests;
-  std::unordered_map<const HttpRequest*, DiskWidening> widened;  // per request slot
   std::unordered_map<const HttpRequest*, StoreObject*> confirming;  // HEADs confirming a version
-  PendingBlocks pending;
   std::vector<HttpRequest*> free;
   auto take_slot = [&]() {
     HttpRequest* q;
@@ -769,11 +633,12 @@ void HttpStore::ReadStream(const std::function<RangeRead*()>& next, const std::f
     }
     return q;
   };
-  // With a disk cache, adopted versions are confirmed first thing: the HEADs run while the
-  // blocks are read and decoded, so a warm call costs one round trip at most, not one after
-  // its last disk read (W7 warm: 246 -> see benchmarks/RESULTS.md).
-  size_t confirm_at = config_.disk_cache != nullptr ? 0 : confirm.size();
-  bool sent_confirmations = confirming.empty();
+  // Adopted versions the caller wants confirmed (a disk cache above serves them) go out
+  // first thing, and are on the wire (kSendNow) before next() runs: a caching store serves
+  // its blocks inside next(), and the HEADs run meanwhile, so a warm call costs at most one
+  // round trip, not one after its last disk read (W7 warm call: 77.7 -> 32.4 ms median).
+  size_t confirm_at = 0;
+  bool sent_confirmations = true;
   client.value()->RunStream(
       [&]() -> HttpRequest* {
         while (confirm_at < confirm.size()) {
@@ -786,29 +651,13 @@ void HttpStore::ReadStream(const std::function<RangeRead*()>& next, const std::f
             return q;
           }
         }
-        if (!sent_confirmations) {  // on the wire before the disk reads below
+        if (!sent_confirmations) {
           sent_confirmations = true;
           return HttpClient::kSendNow;
         }
         RangeRead* r = next();
-        // Reads the local disk cache holds finish at once; ask for the next read. The first
-        // one served of an adopted version sends the HEAD that confirms it, in parallel with
-        // the reads and decodes that go on meanwhile.
-        DiskWidening w;
-        while (r != nullptr && ReadFromDisk(*r, &w)) {
-          StoreObject* obj = r->object;
-          on_done(*r);
-          if (TakeConfirmation(*obj)) {
-            HttpRequest* q = take_slot();
-            PrepareConfirm(*obj, q, creds);
-            confirming[q] = obj;
-            return q;
-          }
-          r = next();
-        }
         if (r == nullptr) return nullptr;
         HttpRequest* q = take_slot();
-        widened[q] = std::move(w);
         PrepareRead(*r, q, creds);
         q->user = r;
         return q;
@@ -823,12 +672,10 @@ void HttpStore::ReadStream(const std::function<RangeRead*()>& next, const std::f
         }
         RangeRead& r = *static_cast<RangeRead*>(q.user);
         Complete(r, q);
-        KeepOnDisk(r, &widened[&q], &pending);
         free.push_back(&q);
         on_done(r);
       },
       cancelled);
-  WritePending(&pending);
 }
 
 }  // namespace lsio

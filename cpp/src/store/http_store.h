@@ -67,7 +67,6 @@
 #include <vector>
 
 #include "net/http_client.h"
-#include "store/disk_cache.h"
 #include "store/providers.h"
 #include "store/store.h"
 
@@ -100,12 +99,9 @@ struct HttpStoreConfig {
   /// path style); listable false: the server cannot list (plain HTTP).
   bool listable = false;
   std::string list_root;
-  /// Optional local disk cache of byte ranges (store/disk_cache.h): reads pinned to a known
-  /// ETag are served from it when it holds them, and kept in it after a network read.
-  std::shared_ptr<DiskCache> disk_cache;
   /// Seconds a version the server confirmed is trusted without asking again (storage option
-  /// cache_max_age; only with a disk cache). 0: every read call confirms each adopted
-  /// version it uses (one conditional HEAD per shard, sent while the disk cache serves).
+  /// cache_max_age, given with a disk cache): AdoptVersion then takes it as confirmed. 0:
+  /// every read call confirms each adopted version it serves from a copy.
   double cache_max_age_s = 0;
 };
 
@@ -128,6 +124,8 @@ class HttpStore final : public Store {
   StoreTraits traits() override;
   Result<std::string> TransportName() override { return std::string("http"); }
   bool AdoptVersion(StoreObject& obj, const std::string& version, uint64_t size) override;
+  std::string Identity(const StoreObject& obj) const override;
+  bool VersionIdentifiesBytes(const StoreObject& obj) const override;
   Status ConfirmServed(std::span<const ObjectRef> objects, const std::function<bool()>& cancelled = {}) override;
 
   /// The version an answer tells: its ETag (strong or weak, as sent), else its
@@ -157,34 +155,6 @@ class HttpStore final : public Store {
   void ReportCall(uint64_t used_bytes, double seconds, uint64_t max_gap) override;
 
  private:
-  // The local disk cache (config_.disk_cache). KeepOnDisk queues the blocks of a finished
-  // widened read for writing and restores the read as asked (no-op if not widened). CacheUrl: the
-  // endpoint URL of r's object.
-  struct DiskWidening {
-    uint64_t offset = 0;
-    uint64_t length = 0;
-    uint8_t* dst = nullptr;  // null: not widened
-    std::unique_ptr<uint8_t[]> buffer;
-  };
-  // ReadFromDisk: true when the disk cache holds every block of r that holds needed bytes
-  // (r is then finished); else r is narrowed and widened to the whole blocks from the first
-  // missing one to the last, into w's buffer, for its request (blocks found are already in
-  // dst).
-  bool ReadFromDisk(RangeRead& r, DiskWidening* w);
-  // Fetched spans waiting to be written to the disk cache (WritePending, at the end of a
-  // Read/ReadStream call or when they pass 256 MiB).
-  struct PendingBlocks {
-    struct Span {
-      std::string url, version;
-      uint64_t offset = 0, length = 0;
-      std::unique_ptr<uint8_t[]> bytes;
-    };
-    std::vector<Span> spans;
-    uint64_t bytes = 0;
-  };
-  void KeepOnDisk(RangeRead& r, DiskWidening* w, PendingBlocks* pending);
-  void WritePending(PendingBlocks* pending);
-  std::string CacheUrl(const RangeRead& r) const;
   // Prepares `r` for the key's object: URL, headers, signing callback.
   void Prepare(std::string_view key, HttpRequest* r, const std::shared_ptr<const HttpCredentials>& creds) const;
   // The same for any unencoded path and (decoded) query parameters (listing).

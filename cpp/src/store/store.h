@@ -135,6 +135,9 @@ struct StoreTraits {
   unsigned max_in_flight = 64;
   /// OpenForOneRead defers all I/O to the read: such objects hold nothing open until then.
   bool opens_on_read = false;
+  /// Serves some reads from local copies (a disk cache): pass the call's objects to
+  /// ReadStream (`confirm`) so that their adopted versions are confirmed while it serves.
+  bool confirm_early = false;
 };
 
 /// Counters of one store (one Array), relaxed atomics. Remote stores count; local stores
@@ -203,9 +206,9 @@ class Store {
   /// flight. On cancellation next is not asked again. Remote stores keep up to
   /// traits().max_in_flight reads in flight this way, so a slow request never holds back the
   /// ones behind it; the default runs each read through Read on its own.
-  /// `confirm`: the call's objects; a store that confirms adopted versions (ConfirmServed)
-  /// may send those confirmations at the start of the stream, so that they overlap the reads
-  /// instead of following them (several workers may pass the same objects: each is asked once).
+  /// `confirm`: objects whose adopted versions (AdoptVersion) the caller wants confirmed
+  /// now, at the start of the stream, so that the confirmations overlap the reads (given when
+  /// traits().confirm_early; several workers may pass the same objects: each is asked once).
   virtual void ReadStream(const std::function<RangeRead*()>& next, const std::function<void(RangeRead&)>& on_done,
                           const std::function<bool()>& cancelled = {}, std::span<const ObjectRef> confirm = {}) {
     (void)confirm;
@@ -271,7 +274,21 @@ class Store {
     (void)max_gap;
   }
 
-  StoreStats& stats() { return stats_; }
+  /// What identifies `obj`'s bytes across calls and processes (a cache key: the endpoint's
+  /// URL of a remote object); "" when nothing may keep copies of them.
+  virtual std::string Identity(const StoreObject& obj) const {
+    (void)obj;
+    return std::string();
+  }
+  /// Whether obj->version names its bytes exactly (a strong ETag), so that copies may be
+  /// kept under it, and it is not known to have changed.
+  virtual bool VersionIdentifiesBytes(const StoreObject& obj) const {
+    (void)obj;
+    return false;
+  }
+
+  /// A wrapping store (store/disk_cache_store.h) counts into the store it wraps.
+  virtual StoreStats& stats() { return stats_; }
 
  private:
   StoreStats stats_;

@@ -7,6 +7,7 @@
 //
 // Every test is bounded: attempts time out after a second or two, backoff is milliseconds.
 #include "store/http_store.h"
+#include "store/disk_cache_store.h"
 
 #include <atomic>
 #include <cctype>
@@ -60,7 +61,7 @@ HttpStoreConfig Config(const TestObjectServer& srv, std::string root = "/bucket/
 }
 
 // One read of `obj` through the store; returns the read (status, missing, transferred).
-RangeRead ReadOne(HttpStore& store, StoreObject* obj, ReadKind kind, uint64_t offset, uint64_t length,
+RangeRead ReadOne(Store& store, StoreObject* obj, ReadKind kind, uint64_t offset, uint64_t length,
                   std::string* buf, bool pin = false) {
   RangeRead r;
   r.object = obj;
@@ -371,7 +372,7 @@ TEST(HttpStoreTest, WeakETagsAreComparedNeverSentInIfMatch) {
 }
 
 // Reads a range pinned to the object's version, as the executor's chunk reads are.
-RangeRead ReadPinned(HttpStore& store, StoreObject* obj, uint64_t offset, uint64_t length, std::string* buf) {
+RangeRead ReadPinned(Store& store, StoreObject* obj, uint64_t offset, uint64_t length, std::string* buf) {
   return ReadOne(store, obj, ReadKind::kRange, offset, length, buf, /*pin=*/true);
 }
 
@@ -414,56 +415,82 @@ TEST(HttpStoreTest, AdoptedVersionsAreConfirmedBeforeTheCallMaySucceed) {
   EXPECT_NE(st.ToString().find("/c/0"), std::string::npos) << st.ToString();
 }
 
-TEST(HttpStoreTest, DiskCacheHitsOfAnAdoptedVersionSendItsConfirmationAlongside) {
+// One pinned read through ReadStream, with `confirm` as the executor passes it.
+RangeRead StreamPinned(Store& store, const ObjectRef& obj, uint64_t offset, uint64_t length, std::string* buf) {
+  RangeRead r;
+  r.object = obj.get();
+  r.kind = ReadKind::kRange;
+  r.offset = offset;
+  r.length = length;
+  r.pin_version = true;
+  buf->assign(length, '\0');
+  r.dst = reinterpret_cast<uint8_t*>(buf->data());
+  bool given = false;
+  std::vector<ObjectRef> confirm = {obj};
+  store.ReadStream([&]() -> RangeRead* { return given ? nullptr : (given = true, &r); }, [](RangeRead&) {}, {},
+                   confirm);
+  return r;
+}
+
+TEST(DiskCacheStoreTest, HitsOfAnAdoptedVersionAreConfirmedAlongsideAndStaleOnesFailTheCall) {
   TestObjectServer srv;
   const std::string data = Pattern(200000, 5);
   const std::string v1 = srv.Put("/bucket/arr/c/0", data);
   TempDir dir;
-  HttpStoreConfig c = Config(srv);
   auto cache = SharedDiskCache(dir.path() + "/cache", 16 << 20);
   ASSERT_TRUE(cache.ok());
-  c.disk_cache = cache.value();
-  HttpStore store(c);
+  auto http = std::make_shared<HttpStore>(Config(srv));
+  DiskCacheStore store(http, cache.value());
+  EXPECT_TRUE(store.traits().confirm_early);
   std::string buf;
   {  // Learned by an unpinned read, then a pinned read fills the disk cache.
     auto obj = store.Open("c/0");
     ASSERT_TRUE(ReadOne(store, obj.value().get(), ReadKind::kSuffix, 0, 16, &buf).status.ok());
     ASSERT_TRUE(ReadPinned(store, obj.value().get(), 1000, 70000, &buf).status.ok());
+    EXPECT_EQ(buf, data.substr(1000, 70000));
     ASSERT_TRUE(store.ConfirmServed(std::vector<ObjectRef>{obj.value()}).ok());
   }
   // A later call adopts the version: the bytes come from disk, and the HEAD that confirms
-  // them goes out in the same batch (no chunk GET at all).
+  // them goes out in the same stream (no chunk GET at all).
   auto obj = store.Open("c/0");
   ASSERT_TRUE(store.AdoptVersion(*obj.value(), v1, data.size()));
   const size_t before = srv.request_count();
-  RangeRead r = ReadPinned(store, obj.value().get(), 1000, 70000, &buf);
+  RangeRead r = StreamPinned(store, obj.value(), 1000, 70000, &buf);
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(buf, data.substr(1000, 70000));
   ASSERT_EQ(srv.request_count(), before + 1);
   EXPECT_EQ(srv.requests().back().method, "HEAD");
-  EXPECT_GT(store.stats().disk_cache_hits.load(), 0u);
+  EXPECT_EQ(srv.requests().back().Header("If-None-Match"), v1);
+  EXPECT_GT(http->stats().disk_cache_hits.load(), 0u);
+  EXPECT_EQ(&store.stats(), &http->stats()) << "one set of counters";
   ASSERT_TRUE(store.ConfirmServed(std::vector<ObjectRef>{obj.value()}).ok());
   EXPECT_EQ(srv.request_count(), before + 1);
 
-  // Rewritten on the server: the old blocks are served, but the call cannot succeed.
+  // Rewritten on the server: the old blocks are served (batch read, no request), but the
+  // call cannot succeed.
   srv.Put("/bucket/arr/c/0", Pattern(200000, 6));
   auto stale = store.Open("c/0");
   ASSERT_TRUE(store.AdoptVersion(*stale.value(), v1, data.size()));
+  const size_t before_stale = srv.request_count();
   RangeRead old = ReadPinned(store, stale.value().get(), 1000, 70000, &buf);
   ASSERT_TRUE(old.status.ok());
+  EXPECT_EQ(srv.request_count(), before_stale);
   Status st = store.ConfirmServed(std::vector<ObjectRef>{stale.value()});
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.error_number(), ESTALE) << st.ToString();
+  // A weak ETag does not name bytes: nothing of it is served from (or kept on) disk.
+  srv.Put("/bucket/arr/c/1", data, "W/\"w\"");
+  auto weak = store.Open("c/1");
+  ASSERT_TRUE(ReadOne(store, weak.value().get(), ReadKind::kSuffix, 0, 16, &buf).status.ok());
+  const uint64_t hits = http->stats().disk_cache_hits.load();
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(ReadPinned(store, weak.value().get(), 0, 70000, &buf).status.ok());
+  EXPECT_EQ(http->stats().disk_cache_hits.load(), hits);
 }
 
 TEST(HttpStoreTest, CacheMaxAgeTrustsARecentConfirmationWithoutAsking) {
   TestObjectServer srv;
   const std::string v1 = srv.Put("/bucket/arr/c/0", Pattern(300, 1));
-  TempDir dir;
   HttpStoreConfig c = Config(srv);
-  auto cache = SharedDiskCache(dir.path() + "/cache", 1 << 20);
-  ASSERT_TRUE(cache.ok());
-  c.disk_cache = cache.value();
   c.cache_max_age_s = 60;
   HttpStore store(c);
   auto first = store.Open("c/0");
