@@ -1,4 +1,5 @@
-// HttpStore (see http_store.h): URLs, signing, and RangeRead <-> HttpRequest.
+// HttpStore (see http_store.h): URLs, versions, and RangeRead <-> HttpRequest (signing:
+// store/signers.cc; the provider's error vocabulary and listing pages: store/s3.cc ...).
 #include "store/http_store.h"
 
 #include <algorithm>
@@ -84,6 +85,7 @@ HttpStore::HttpStore(HttpStoreConfig config)
     : config_(std::move(config)), credentials_(std::make_shared<const HttpCredentials>(config_.credentials)) {
   config_.credentials = HttpCredentials{};  // the live copy is credentials_
   if (config_.client.dialect == nullptr) config_.client.dialect = ProviderErrorDialect(config_.provider);
+  signer_ = MakeSigner(config_.signing, config_.host, config_.region, config_.service);
   while (!config_.root.empty() && config_.root.back() == '/') config_.root.pop_back();
   while (!config_.display_root.empty() && config_.display_root.back() == '/') config_.display_root.pop_back();
 }
@@ -157,31 +159,7 @@ void HttpStore::PrepareAt(std::string path, std::vector<std::pair<std::string, s
   for (const auto& [k, v] : query) qs += (qs.empty() ? "" : "&") + UriEncode(k, false) + "=" + UriEncode(v, false);
   r->url = config_.scheme + "://" + config_.host + UriEncode(path, /*keep_slash=*/true) + (qs.empty() ? "" : "?" + qs);
   r->headers = config_.headers;
-  switch (config_.signing) {
-    case HttpSigning::kNone:
-      break;
-    case HttpSigning::kBearer:
-      r->headers.emplace_back("Authorization", "Bearer " + creds->token);
-      break;
-    case HttpSigning::kSigV4:
-      // Signed per attempt: x-amz-date must be current when a retry goes out minutes later.
-      r->sign = [this, creds, path = std::move(path), query = std::move(query)](
-                    const HttpRequest& req, std::vector<std::pair<std::string, std::string>>* headers) {
-        SigV4Request s;
-        s.method = req.method;
-        s.host = config_.host;
-        s.path = path;
-        s.query = query;
-        s.headers = *headers;
-        s.payload_hash = std::string(kUnsignedPayload);
-        SigV4Credentials c{creds->access_key_id, creds->secret_access_key, creds->session_token};
-        SigV4Scope scope{config_.region, config_.service, SigV4Style::kS3};
-        LSIO_ASSIGN_OR_RETURN(SigV4Signature sig, SignV4(s, c, scope, static_cast<int64_t>(std::time(nullptr))));
-        for (auto& h : sig.headers) headers->push_back(std::move(h));
-        return Status::Ok();
-      };
-      break;
-  }
+  signer_->Sign(path, query, creds, r);
 }
 
 // A server may echo a credential back in an error body (a proxy quoting the Authorization

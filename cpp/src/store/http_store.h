@@ -72,15 +72,9 @@
 
 namespace lsio {
 
-enum class HttpSigning { kNone, kSigV4, kBearer };
-// (ObjectProvider: store/providers.h)
-
-struct HttpCredentials {
-  std::string access_key_id;      ///< SigV4
-  std::string secret_access_key;  ///< SigV4
-  std::string session_token;      ///< SigV4, optional
-  std::string token;              ///< bearer
-};
+// Signing and providers are store/providers.h's (one file each); these are their names here.
+using HttpSigning = SigningKind;
+using HttpCredentials = SignerCredentials;
 
 struct HttpStoreConfig {
   std::string scheme = "https";   ///< "http" or "https"
@@ -183,6 +177,7 @@ class HttpStore final : public Store {
   static constexpr size_t kMaxConfirmed = 1 << 16;
 
   HttpStoreConfig config_;
+  std::shared_ptr<const Signer> signer_;  // from config_.signing
   mutable std::mutex mu_;
   std::shared_ptr<const HttpCredentials> credentials_;
   // Coalescing estimate, guarded by mu_: floor of the first-byte times, mean log rate.
