@@ -226,16 +226,7 @@ def _string_info(name: str, arr: StringArray) -> Dict[str, Any]:
             pass
     d.update({"chunks_present": len(sizes), "present_fraction": len(sizes) / total if total else 1.0,
               "stored_bytes": sum(sizes)})
-    files, size = 0, 0
-    for root, _dirs, names in os.walk(arr.path):
-        for n in names:
-            try:
-                size += os.stat(os.path.join(root, n)).st_size
-                files += 1
-            except OSError:
-                pass
-    d["files"] = files
-    d["bytes_on_disk"] = size
+    d["files"], d["bytes_on_disk"] = _disk_usage(arr.path)
     return d
 
 
@@ -262,21 +253,25 @@ def _array_info(name: str, arr: Array) -> Dict[str, Any]:
         d.update(chunk_stats(arr))
     except Error as e:
         d["stats_error"] = f"{type(e).__name__}: {e}"
-    files, size = 0, 0
     if _storage.is_remote(arr.path):
         d["files"] = None  # object stores are not walked (HTTP cannot list)
         d["bytes_on_disk"] = None
         return d
-    for root, _dirs, names in os.walk(arr.path):
+    d["files"], d["bytes_on_disk"] = _disk_usage(arr.path)
+    return d
+
+
+def _disk_usage(path: str) -> Tuple[int, int]:
+    """Files below a local store's directory and their bytes (vanished files skipped)."""
+    files, size = 0, 0
+    for root, _dirs, names in os.walk(path):
         for n in names:
             try:
                 size += os.stat(os.path.join(root, n)).st_size
                 files += 1
             except OSError:
                 pass
-    d["files"] = files
-    d["bytes_on_disk"] = size
-    return d
+    return files, size
 
 
 def _unreadable_info(name: str, u: _Unreadable) -> Dict[str, Any]:
