@@ -44,6 +44,7 @@
 #include <cstring>
 #include <set>
 
+#include "codec/blosc.h"
 #include "codec/registry.h"
 #include "util/byte_shuffle.h"
 
@@ -88,7 +89,7 @@ class BloscCodec final : public BytesToBytesCodec {
     return frame > UINT64_MAX - kWriterPadding ? UINT64_MAX : frame + kWriterPadding;
   }
   // lsio's unshuffle holds the byte planes and, unless the input may be changed, a copy of
-  // the frame (DecodeScratch::blosc_planes / blosc_frame).
+  // the frame (BloscScratch).
   uint64_t DecodeScratchBytes(uint64_t decoded, uint64_t stored) const override {
     return decoded <= kMaxOwnUnshuffle ? decoded + stored : 0;
   }
@@ -153,15 +154,16 @@ class BloscCodec final : public BytesToBytesCodec {
                                UnshuffleIsVectorized(typesize) && size <= kMaxOwnUnshuffle && blocksize > 0 &&
                                blocksize <= size;
     if (!own_unshuffle) return Decompress(in, dst, size);
-    if (!scratch.blosc_planes.Reserve(size) || (!in_writable && !scratch.blosc_frame.Reserve(in.size()))) {
+    BloscScratch* own = scratch.Get<BloscScratch>();
+    if (own == nullptr || !own->planes.Reserve(size) || (!in_writable && !own->frame.Reserve(in.size()))) {
       return Status::ResourceExhausted("blosc: out of memory");
     }
     // The flag is cleared in the caller's buffer where it may be (restored right after),
     // else in a copy of the frame.
-    uint8_t* frame = in_writable ? const_cast<uint8_t*>(in.data()) : scratch.blosc_frame.data();
+    uint8_t* frame = in_writable ? const_cast<uint8_t*>(in.data()) : own->frame.data();
     if (!in_writable) std::memcpy(frame, in.data(), in.size());
     frame[2] = static_cast<uint8_t>(flags & ~BLOSC_DOSHUFFLE);
-    uint8_t* planes = scratch.blosc_planes.data();
+    uint8_t* planes = own->planes.data();
     const int r = blosc_decompress_ctx(frame, planes, size, /*numinternalthreads=*/1);
     frame[2] = flags;  // before anything that could throw
     LSIO_RETURN_IF_ERROR(CheckDecompressed(r, size));

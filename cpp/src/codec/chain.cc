@@ -8,6 +8,13 @@
 
 namespace lsio {
 
+DecodeScratch& ThreadDecodeScratch() {
+  // Plain memory and library contexts, no locks or threads (CodecScratch): a forked child
+  // may keep using the copy it inherits on the forking thread.
+  thread_local DecodeScratch scratch;
+  return scratch;
+}
+
 Result<std::unique_ptr<CodecChain>> CodecChain::Build(std::vector<std::unique_ptr<Codec>> codecs,
                                                       const ChunkSpec& decoded) {
   if (codecs.empty()) return Status::InvalidFormat("\"codecs\" must not be empty");

@@ -20,12 +20,15 @@
 // which read shards partially; it never appears inside a CodecChain.
 //
 // Thread-safety: codec objects are immutable after parsing and may be shared by threads.
-// Per-thread mutable state (zstd and zlib contexts, buffers) lives in DecodeScratch.
+// Per-thread mutable state lives in DecodeScratch: the chain's stage buffers, and each
+// codec's own state (zstd's context in zstd.cc, zlib's stream in gzip.cc, blosc's buffers
+// in blosc.cc) as a CodecScratch the codec creates on first use.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <optional>
 #include <span>
 #include <string>
@@ -51,28 +54,51 @@ struct ChunkSpec {
   uint64_t num_bytes() const { return num_elements() * itemsize; }
 };
 
+/// The codecs that keep per-thread state, one DecodeScratch slot each: a fixed array, so
+/// finding a codec's state on the hot path is an index, not a lookup.
+enum class ScratchSlot : uint8_t { kZstd, kGzip, kBlosc, kCount };
+
+/// A codec's own per-thread decode state (library contexts, buffers), defined beside the
+/// codec and created by it on the thread's first decode that needs it, then reused by every
+/// decode on that thread. A state type names its slot as `static constexpr ScratchSlot
+/// kSlot`. It must hold no locks or threads: a forked child keeps using the state it
+/// inherits on the forking thread (ThreadDecodeScratch).
+class CodecScratch {
+ public:
+  virtual ~CodecScratch() = default;
+  /// Frees buffers above `keep` bytes each (DecodeScratch::TrimCodecBuffers). What a codec
+  /// keeps here is what its BytesToBytesCodec::DecodeScratchBytes counts.
+  virtual void Trim(size_t keep) {}
+};
+
 /// Per-thread decode state: reused so the hot path does not allocate.
 struct DecodeScratch {
-  DecodeScratch();
-  ~DecodeScratch();
+  DecodeScratch() = default;
   DecodeScratch(const DecodeScratch&) = delete;
   DecodeScratch& operator=(const DecodeScratch&) = delete;
 
-  void* zstd_dctx = nullptr;  ///< ZSTD_DCtx*, created on first use
-  void* zstream = nullptr;    ///< z_stream*, created on first use
   AlignedBuffer buf[2];       ///< ping-pong buffers between codec stages
   AlignedBuffer chunk;        ///< a decoded chunk on the scratch path (read layer)
-  /// codec/blosc.cc: a copy of a frame with its shuffle flag cleared, and the byte planes
-  /// c-blosc decodes it to, before lsio's own unshuffle.
-  AlignedBuffer blosc_frame;
-  AlignedBuffer blosc_planes;
+
+  /// The state of codec state type T (its T::kSlot), created on first use; null only when
+  /// it cannot be allocated (the codec then fails with kResourceExhausted).
+  template <typename T>
+  T* Get() {
+    std::unique_ptr<CodecScratch>& s = codecs_[static_cast<size_t>(T::kSlot)];
+    if (s == nullptr) s.reset(new (std::nothrow) T());
+    return static_cast<T*>(s.get());
+  }
 
   /// Frees the codecs' own buffers above `keep` bytes each (the read layer, after a call):
   /// a call on large chunks should not pin them for the life of the thread.
   void TrimCodecBuffers(size_t keep) {
-    blosc_frame.Trim(keep);
-    blosc_planes.Trim(keep);
+    for (std::unique_ptr<CodecScratch>& s : codecs_) {
+      if (s != nullptr) s->Trim(keep);
+    }
   }
+
+ private:
+  std::unique_ptr<CodecScratch> codecs_[static_cast<size_t>(ScratchSlot::kCount)];
 };
 
 /// The calling thread's scratch (thread-local; holds no locks, so it survives fork).
@@ -152,7 +178,7 @@ class BytesToBytesCodec : public Codec {
   /// before allocating a buffer for it. The default is the fixed size.
   virtual uint64_t MaxEncodedSize(uint64_t decoded) const { return EncodedSize(decoded).value_or(decoded); }
 
-  /// Scratch memory (DecodeScratch fields of the codec's own) a decode of `decoded` bytes
+  /// Scratch memory (the codec's own CodecScratch) a decode of `decoded` bytes
   /// from at most `stored` bytes may hold, beyond the chain's stage buffers; kept by the
   /// thread between decodes (CodecChain::decode_scratch_bytes, the read layer's memory_limit).
   virtual uint64_t DecodeScratchBytes(uint64_t decoded, uint64_t stored) const { return 0; }

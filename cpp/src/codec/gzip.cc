@@ -9,18 +9,25 @@
 namespace lsio {
 namespace {
 
-z_stream* GetStream(DecodeScratch& s, bool* fresh) {
-  *fresh = false;
-  if (s.zstream == nullptr) {
-    auto* zs = new z_stream{};
-    if (inflateInit2(zs, 15 + 32) != Z_OK) {
-      delete zs;
-      return nullptr;
-    }
-    s.zstream = zs;
-    *fresh = true;
+// The thread's inflate stream: initialised once, reset per chunk (InflateInto). It stays at
+// one address, as zlib's state points back to it.
+struct GzipScratch final : CodecScratch {
+  static constexpr ScratchSlot kSlot = ScratchSlot::kGzip;
+  ~GzipScratch() override {
+    if (ready) inflateEnd(&stream);
   }
-  return static_cast<z_stream*>(s.zstream);
+  z_stream stream{};
+  bool ready = false;
+};
+
+z_stream* GetStream(DecodeScratch& s) {
+  GzipScratch* g = s.Get<GzipScratch>();
+  if (g == nullptr) return nullptr;
+  if (!g->ready) {
+    if (inflateInit2(&g->stream, 15 + 32) != Z_OK) return nullptr;
+    g->ready = true;
+  }
+  return &g->stream;
 }
 
 Status ZlibError(const z_stream* zs, int code) {
@@ -71,8 +78,7 @@ class GzipCodec final : public BytesToBytesCodec {
 
   Status DecodeBytes(std::span<const uint8_t> in, BytesOut& out,
                      DecodeScratch& scratch) const override {
-    bool fresh = false;
-    z_stream* zs = GetStream(scratch, &fresh);
+    z_stream* zs = GetStream(scratch);
     if (zs == nullptr) return Status::ResourceExhausted("gzip: cannot allocate a zlib stream");
     if (in.size() > (1ull << 31)) return Status::Unimplemented("gzip: chunks over 2 GiB");
     if (out.fixed != nullptr) {

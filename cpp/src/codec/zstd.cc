@@ -1,10 +1,9 @@
-// `zstd` codec (bytes -> bytes) and the per-thread decode scratch.
+// `zstd` codec (bytes -> bytes) and its per-thread decompression context.
 //
 // Frames normally record their content size and decode in one shot straight into the
 // destination. Frames without a content size (older TensorStore) and concatenated frames
 // take the streaming path, still into the same destination, bounded by its size. A content
 // checksum, when present, is verified by libzstd.
-#include <zlib.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -12,29 +11,20 @@
 #include "codec/registry.h"
 
 namespace lsio {
-
-DecodeScratch::DecodeScratch() = default;
-
-DecodeScratch::~DecodeScratch() {
-  if (zstd_dctx != nullptr) ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(zstd_dctx));
-  if (zstream != nullptr) {
-    inflateEnd(static_cast<z_stream*>(zstream));
-    delete static_cast<z_stream*>(zstream);
-  }
-}
-
-DecodeScratch& ThreadDecodeScratch() {
-  // Plain memory and library contexts, no locks or threads: a forked child may keep using
-  // the copy it inherits on the forking thread.
-  thread_local DecodeScratch scratch;
-  return scratch;
-}
-
 namespace {
 
+// The thread's decompression context: created once, reset per frame by libzstd.
+struct ZstdScratch final : CodecScratch {
+  static constexpr ScratchSlot kSlot = ScratchSlot::kZstd;
+  ~ZstdScratch() override { ZSTD_freeDCtx(dctx); }
+  ZSTD_DCtx* dctx = nullptr;
+};
+
 ZSTD_DCtx* GetDctx(DecodeScratch& s) {
-  if (s.zstd_dctx == nullptr) s.zstd_dctx = ZSTD_createDCtx();
-  return static_cast<ZSTD_DCtx*>(s.zstd_dctx);
+  ZstdScratch* z = s.Get<ZstdScratch>();
+  if (z == nullptr) return nullptr;
+  if (z->dctx == nullptr) z->dctx = ZSTD_createDCtx();
+  return z->dctx;
 }
 
 Status ZstdError(const char* what, size_t code) {

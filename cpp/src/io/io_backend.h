@@ -3,7 +3,7 @@
 // "Read these (fd, offset, length) ranges into these buffers, with a status per request."
 //
 // Usage:
-//   1. Fill a vector<ReadRequest> (fd from FileCache, dst with room for `length` bytes).
+//   1. Fill a vector<ReadRequest> (fd from FdCache, dst with room for `length` bytes).
 //   2. backend->Read(requests, on_done): returns once every request has completed;
 //      on_done(i) runs on the calling thread as soon as request i is finished (ok or not),
 //      so the caller can decode it while other reads are still in flight.

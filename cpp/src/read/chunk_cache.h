@@ -1,7 +1,7 @@
 // ChunkCache: decoded chunks kept across read calls, shared by the Arrays of a process, LRU
 // by bytes (opt-in: OpenOptions::cache_bytes, lsio.open(cache_bytes=...)).
 //
-// Usage (read/executor.cc):
+// Usage (read/executor.cc looks chunks up, read/call.cc inserts them):
 //   1. The facade sets ReadContext::chunk_cache = &ProcessChunkCache() after
 //      ProcessChunkCache().Reserve(options.cache_bytes), and ReadContext::cache_namespace to a
 //      fingerprint of the array's metadata (two arrays over the same files with different

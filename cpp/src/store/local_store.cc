@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <utility>
 
-#include "io/file_cache.h"
+#include "io/fd_cache.h"
 #include "io/io_backend.h"
 
 namespace lsio {
@@ -48,7 +48,7 @@ class FdGuard {
   int fd_;
 };
 
-// Same refusal as FileCache::Open's callers saw from the old metadata reader: a directory is
+// Same refusal as FdCache::Open's callers saw from the old metadata reader: a directory is
 // EISDIR, anything else that is not a regular file EINVAL.
 Status NotRegular(const struct stat& st, const std::string& path) {
   return Status::IoError("not a regular file", S_ISDIR(st.st_mode) ? EISDIR : EINVAL).WithPath(path);
@@ -282,7 +282,7 @@ Result<std::optional<std::string>> LocalStore::ReadAll(std::string_view key, uin
     if ((errno == EMFILE || errno == ENFILE) && !gave_back) {
       // Out of descriptors (the limit may have been lowered since the cache filled up):
       // give the cached ones back rather than fail.
-      ProcessFileCache().Clear();
+      ProcessFdCache().Clear();
       gave_back = true;
       continue;
     }

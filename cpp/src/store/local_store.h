@@ -5,13 +5,13 @@
 //      LocalStore store(array_dir, {.mode = IoMode::kPread, .direct = true});
 //   2. LSIO_ASSIGN_OR_RETURN(auto text, store.ReadAll("zarr.json", 64 << 20));
 //   3. store.Location("zarr.json") == array_dir + "/zarr.json" (the path errors carry).
-//   4. Range reads (store.h): Open(key) takes a descriptor from the process-wide FileCache
+//   4. Range reads (store.h): Open(key) takes a descriptor from the process-wide FdCache
 //      (one descriptor budget for every Array; the file is revalidated by stat on each
 //      Open), and Read hands the ranges to the I/O backend (pread or io_uring, chosen once
 //      per process and store on first read: io/select_backend.h).
 //   5. OpenForOneRead(key) (files read once, e.g. unsharded chunks): no syscall; the worker
 //      thread that reads the object opens, fstats, reads and closes it (io/OpenOnce),
-//      outside the FileCache, whose stat-per-use, lock and eviction churn cost more than
+//      outside the FdCache, whose stat-per-use, lock and eviction churn cost more than
 //      they save for files read once per call. With `direct`, it is Open(key).
 //
 // Invariants: a key maps to root + key; only regular files are objects: a directory under a
@@ -21,13 +21,13 @@
 // and the path. The version is "<dev>:<ino>:<mtime ns>" (rewritten in place or replaced by
 // rename: a new version). ReadAll opens, reads and closes its own descriptor (small objects
 // read once: caching them would only take descriptors from the chunk files); when the
-// process is out of descriptors it gives the process file cache's back and retries once.
+// process is out of descriptors it gives the process descriptor cache's back and retries once.
 //
 // Versions: "<dev>:<ino>:<size>:<mtime ns>:<ctime ns>" (FileVersion below), the same for
 // Stat and Open, so anything derived from a file's bytes can be keyed by it.
 //
 // Thread-safety: every method may run on any thread. Descriptors live in the process's
-// FileCache and the backend in a ProcessLocal slot, so a forked child builds its own.
+// FdCache and the backend in a ProcessLocal slot, so a forked child builds its own.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +35,7 @@
 #include <string>
 #include <string_view>
 
-#include "io/file_cache.h"
+#include "io/fd_cache.h"
 #include "io/io_backend.h"
 #include "io/select_backend.h"
 #include "store/store.h"
@@ -60,7 +60,7 @@ struct LocalStoreOptions {
   IoMode mode = IoMode::kAuto;
   unsigned queue_depth = 64;
   bool direct = false;            ///< open descriptors O_DIRECT where the file system allows
-  FileCache* files = nullptr;     ///< nullptr: ProcessFileCache()
+  FdCache* files = nullptr;       ///< nullptr: ProcessFdCache()
   IoBackend* backend = nullptr;   ///< nullptr: one built from mode/queue_depth per process
 };
 
@@ -92,7 +92,7 @@ class LocalStore final : public Store {
     std::unique_ptr<IoBackend> backend;
   };
   Result<IoBackend*> Backend();
-  FileCache& files() const { return options_.files != nullptr ? *options_.files : ProcessFileCache(); }
+  FdCache& files() const { return options_.files != nullptr ? *options_.files : ProcessFdCache(); }
 
   std::string root_;
   LocalStoreOptions options_;

@@ -7,7 +7,7 @@
 //
 // Usage:
 //   1. Declare a slot, owned by whatever owns the state:
-//        ProcessLocal<FileCache> cache_{[] { return new FileCache(256); }};
+//        ProcessLocal<FdCache> cache_{[] { return new FdCache(256); }};
 //   2. Reach the state only through Get():  cache_.Get().Open(path);
 //   3. In a forked child, the first Get() sees a newer fork generation, builds a fresh T
 //      with the factory and installs it by compare-and-swap. The inherited T is never

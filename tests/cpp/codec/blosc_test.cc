@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "codec/blosc.h"
 #include "codec/codec_test_util.h"
 #include "codec/registry.h"
 #include "util/byte_shuffle.h"
@@ -145,7 +146,7 @@ TEST(BloscCodecTest, ByteShuffledFramesDecodeThroughLsiosUnshuffle) {
           out.resize(nbytes);
           ASSERT_EQ(out, data) << what;
           // Which path ran: the planes buffer is only used by lsio's unshuffle.
-          EXPECT_EQ(scratch.blosc_planes.data() != nullptr, UnshuffleIsVectorized(typesize)) << what;
+          EXPECT_EQ(scratch.Get<BloscScratch>()->planes.data() != nullptr, UnshuffleIsVectorized(typesize)) << what;
         }
       }
     }
@@ -181,7 +182,7 @@ TEST(BloscCodecTest, BlocksThatAreNoWholeNumberOfItemsMatchCBloscsOwnUnshuffle) 
     out.resize(data.size());
     EXPECT_EQ(out, want) << (writable ? "in place" : "on a copy");
     EXPECT_EQ(in, frame);
-    EXPECT_EQ(scratch.blosc_planes.data() != nullptr, UnshuffleIsVectorized(4));
+    EXPECT_EQ(scratch.Get<BloscScratch>()->planes.data() != nullptr, UnshuffleIsVectorized(4));
   }
 }
 
@@ -196,10 +197,11 @@ TEST(BloscCodecTest, DecodeScratchIsCountedAndTrimmed) {
   EXPECT_EQ((*zstd)->decode_scratch_bytes(), 3 * 4000u);
   EXPECT_EQ((*raw)->decode_scratch_bytes(), 0u);
   DecodeScratch scratch;
-  ASSERT_TRUE(scratch.blosc_planes.Reserve(8 << 20) && scratch.blosc_frame.Reserve(4096));
+  BloscScratch& own = *scratch.Get<BloscScratch>();
+  ASSERT_TRUE(own.planes.Reserve(8 << 20) && own.frame.Reserve(4096));
   scratch.TrimCodecBuffers(4 << 20);
-  EXPECT_EQ(scratch.blosc_planes.data(), nullptr);
-  EXPECT_NE(scratch.blosc_frame.data(), nullptr);
+  EXPECT_EQ(own.planes.data(), nullptr);
+  EXPECT_NE(own.frame.data(), nullptr);
 }
 
 TEST(BloscCodecTest, CorruptByteShuffledFrameWritesNothingIntoTheDestination) {
@@ -248,10 +250,10 @@ TEST(BloscCodecTest, AWritableInputIsUsedInPlaceAndLeftAsItWas) {
     ASSERT_TRUE(st.ok()) << what << ": " << st.ToString();
     EXPECT_EQ(out, data) << what;
     EXPECT_EQ(stored, before) << what << ": the input was not restored";
-    EXPECT_EQ(scratch.blosc_frame.data(), nullptr) << what << ": the frame was copied";
+    EXPECT_EQ(scratch.Get<BloscScratch>()->frame.data(), nullptr) << what << ": the frame was copied";
     // Not writable: the same decode copies the frame.
     ASSERT_TRUE((*chain)->Decode(std::span<const uint8_t>(stored.data(), stored.size()), out.data(), scratch).ok());
-    EXPECT_NE(scratch.blosc_frame.data(), nullptr) << what;
+    EXPECT_NE(scratch.Get<BloscScratch>()->frame.data(), nullptr) << what;
   }
   // A frame c-blosc refuses (the last block start points past the frame) is restored too.
   Bytes bad = frame;

@@ -377,5 +377,34 @@ TEST(DecodeScratchTest, OnePerThread) {
   EXPECT_NE(other, main_scratch);
 }
 
+// A codec state that records its trims (in gzip's slot, which the test never decodes with).
+struct TrimRecorder final : CodecScratch {
+  static constexpr ScratchSlot kSlot = ScratchSlot::kGzip;
+  void Trim(size_t keep) override { trimmed_to = keep; }
+  size_t trimmed_to = 0;
+};
+
+TEST(DecodeScratchTest, EachCodecKeepsOneStateOfItsOwnCreatedOnFirstUse) {
+  // A codec's state lives in its slot: created once, on first use, and reused (the hot path
+  // allocates nothing after the first chunk); other slots are left alone, and trimming works
+  // with any of them still empty.
+  DecodeScratch scratch;
+  scratch.TrimCodecBuffers(0);
+  TrimRecorder* first = scratch.Get<TrimRecorder>();
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(scratch.Get<TrimRecorder>(), first);
+  scratch.TrimCodecBuffers(123);
+  EXPECT_EQ(first->trimmed_to, 123u);
+  // Decoding zstd and gzip chunks through the same scratch keeps working across codecs.
+  const Bytes data = lsio_test::TestData(4000, 4);
+  auto zstd = ParseChain(R"(["bytes", {"name": "zstd"}])", Spec({1000}, 4, 4));
+  ASSERT_TRUE(zstd.ok());
+  for (int i = 0; i < 2; ++i) {
+    auto out = Decode(**zstd, lsio_test::ZstdCompress(data), &scratch);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    EXPECT_EQ(out.value(), data);
+  }
+}
+
 }  // namespace
 }  // namespace lsio

@@ -1,5 +1,5 @@
 // O_DIRECT support in the I/O layer: ReadRequest::min_length (an aligned read may run past the
-// end of the file) on every backend, and FileCache's direct descriptors read with widened,
+// end of the file) on every backend, and FdCache's direct descriptors read with widened,
 // aligned requests into aligned buffers.
 #include <unistd.h>
 
@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "io/file_cache.h"
+#include "io/fd_cache.h"
 #include "io/io_backend.h"
 #include "io/select_backend.h"
 #include "test_util.h"
@@ -49,7 +49,7 @@ TEST(DirectReadTest, MinLengthAllowsEndOfFileOnlyAfterTheWantedBytes) {
   TempDir dir;
   const Bytes data = lsio_test::PatternBytes(10000, 7);
   const std::string path = dir.Write("f", data);
-  FileCache files(8);
+  FdCache files(8);
   auto f = files.Open(path);
   ASSERT_TRUE(f.ok() && f.value());
   for (Named& nb : Backends()) {
@@ -82,11 +82,11 @@ TEST(DirectReadTest, DirectDescriptorsReadAlignedWidenedRanges) {
   TempDir dir;
   const Bytes data = lsio_test::PatternBytes(3 * 4096 + 1234, 3);
   const std::string path = dir.Write("f", data);
-  FileCache files(8);
+  FdCache files(8);
   auto f = files.Open(path, /*direct=*/true);
   ASSERT_TRUE(f.ok() && f.value()) << f.status().ToString();
   if (!f.value()->direct) GTEST_SKIP() << "the file system under " << dir.path() << " refuses O_DIRECT";
-  FileCache buffered(8);
+  FdCache buffered(8);
   auto fb = buffered.Open(path);
   ASSERT_TRUE(fb.ok() && fb.value());
   EXPECT_FALSE(fb.value()->direct);

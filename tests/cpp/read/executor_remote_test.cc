@@ -17,7 +17,7 @@
 
 #include <gtest/gtest.h>
 
-#include "io/file_cache.h"
+#include "io/fd_cache.h"
 #include "io/io_backend.h"
 #include "net/test_object_server.h"
 #include "source/index_cache.h"
@@ -114,7 +114,7 @@ std::vector<uint16_t> LocalValues(const std::string& json, const std::vector<std
   auto o = Open(json, dir.path());
   EXPECT_NE(o, nullptr);
   if (o == nullptr) return {};
-  FileCache files(16);
+  FdCache files(16);
   auto backend = MakePreadBackend();
   LocalStoreOptions so;
   so.files = &files;

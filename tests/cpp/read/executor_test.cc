@@ -18,7 +18,7 @@
 
 #include <gtest/gtest.h>
 
-#include "io/file_cache.h"
+#include "io/fd_cache.h"
 #include "io/io_backend.h"
 #include "source/index_cache.h"
 #include "store/local_store.h"
@@ -40,7 +40,7 @@ struct Store {
   ArrayLayout layout;
   std::unique_ptr<IoBackend> backend = MakePreadBackend();
   std::unique_ptr<IndexCache> index = std::make_unique<IndexCache>(1 << 20);
-  std::unique_ptr<FileCache> files = std::make_unique<FileCache>(64);
+  std::unique_ptr<FdCache> files = std::make_unique<FdCache>(64);
   int threads = 1;
   std::function<bool()> interrupted;
 

@@ -16,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-#include "io/file_cache.h"
+#include "io/fd_cache.h"
 #include "io/io_backend.h"
 #include "io/select_backend.h"
 #include "net/test_object_server.h"
@@ -94,7 +94,7 @@ TEST(PlanRangesTest, LongRangesAreSplitIntoDirectPiecesAndEmptyOnesReadNothing) 
 struct LocalFixture {
   TempDir dir;
   std::vector<Bytes> files;
-  std::unique_ptr<FileCache> cache;
+  std::unique_ptr<FdCache> cache;
   std::unique_ptr<LocalStore> store;
 
   LocalFixture(int nfiles, size_t size, size_t cache_capacity = 64, IoMode mode = IoMode::kPread) {
@@ -102,7 +102,7 @@ struct LocalFixture {
       files.push_back(PatternBytes(size + static_cast<size_t>(i), static_cast<uint64_t>(i + 1)));
       dir.Write("f" + std::to_string(i), files.back());
     }
-    cache = std::make_unique<FileCache>(cache_capacity);
+    cache = std::make_unique<FdCache>(cache_capacity);
     LocalStoreOptions o;
     o.files = cache.get();
     o.mode = mode;

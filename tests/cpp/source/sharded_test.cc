@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "io/file_cache.h"
+#include "io/fd_cache.h"
 #include "io/io_backend.h"
 #include "store/local_store.h"
 #include "test_util.h"
@@ -40,7 +40,7 @@ ArrayLayout Layout69(const std::string& root) {
 
 struct Local {
   std::unique_ptr<IoBackend> backend = MakePreadBackend();
-  FileCache files{64};
+  FdCache files{64};
   std::unique_ptr<LocalStore> store;
   explicit Local(const std::string& root) {
     LocalStoreOptions o;

@@ -16,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-#include "io/file_cache.h"
+#include "io/fd_cache.h"
 #include "test_util.h"
 
 namespace lsio {
@@ -192,7 +192,7 @@ __attribute__((no_sanitize("vptr"))) Result<std::optional<std::string>> ReadAllW
   return store.ReadAll(key, 1 << 20);
 }
 
-TEST(LocalStoreTest, OutOfDescriptorsGivesTheFileCacheBackAndRetries) {
+TEST(LocalStoreTest, OutOfDescriptorsGivesTheFdCacheBackAndRetries) {
   // In a child: it lowers RLIMIT_NOFILE and uses up every descriptor but the cache's.
   TempDir dir;
   dir.Write("zarr.json", std::string("{}"));
@@ -201,10 +201,10 @@ TEST(LocalStoreTest, OutOfDescriptorsGivesTheFileCacheBackAndRetries) {
   const int rc = lsio_test::RunInChild([&] {
     alarm(10);
     for (const auto& p : shards) {
-      auto r = ProcessFileCache().Open(p);  // the reference is dropped: the cache keeps the fd
+      auto r = ProcessFdCache().Open(p);  // the reference is dropped: the cache keeps the fd
       if (!r.ok() || r.value() == nullptr) return 1;
     }
-    if (ProcessFileCache().size() != shards.size()) return 2;
+    if (ProcessFdCache().size() != shards.size()) return 2;
     const int spare = open("/dev/null", O_RDONLY | O_CLOEXEC);  // what dup() copies below
     if (spare < 0) return 8;
     int used = 0;
@@ -228,7 +228,7 @@ TEST(LocalStoreTest, OutOfDescriptorsGivesTheFileCacheBackAndRetries) {
     auto r = ReadAllWithNoDescriptorsLeft(store, "zarr.json");
     release();
     if (!r.ok() || !r.value().has_value() || *r.value() != "{}") return 4;
-    if (ProcessFileCache().size() != 0) return 5;
+    if (ProcessFdCache().size() != 0) return 5;
     // With nothing left to give back, exhaustion is an error with its errno, not "missing".
     if (!exhaust()) return 3;
     auto f = ReadAllWithNoDescriptorsLeft(store, "zarr.json");
@@ -271,7 +271,7 @@ TEST(LocalStoreTest, OneReadObjectsOpenInTheirReadAndHoldNoDescriptor) {
       ASSERT_TRUE(warm.ok());
       ASSERT_TRUE(ReadOnce(store, warm.value().get(), &buf, 16).status.ok());
     }
-    const size_t cached = ProcessFileCache().size();
+    const size_t cached = ProcessFdCache().size();
     const int fds = lsio_test::OpenDescriptors();
     auto o = store.OpenForOneRead("c.0");
     ASSERT_TRUE(o.ok()) << o.status().ToString();
@@ -290,7 +290,7 @@ TEST(LocalStoreTest, OneReadObjectsOpenInTheirReadAndHoldNoDescriptor) {
     EXPECT_EQ(std::string(buf.begin(), buf.begin() + 5), "hello");
     EXPECT_EQ(buf[5], 0xEE) << "nothing past the file's bytes";
     EXPECT_EQ(lsio_test::OpenDescriptors(), fds) << "the descriptor is closed after the read";
-    EXPECT_EQ(ProcessFileCache().size(), cached) << "and never cached";
+    EXPECT_EQ(ProcessFdCache().size(), cached) << "and never cached";
   }
 }
 

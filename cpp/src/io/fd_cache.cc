@@ -1,5 +1,5 @@
-// FileCache implementation. See file_cache.h for the contract.
-#include "io/file_cache.h"
+// FdCache implementation. See fd_cache.h for the contract.
+#include "io/fd_cache.h"
 
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -28,7 +28,7 @@ namespace {
 // Buffered and O_DIRECT descriptors of one path are separate entries; a path never holds NUL.
 std::string Key(const std::string& path, bool direct) { return (direct ? 'D' : 'B') + path; }
 
-ProcessLocal<FileCache>* const g_files = new ProcessLocal<FileCache>([] { return new FileCache(); });
+ProcessLocal<FdCache>* const g_files = new ProcessLocal<FdCache>([] { return new FdCache(); });
 
 }  // namespace
 
@@ -36,27 +36,27 @@ OpenFile::~OpenFile() {
   if (fd >= 0) close(fd);
 }
 
-FileCache::FileCache(size_t capacity) : fixed_capacity_(capacity) {}
+FdCache::FdCache(size_t capacity) : fixed_capacity_(capacity) {}
 
-size_t FileCache::capacity() const {
-  return fixed_capacity_ != 0 ? std::max<size_t>(fixed_capacity_, 4) : DefaultFileCacheCapacity();
+size_t FdCache::capacity() const {
+  return fixed_capacity_ != 0 ? std::max<size_t>(fixed_capacity_, 4) : DefaultFdCacheCapacity();
 }
 
-void FileCache::EvictLocked(size_t keep) {
+void FdCache::EvictLocked(size_t keep) {
   while (lru_.size() > keep) {
     map_.erase(lru_.back().first);
     lru_.pop_back();
   }
 }
 
-void FileCache::EraseLocked(const std::string& key, const FileRef& expected) {
+void FdCache::EraseLocked(const std::string& key, const FileRef& expected) {
   auto it = map_.find(key);
   if (it == map_.end() || it->second->second != expected) return;  // replaced meanwhile
   lru_.erase(it->second);
   map_.erase(it);
 }
 
-Result<FileRef> FileCache::Open(const std::string& path, bool direct) {
+Result<FileRef> FdCache::Open(const std::string& path, bool direct) {
   const std::string key = Key(path, direct);
   FileRef cached;
   {
@@ -131,7 +131,7 @@ Result<FileRef> FileCache::Open(const std::string& path, bool direct) {
   return FileRef(file);
 }
 
-void FileCache::DropPrefix(const std::string& prefix) {
+void FdCache::DropPrefix(const std::string& prefix) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = lru_.begin(); it != lru_.end();) {
     if (it->first.compare(1, prefix.size(), prefix) == 0) {
@@ -143,24 +143,24 @@ void FileCache::DropPrefix(const std::string& prefix) {
   }
 }
 
-void FileCache::Clear() {
+void FdCache::Clear() {
   std::lock_guard<std::mutex> lock(mu_);
   EvictLocked(0);
 }
 
-size_t FileCache::size() {
+size_t FdCache::size() {
   std::lock_guard<std::mutex> lock(mu_);
   return lru_.size();
 }
 
-void FileCache::OnForkAbandon() {
+void FdCache::OnForkAbandon() {
   // The lock may be held by a parent thread that does not exist here; read without it.
   for (auto& entry : lru_) {
     if (entry.second && entry.second->fd >= 0) close(entry.second->fd);
   }
 }
 
-FileCache& ProcessFileCache() { return g_files->Get(); }
+FdCache& ProcessFdCache() { return g_files->Get(); }
 
 Result<OnceFile> OpenOnce(const std::string& path, bool keep_nonblock) {
   OnceFile f;
@@ -173,7 +173,7 @@ Result<OnceFile> OpenOnce(const std::string& path, bool keep_nonblock) {
     if ((errno == EMFILE || errno == ENFILE) && !gave_back) {
       // The limit may have been lowered since the cache filled up: descriptors held by
       // reads in flight stay open until those reads finish.
-      ProcessFileCache().Clear();
+      ProcessFdCache().Clear();
       gave_back = true;
       continue;
     }
@@ -199,7 +199,7 @@ Result<OnceFile> OpenOnce(const std::string& path, bool keep_nonblock) {
   return f;
 }
 
-size_t DefaultFileCacheCapacity() {
+size_t DefaultFdCacheCapacity() {
   rlimit rl{};
   size_t cap = 256;
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {

@@ -1,10 +1,10 @@
-// FileCache: path -> open read-only descriptor, its size and the identity of the file.
+// FdCache: path -> open read-only descriptor, its size and the identity of the file.
 //
-// One cache serves the whole process (ProcessFileCache()), so every Array shares one
+// One cache serves the whole process (ProcessFdCache()), so every Array shares one
 // descriptor budget, derived from the *current* RLIMIT_NOFILE each time a file is opened.
 //
 // Usage:
-//   1. FileCache& cache = ProcessFileCache();
+//   1. FdCache& cache = ProcessFdCache();
 //   2. LSIO_ASSIGN_OR_RETURN(FileRef f, cache.Open(path, direct));
 //      f == nullptr means the file does not exist (a missing chunk or shard: reads as fill).
 //   3. Use f->fd with positional reads only (pread / io_uring), never lseek. f->id says
@@ -69,7 +69,7 @@ struct FileIdentity {
   bool operator==(const FileIdentity&) const = default;
 };
 
-/// The identity of the file `st` describes (as FileCache records it after open).
+/// The identity of the file `st` describes (as FdCache records it after open).
 FileIdentity IdentityOf(const struct stat& st);
 
 struct OpenFile {
@@ -82,10 +82,10 @@ struct OpenFile {
 
 using FileRef = std::shared_ptr<const OpenFile>;
 
-class FileCache {
+class FdCache {
  public:
-  /// capacity 0: follow the current RLIMIT_NOFILE (DefaultFileCacheCapacity()).
-  explicit FileCache(size_t capacity = 0);
+  /// capacity 0: follow the current RLIMIT_NOFILE (DefaultFdCacheCapacity()).
+  explicit FdCache(size_t capacity = 0);
 
   /// Opens (or finds and revalidates) `path`. Returns nullptr when it does not exist
   /// (ENOENT). Fails with kIoError (errno, path) for other failures and non-regular files.
@@ -117,7 +117,7 @@ class FileCache {
 };
 
 /// The process-wide cache every Array reads through (a ProcessLocal slot).
-FileCache& ProcessFileCache();
+FdCache& ProcessFdCache();
 
 /// A descriptor opened for one use and closed by its owner, outside any cache.
 struct OnceFile {
@@ -126,7 +126,7 @@ struct OnceFile {
 };
 
 /// Opens `path` read-only for reads made now (objects read once: unsharded chunk files,
-/// metadata), without the cache's stat, lock and eviction. Same refusals as FileCache::Open
+/// metadata), without the cache's stat, lock and eviction. Same refusals as FdCache::Open
 /// (non-regular files, never blocking on a FIFO), and O_NONBLOCK is cleared again unless
 /// `keep_nonblock` (plain pread ignores it on regular files; io_uring does not). Out of
 /// descriptors (EMFILE/ENFILE), it gives the process cache's back and retries once.
@@ -136,6 +136,6 @@ Result<OnceFile> OpenOnce(const std::string& path, bool keep_nonblock);
 
 /// A quarter of the current RLIMIT_NOFILE, clamped to 16..4096 (the rest stays for the
 /// application and for descriptors held by reads in flight).
-size_t DefaultFileCacheCapacity();
+size_t DefaultFdCacheCapacity();
 
 }  // namespace lsio

@@ -1,10 +1,10 @@
-// FileCache: missing files are nullptr (fill), non-regular files are kIoError without
+// FdCache: missing files are nullptr (fill), non-regular files are kIoError without
 // blocking, unreadable files are kIoError/EACCES (checked as nobody when run as root),
 // descriptors are O_CLOEXEC and blocking, entries are LRU-capped, a FileRef stays usable
 // after its entry is evicted, cached entries are revalidated against the path (rewrites,
 // renames, deletions), and descriptor exhaustion evicts instead of failing. OpenOnce (files
 // read once, outside the cache): the same refusals, O_NONBLOCK cleared unless asked to keep it.
-#include "io/file_cache.h"
+#include "io/fd_cache.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -36,19 +36,19 @@ std::string ReadAll(const FileRef& f) {
   return s;
 }
 
-TEST(FileCacheTest, MissingFileIsNullptrNotAnError) {
+TEST(FdCacheTest, MissingFileIsNullptrNotAnError) {
   TempDir dir;
-  FileCache cache(8);
+  FdCache cache(8);
   auto r = cache.Open(dir.Join("no/such/file"));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r.value(), nullptr);
   EXPECT_EQ(cache.size(), 0u) << "absent files are not cached";
 }
 
-TEST(FileCacheTest, OpensRegularFileWithSizeAndFlags) {
+TEST(FdCacheTest, OpensRegularFileWithSizeAndFlags) {
   TempDir dir;
   const std::string path = dir.Write("a", std::string("hello, shard"));
-  FileCache cache(8);
+  FdCache cache(8);
   auto r = cache.Open(path);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const FileRef f = r.value();
@@ -62,10 +62,10 @@ TEST(FileCacheTest, OpensRegularFileWithSizeAndFlags) {
   EXPECT_FALSE(flflags & O_NONBLOCK) << "O_NONBLOCK must be cleared for regular files";
 }
 
-TEST(FileCacheTest, SecondOpenReturnsTheCachedEntry) {
+TEST(FdCacheTest, SecondOpenReturnsTheCachedEntry) {
   TempDir dir;
   const std::string path = dir.Write("a", std::string("x"));
-  FileCache cache(8);
+  FdCache cache(8);
   auto a = cache.Open(path);
   auto b = cache.Open(path);
   ASSERT_TRUE(a.ok() && b.ok());
@@ -75,10 +75,10 @@ TEST(FileCacheTest, SecondOpenReturnsTheCachedEntry) {
 
 // Stale descriptors are the cause of silent wrong data: each Open() revalidates a cached
 // entry against the path, so rewrites, replacements and deletions are seen at once.
-TEST(FileCacheTest, RewriteInPlaceIsSeenByTheNextOpen) {
+TEST(FdCacheTest, RewriteInPlaceIsSeenByTheNextOpen) {
   TempDir dir;
   const std::string path = dir.Write("a", std::string("12345"));
-  FileCache cache(8);
+  FdCache cache(8);
   FileRef a = cache.Open(path).value();
   // Same inode (truncate + write, like `cp new old`), new size.
   dir.Write("a", std::string("1234567890"));
@@ -91,10 +91,10 @@ TEST(FileCacheTest, RewriteInPlaceIsSeenByTheNextOpen) {
   EXPECT_EQ(cache.size(), 1u);
 }
 
-TEST(FileCacheTest, RewriteInPlaceWithTheSameSizeIsSeenByItsMtime) {
+TEST(FdCacheTest, RewriteInPlaceWithTheSameSizeIsSeenByItsMtime) {
   TempDir dir;
   const std::string path = dir.Write("a", std::string("aaaaa"));
-  FileCache cache(8);
+  FdCache cache(8);
   FileRef a = cache.Open(path).value();
   // Same inode, same size: only the timestamps tell. Give them a distinct value.
   dir.Write("a", std::string("bbbbb"));
@@ -105,10 +105,10 @@ TEST(FileCacheTest, RewriteInPlaceWithTheSameSizeIsSeenByItsMtime) {
   EXPECT_EQ(ReadAll(b), "bbbbb");
 }
 
-TEST(FileCacheTest, FileReplacedByRenameIsReopened) {
+TEST(FdCacheTest, FileReplacedByRenameIsReopened) {
   TempDir dir;
   const std::string path = dir.Write("a", std::string("old"));
-  FileCache cache(8);
+  FdCache cache(8);
   FileRef a = cache.Open(path).value();
   const std::string tmp = dir.Write("a.tmp", std::string("new!"));
   ASSERT_EQ(rename(tmp.c_str(), path.c_str()), 0);
@@ -119,10 +119,10 @@ TEST(FileCacheTest, FileReplacedByRenameIsReopened) {
   EXPECT_EQ(ReadAll(a), "old") << "reads in flight keep the file they started on";
 }
 
-TEST(FileCacheTest, DeletedFileIsMissingAtTheNextOpen) {
+TEST(FdCacheTest, DeletedFileIsMissingAtTheNextOpen) {
   TempDir dir;
   const std::string path = dir.Write("a", std::string("x"));
-  FileCache cache(8);
+  FdCache cache(8);
   ASSERT_NE(cache.Open(path).value(), nullptr);
   ASSERT_EQ(unlink(path.c_str()), 0);
   auto r = cache.Open(path);
@@ -131,20 +131,20 @@ TEST(FileCacheTest, DeletedFileIsMissingAtTheNextOpen) {
   EXPECT_EQ(cache.size(), 0u);
 }
 
-TEST(FileCacheTest, UnchangedFileKeepsItsEntry) {
+TEST(FdCacheTest, UnchangedFileKeepsItsEntry) {
   TempDir dir;
   const std::string path = dir.Write("a", std::string("x"));
-  FileCache cache(8);
+  FdCache cache(8);
   FileRef a = cache.Open(path).value();
   FileRef b = cache.Open(path).value();
   EXPECT_EQ(a.get(), b.get());
   EXPECT_EQ(a->id, b->id);
 }
 
-TEST(FileCacheTest, BufferedAndDirectDescriptorsAreSeparateEntries) {
+TEST(FdCacheTest, BufferedAndDirectDescriptorsAreSeparateEntries) {
   TempDir dir;
   const std::string path = dir.Write("a", std::string("x"));
-  FileCache cache(8);
+  FdCache cache(8);
   FileRef a = cache.Open(path, false).value();
   FileRef b = cache.Open(path, true).value();
   EXPECT_NE(a.get(), b.get());
@@ -152,25 +152,25 @@ TEST(FileCacheTest, BufferedAndDirectDescriptorsAreSeparateEntries) {
   EXPECT_EQ(cache.size(), 2u);
 }
 
-TEST(FileCacheTest, DropPrefixDropsOnlyThatTree) {
+TEST(FdCacheTest, DropPrefixDropsOnlyThatTree) {
   TempDir dir;
   const std::string a = dir.Write("x/1", std::string("1"));
   const std::string b = dir.Write("x/2", std::string("2"));
   const std::string c = dir.Write("y/1", std::string("3"));
-  FileCache cache(8);
+  FdCache cache(8);
   for (const auto& p : {a, b, c}) ASSERT_NE(cache.Open(p).value(), nullptr);
   cache.Open(a, true).value();
   cache.DropPrefix(dir.Join("x/"));
   EXPECT_EQ(cache.size(), 1u);
 }
 
-TEST(FileCacheTest, DescriptorExhaustionEvictsInsteadOfFailing) {
+TEST(FdCacheTest, DescriptorExhaustionEvictsInsteadOfFailing) {
   // Runs in a child: it lowers RLIMIT_NOFILE so that the cache's own entries exhaust it.
   TempDir dir;
   std::vector<std::string> paths;
   for (int i = 0; i < 64; ++i) paths.push_back(dir.Write("f" + std::to_string(i), std::string("x")));
   const int rc = lsio_test::RunInChild([&] {
-    FileCache cache(1000);  // a fixed capacity far above the limit set below
+    FdCache cache(1000);  // a fixed capacity far above the limit set below
     int used = 0;
     for (int fd = 0; fd < 1024; ++fd) used += fcntl(fd, F_GETFD) != -1;
     rlimit rl{static_cast<rlim_t>(used + 8), static_cast<rlim_t>(used + 8)};
@@ -185,11 +185,11 @@ TEST(FileCacheTest, DescriptorExhaustionEvictsInsteadOfFailing) {
   EXPECT_EQ(rc, 0);
 }
 
-TEST(FileCacheTest, DefaultCapacityFollowsTheCurrentLimit) {
+TEST(FdCacheTest, DefaultCapacityFollowsTheCurrentLimit) {
   const int rc = lsio_test::RunInChild([] {
     rlimit rl{256, 256};
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0) return 77;
-    FileCache cache;
+    FdCache cache;
     if (cache.capacity() != 64) return 1;
     rl = {128, 128};
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0) return 77;
@@ -199,10 +199,10 @@ TEST(FileCacheTest, DefaultCapacityFollowsTheCurrentLimit) {
   EXPECT_EQ(rc, 0);
 }
 
-TEST(FileCacheTest, DirectoryIsIoErrorWithEisdir) {
+TEST(FdCacheTest, DirectoryIsIoErrorWithEisdir) {
   TempDir dir;
   const std::string sub = dir.MakeDir("sub");
-  FileCache cache(8);
+  FdCache cache(8);
   auto r = cache.Open(sub);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kIoError);
@@ -212,7 +212,7 @@ TEST(FileCacheTest, DirectoryIsIoErrorWithEisdir) {
   EXPECT_EQ(cache.size(), 0u);
 }
 
-TEST(FileCacheTest, FifoIsIoErrorWithoutBlocking) {
+TEST(FdCacheTest, FifoIsIoErrorWithoutBlocking) {
   TempDir dir;
   const std::string fifo = dir.Join("fifo");
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
@@ -220,7 +220,7 @@ TEST(FileCacheTest, FifoIsIoErrorWithoutBlocking) {
   // deadline, so a regression fails instead of hanging the suite.
   const int rc = lsio_test::RunInChild([&] {
     alarm(10);
-    FileCache cache(8);
+    FdCache cache(8);
     auto r = cache.Open(fifo);
     if (r.ok()) return 1;
     if (r.status().code() != StatusCode::kIoError) return 2;
@@ -232,7 +232,7 @@ TEST(FileCacheTest, FifoIsIoErrorWithoutBlocking) {
   EXPECT_EQ(rc, 0) << (rc == 1000 + SIGALRM ? "Open blocked on a FIFO" : "wrong status");
 }
 
-TEST(FileCacheTest, PermissionDeniedIsIoErrorWithPath) {
+TEST(FdCacheTest, PermissionDeniedIsIoErrorWithPath) {
   // Root ignores mode bits, so as root the open runs in a forked child that first becomes
   // nobody (uid/gid 65534, no supplementary groups). Exit codes 77-79 mean "cannot test
   // here" and skip with the reason; anything else non-zero is a wrong result.
@@ -246,7 +246,7 @@ TEST(FileCacheTest, PermissionDeniedIsIoErrorWithPath) {
     }
     if (access(dir.path().c_str(), X_OK) != 0) return 78;
     if (access(path.c_str(), R_OK) == 0) return 79;
-    FileCache cache(8);
+    FdCache cache(8);
     auto r = cache.Open(path);
     if (r.ok()) return 1;
     if (r.status().code() != StatusCode::kIoError) return 2;
@@ -262,17 +262,17 @@ TEST(FileCacheTest, PermissionDeniedIsIoErrorWithPath) {
   EXPECT_EQ(rc, 0) << "the child's check number " << rc << " failed";
 }
 
-TEST(FileCacheTest, CapacityHasAFloorOfFour) {
-  EXPECT_EQ(FileCache(1).capacity(), 4u);
-  EXPECT_EQ(FileCache(100).capacity(), 100u);
-  const size_t def = DefaultFileCacheCapacity();
+TEST(FdCacheTest, CapacityHasAFloorOfFour) {
+  EXPECT_EQ(FdCache(1).capacity(), 4u);
+  EXPECT_EQ(FdCache(100).capacity(), 100u);
+  const size_t def = DefaultFdCacheCapacity();
   EXPECT_GE(def, 16u);
   EXPECT_LE(def, 4096u);
 }
 
-TEST(FileCacheTest, EvictionKeepsFileRefsValid) {
+TEST(FdCacheTest, EvictionKeepsFileRefsValid) {
   TempDir dir;
-  FileCache cache(4);
+  FdCache cache(4);
   std::vector<FileRef> refs;
   for (int i = 0; i < 10; ++i) {
     const std::string path = dir.Write("f" + std::to_string(i), "content " + std::to_string(i));
@@ -295,9 +295,9 @@ TEST(FileCacheTest, EvictionKeepsFileRefsValid) {
   EXPECT_NE(fcntl(cached_fd, F_GETFD), -1);
 }
 
-TEST(FileCacheTest, LeastRecentlyUsedIsEvictedFirst) {
+TEST(FdCacheTest, LeastRecentlyUsedIsEvictedFirst) {
   TempDir dir;
-  FileCache cache(4);
+  FdCache cache(4);
   std::vector<std::string> paths;
   std::vector<const OpenFile*> first;
   for (int i = 0; i < 4; ++i) {
@@ -316,10 +316,10 @@ TEST(FileCacheTest, LeastRecentlyUsedIsEvictedFirst) {
   EXPECT_EQ(cache.size(), 4u);
 }
 
-TEST(FileCacheTest, ClearDropsEntriesButNotRefs) {
+TEST(FdCacheTest, ClearDropsEntriesButNotRefs) {
   TempDir dir;
   const std::string path = dir.Write("a", std::string("abc"));
-  FileCache cache(8);
+  FdCache cache(8);
   FileRef ref = cache.Open(path).value();
   cache.Clear();
   EXPECT_EQ(cache.size(), 0u);
@@ -328,10 +328,10 @@ TEST(FileCacheTest, ClearDropsEntriesButNotRefs) {
   EXPECT_NE(again.get(), ref.get());
 }
 
-TEST(FileCacheTest, ConcurrentOpensOfOnePathShareOneEntry) {
+TEST(FdCacheTest, ConcurrentOpensOfOnePathShareOneEntry) {
   TempDir dir;
   const std::string path = dir.Write("a", std::string("abc"));
-  FileCache cache(8);
+  FdCache cache(8);
   std::vector<std::thread> threads;
   std::vector<const OpenFile*> seen(8);
   for (int t = 0; t < 8; ++t) {
@@ -346,14 +346,14 @@ TEST(FileCacheTest, ConcurrentOpensOfOnePathShareOneEntry) {
   for (const OpenFile* p : seen) EXPECT_EQ(p, final_ref.get());
 }
 
-TEST(FileCacheTest, ForkedChildGetsAFreshCacheAndClosesInheritedDescriptors) {
+TEST(FdCacheTest, ForkedChildGetsAFreshCacheAndClosesInheritedDescriptors) {
   TempDir dir;
   const std::string path = dir.Write("a", std::string("abc"));
-  ProcessLocal<FileCache> slot([] { return new FileCache(8); });
+  ProcessLocal<FdCache> slot([] { return new FdCache(8); });
   FileRef parent_ref = slot.Get().Open(path).value();
   const int parent_fd = parent_ref->fd;
   const int rc = lsio_test::RunInChild([&] {
-    FileCache& fresh = slot.Get();
+    FdCache& fresh = slot.Get();
     if (fresh.size() != 0) return 1;
     if (fcntl(parent_fd, F_GETFD) != -1 || errno != EBADF) return 2;  // closed by OnForkAbandon
     auto r = fresh.Open(path);
@@ -367,7 +367,7 @@ TEST(FileCacheTest, ForkedChildGetsAFreshCacheAndClosesInheritedDescriptors) {
 TEST(OpenOnceTest, OpensRegularFilesOutsideTheCache) {
   TempDir dir;
   const std::string path = dir.Write("c.0", std::string("hello"));
-  const size_t cached = ProcessFileCache().size();
+  const size_t cached = ProcessFdCache().size();
   for (bool keep_nonblock : {false, true}) {
     auto r = OpenOnce(path, keep_nonblock);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -382,7 +382,7 @@ TEST(OpenOnceTest, OpensRegularFilesOutsideTheCache) {
     EXPECT_EQ(std::string(buf, 5), "hello");
     close(r.value().fd);
   }
-  EXPECT_EQ(ProcessFileCache().size(), cached);
+  EXPECT_EQ(ProcessFdCache().size(), cached);
 }
 
 TEST(OpenOnceTest, MissingIsNoDescriptorAndOtherFailuresAreErrors) {
