@@ -14,6 +14,7 @@
 
 #include "errors.h"
 #include "gil.h"
+#include "node.h"
 #include "lsio/array.h"
 #include "lsio/strings.h"
 
@@ -339,7 +340,7 @@ void BindArray(py::module_& m) {
       "open",
       [](const std::string& path, int threads, const std::string& io, unsigned queue_depth,
          uint64_t max_gap, uint64_t max_request, uint64_t index_cache_bytes, uint64_t memory_limit,
-         bool direct, uint64_t cache_bytes) {
+         bool direct, uint64_t cache_bytes, const py::object& files) {
         lsio::OpenOptions o;
         o.cache_bytes = cache_bytes;
         o.threads = threads;
@@ -350,14 +351,16 @@ void BindArray(py::module_& m) {
         o.index_cache_bytes = index_cache_bytes;
         o.memory_limit = memory_limit;
         o.direct = direct;
-        lsio::Result<std::unique_ptr<lsio::Array>> r = WithoutGil([&] { return lsio::Array::Open(path, o); });
+        const auto read = NodeFilesFrom(files);
+        lsio::Result<std::unique_ptr<lsio::Array>> r =
+            WithoutGil([&] { return lsio::Array::Open(path, o, read ? &*read : nullptr); });
         Check(r.status());
         return std::move(r).value();
       },
       py::arg("path"), py::arg("threads") = 0, py::arg("io") = "auto", py::arg("queue_depth") = 64,
       py::arg("max_gap") = 16 << 10, py::arg("max_request") = 1 << 20,
       py::arg("index_cache_bytes") = 64 << 20, py::arg("memory_limit") = 0, py::arg("direct") = false,
-      py::arg("cache_bytes") = 0);
+      py::arg("cache_bytes") = 0, py::arg("files") = py::none());
 
   m.def("cache_info", [] {
     const lsio::ChunkCacheStats c = lsio::GetChunkCacheStats();
@@ -400,22 +403,6 @@ void BindArray(py::module_& m) {
                     /*allow_negative=*/false);
       },
       py::arg("out"), py::arg("array"), py::arg("shape"), py::arg("transform") = py::none());
-
-  m.def(
-      "decode_vlen_utf8",
-      [](const std::string& codecs_json, const py::bytes& stored, uint64_t items) {
-        const std::string data = stored;  // a copy: the decode runs without the GIL
-        lsio::Result<std::vector<std::string>> r =
-            WithoutGil([&] { return lsio::DecodeVlenUtf8Chunk(codecs_json, data, items); });
-        Check(r.status());
-        py::list out(r.value().size());
-        for (size_t i = 0; i < r.value().size(); ++i) {
-          out[i] = py::reinterpret_steal<py::object>(
-              PyUnicode_DecodeUTF8(r.value()[i].data(), static_cast<Py_ssize_t>(r.value()[i].size()), "strict"));
-        }
-        return out;
-      },
-      py::arg("codecs_json"), py::arg("stored"), py::arg("items"));
 
   py::class_<lsio::ElementTransform>(m, "ElementTransform")
       .def(py::init([](const std::string& out_type, double scale, double offset) {

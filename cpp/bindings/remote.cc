@@ -6,6 +6,7 @@
 
 #include "errors.h"
 #include "gil.h"
+#include "node.h"
 #include "lsio/array.h"
 #include "lsio/remote.h"
 
@@ -122,7 +123,7 @@ void BindRemote(py::module_& m) {
   m.def(
       "open_remote",
       [](const std::shared_ptr<lsio::RemoteStore>& store, int threads, uint64_t max_gap, uint64_t max_request,
-         uint64_t index_cache_bytes, uint64_t memory_limit, bool adaptive_coalescing) {
+         uint64_t index_cache_bytes, uint64_t memory_limit, bool adaptive_coalescing, const py::object& files) {
         lsio::OpenOptions o;
         o.adaptive_coalescing = adaptive_coalescing;
         o.threads = threads;
@@ -130,12 +131,13 @@ void BindRemote(py::module_& m) {
         o.max_request = max_request;
         o.index_cache_bytes = index_cache_bytes;
         o.memory_limit = memory_limit;
-        auto r = WithoutGil([&] { return lsio::Array::Open(store->store(), store->Location(""), o); });
+        const auto read = NodeFilesFrom(files);
+        auto r = WithoutGil([&] { return lsio::Array::Open(store->store(), store->Location(""), o, read ? &*read : nullptr); });
         return Value(std::move(r));
       },
       py::arg("store"), py::arg("threads") = 0, py::arg("max_gap") = 1 << 20, py::arg("max_request") = 16 << 20,
       py::arg("index_cache_bytes") = 64 << 20, py::arg("memory_limit") = 0,
-      py::arg("adaptive_coalescing") = false);
+      py::arg("adaptive_coalescing") = false, py::arg("files") = py::none());
 }
 
 py::dict ArrayStats(const lsio::Array& a) { return CountersDict(a.Stats()); }

@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "io/select_backend.h"
+#include "lsio/node.h"
 #include "read/chunk_cache.h"
 #include "read/executor.h"
 #include "store/local_store.h"
@@ -23,10 +24,6 @@
 
 namespace lsio {
 namespace {
-
-// zarr.json above this is refused unread: real metadata is kilobytes, and a huge file there
-// is a mistake (or an attack) that would otherwise be read whole into memory.
-constexpr uint64_t kMaxMetadataBytes = uint64_t{64} << 20;
 
 // The probe the bindings install (SetInterruptProbe); read once per call.
 std::atomic<bool (*)()> g_interrupt_probe{nullptr};
@@ -122,19 +119,10 @@ Result<std::unique_ptr<Array>> CatchOpen(const std::string& location, F&& open) 
   }
 }
 
-// A metadata object through the store (nullopt when absent), with the size cap named.
-Result<std::optional<std::string>> ReadMetadata(Store& store, const char* key) {
-  auto read = store.ReadAll(key, kMaxMetadataBytes);
-  // The store's only kInvalidFormat is "larger than max_bytes" (store.h): say what it was.
-  if (!read.ok() && read.status().code() == StatusCode::kInvalidFormat) {
-    return Status::InvalidFormat("metadata file is larger than 64 MiB").WithPath(store.Location(key));
-  }
-  return read;
-}
-
 }  // namespace
 
-Result<std::unique_ptr<Array>> Array::Open(const std::string& path, const OpenOptions& options) {
+Result<std::unique_ptr<Array>> Array::Open(const std::string& path, const OpenOptions& options,
+                                           const std::vector<NodeFile>* files) {
   return CatchOpen(path, [&]() -> Result<std::unique_ptr<Array>> {
     LSIO_RETURN_IF_ERROR(CheckOptions(options));
     LSIO_ASSIGN_OR_RETURN(IoMode mode, ParseIoMode(options.io));
@@ -149,36 +137,43 @@ Result<std::unique_ptr<Array>> Array::Open(const std::string& path, const OpenOp
     so.mode = mode;
     so.queue_depth = options.queue_depth;
     so.direct = options.direct;
-    return Open(std::make_shared<LocalStore>(root, so), root, options);
+    return Open(std::make_shared<LocalStore>(root, so), root, options, files);
   });
 }
 
 Result<std::unique_ptr<Array>> Array::Open(std::shared_ptr<Store> store, const std::string& location,
-                                           const OpenOptions& options) {
+                                           const OpenOptions& options, const std::vector<NodeFile>* files) {
   return CatchOpen(location, [&]() -> Result<std::unique_ptr<Array>> {
     LSIO_RETURN_IF_ERROR(CheckOptions(options));
     std::string root = location;
     while (root.size() > 1 && root.back() == '/') root.pop_back();
-    // Metadata comes through the store, never open/pread here.
-    const std::string meta_path = store->Location("zarr.json");
-    LSIO_ASSIGN_OR_RETURN(std::optional<std::string> zarr_json, ReadMetadata(*store, "zarr.json"));
+    // Metadata comes through the store (lsio/node.h reads it), never open/pread here; or
+    // from the caller, who read it already to see what the node is.
+    std::vector<NodeFile> read;
+    if (files == nullptr) {
+      LSIO_ASSIGN_OR_RETURN(read, ReadNodeFiles(*store, "", /*v2_consolidated=*/false));
+      files = &read;
+    }
+    const auto named = [&](const char* key) -> const NodeFile* {
+      for (const NodeFile& f : *files) {
+        if (f.key == key) return &f;
+      }
+      return nullptr;
+    };
     Result<ArrayMetadata> parsed = Status::Internal("unparsed");
     std::string metadata_text;  // fingerprinted for the chunk cache
-    if (zarr_json.has_value()) {
-      metadata_text = *zarr_json;
-      parsed = ParseArrayMetadata(*zarr_json);
-      if (!parsed.ok()) return Status(parsed.status()).WithPath(meta_path);
-    } else {
+    if (const NodeFile* zarr_json = named("zarr.json")) {
+      metadata_text = zarr_json->text;
+      parsed = ParseArrayMetadata(zarr_json->text);
+      if (!parsed.ok()) return Status(parsed.status()).WithPath(zarr_json->location);
+    } else if (const NodeFile* zarray = named(".zarray")) {
       // No zarr.json: a Zarr v2 array has .zarray (and .zattrs when it has attributes).
-      const std::string v2_path = store->Location(".zarray");
-      LSIO_ASSIGN_OR_RETURN(std::optional<std::string> zarray, ReadMetadata(*store, ".zarray"));
-      if (!zarray.has_value()) {
-        return Status::InvalidFormat("no zarr.json or .zarray: not a Zarr array").WithPath(meta_path);
-      }
-      LSIO_ASSIGN_OR_RETURN(std::optional<std::string> zattrs, ReadMetadata(*store, ".zattrs"));
-      metadata_text = *zarray;
-      parsed = ParseArrayMetadataV2(*zarray, zattrs.value_or(std::string()));
-      if (!parsed.ok()) return Status(parsed.status()).WithPath(v2_path);
+      const NodeFile* zattrs = named(".zattrs");
+      metadata_text = zarray->text;
+      parsed = ParseArrayMetadataV2(zarray->text, zattrs != nullptr ? zattrs->text : std::string());
+      if (!parsed.ok()) return Status(parsed.status()).WithPath(zarray->location);
+    } else {
+      return Status::InvalidFormat("no zarr.json or .zarray: not a Zarr array").WithPath(store->Location("zarr.json"));
     }
 
     auto impl = std::make_unique<Impl>(options, std::move(store));

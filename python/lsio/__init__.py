@@ -22,7 +22,8 @@ These adapters import their frameworks only when used.
 from __future__ import annotations
 
 from . import _core
-from .array import Array, open
+from .array import Array
+from ._open import open
 from ._async import prefetch
 from .group import Group, open_group
 from ._strings import StringArray

@@ -1,6 +1,6 @@
 """Type stubs of the native engine module (internal; use the lsio package)."""
 
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -34,6 +34,7 @@ def open(
     memory_limit: int = 0,
     direct: bool = False,
     cache_bytes: int = 0,
+    files: list[dict[str, Any]] | None = None,
 ) -> Array: ...
 class RemoteStore:
     def __init__(self, options: dict[str, Any]) -> None: ...
@@ -54,11 +55,28 @@ def open_remote(
     index_cache_bytes: int = 67108864,
     memory_limit: int = 0,
     adaptive_coalescing: bool = False,
+    files: list[dict[str, Any]] | None = None,
 ) -> Array: ...
-def decode_vlen_utf8(codecs_json: str, stored: bytes, items: int) -> list[str]:
-    """One variable-length string chunk: bytes -> bytes codecs (JSON list) undone, then the
-    vlen-utf8 items in storage order (lsio/strings.h)."""
+def read_node(source: str | RemoteStore, key: str = "", v2_consolidated: bool = True) -> dict[str, Any] | None:
+    """The node at `key` below a local directory or store (lsio/node.h): node_type, zarr_format,
+    metadata (v3 form), consolidated (members or None), files ([{key, location, text}]); None
+    when there is no zarr.json, .zarray or .zgroup."""
     ...
+
+class StringArray:
+    """A variable-length string array's chunks through the engine (lsio/strings.h)."""
+    def __init__(self, source: str | RemoteStore, metadata_json: str, metadata_location: str) -> None: ...
+    @property
+    def shape(self) -> list[int]: ...
+    @property
+    def chunks(self) -> list[int]: ...
+    @property
+    def fill_value(self) -> str: ...
+    @property
+    def codecs(self) -> str: ...
+    def chunk_key(self, coords: Sequence[int]) -> str: ...
+    def location(self, key: str) -> str: ...
+    def read_chunk(self, coords: Sequence[int]) -> list[str] | None: ...
 
 def check_out(
     out: object, array: Array, shape: list[int], transform: Optional[ElementTransform] = None

@@ -1,11 +1,13 @@
 """Variable-length string arrays: Zarr v3 ``string`` (``vlen-utf8`` codec) and Zarr v2 object
 arrays with the ``vlen-utf8`` filter, as zarr-python writes them.
 
-Their elements have no fixed size, so they do not go through the engine's crop path: a
-:class:`StringArray` reads the whole chunks a selection touches on the calling thread, each
-decoded by the engine's codecs and vlen-utf8 parser (``_core.decode_vlen_utf8``, lsio/strings.h),
-and returns numpy ``StringDType`` arrays equal to zarr-python's. Enough for string
-coordinates and labels; unsharded arrays only (sharded ones raise UnsupportedError).
+Their elements have no fixed size, so they do not go through the engine's crop path. The
+engine's ``_core.StringArray`` (lsio/strings.h) takes the node metadata read by
+``_core.read_node`` (v2 translated to the v3 form there), builds chunk keys from the chunk key
+encoding and reads and decodes whole chunks through the store; a :class:`StringArray` picks
+the chunks a selection touches (on the calling thread) and returns numpy ``StringDType``
+arrays equal to zarr-python's. Enough for string coordinates and labels; unsharded arrays
+only (sharded ones raise UnsupportedError).
 
 ``lsio.open`` returns a StringArray for such arrays, and the xarray backend and groups use it
 like :class:`lsio.Array` (``shape``, ``dtype``, ``chunks``, ``attrs``, ``dimension_names``,
@@ -18,12 +20,14 @@ import itertools
 import json
 import operator
 import os
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Optional, Tuple
 
 import numpy as np
 
 from . import _core, _storage
-from .errors import BoundsError, CorruptDataError, FormatError, StorageError, UnsupportedError
+from ._nodes import LocalNodes, RemoteNodes
+from ._remote import Handle as _Handle
+from .errors import BoundsError
 
 __all__ = ["StringArray", "is_vlen_string"]
 
@@ -34,78 +38,48 @@ def _string_dtype() -> np.dtype:
 
 
 def is_vlen_string(meta: dict) -> bool:
-    """Whether node metadata (zarr.json, or a v2 node dict from lsio.group) is a
-    variable-length string array."""
-    if meta.get("node_type") != "array":
-        return False
-    if meta.get("zarr_format") == 2:
-        filters = meta.get("filters") or []
-        return meta.get("dtype") == "|O" and any(isinstance(f, dict) and f.get("id") == "vlen-utf8" for f in filters)
-    return meta.get("data_type") == "string"
-
-
-def _codec_name(c: Any) -> str:
-    return c if isinstance(c, str) else (c.get("name") if isinstance(c, dict) else str(c))
+    """Whether node metadata (the v3 form, from _core.read_node) is a variable-length string
+    array."""
+    return meta.get("node_type") == "array" and meta.get("data_type") == "string"
 
 
 class StringArray:
     """A variable-length string array (see the module docstring). Create with :func:`lsio.open`."""
 
-    def __init__(self, path: str, meta: dict, get: Callable[[str], Optional[bytes]], where: Callable[[str], str],
-                 url: Optional[str] = None, storage_options: Optional[dict] = None) -> None:
-        self._path = path
-        self._url = url
+    def __init__(self, path: str, meta: dict, metadata_location: str, storage_options: Optional[dict] = None) -> None:
+        """``path``: the array's directory or URL; ``meta``: its node metadata (v3 form);
+        ``metadata_location``: the file it came from (named in errors)."""
+        self._url = path if _storage.is_remote(path) else None
         self._storage_options = storage_options
-        self._get = get
-        self._where = where
-        self._meta = meta
+        self._handle = _Handle(path, dict(storage_options or {})) if self._url is not None else None
+        self._path = self._handle.get().display if self._handle is not None else _storage.local_path(path)
+        self._meta_json = json.dumps(meta)
+        self._meta_location = metadata_location
+        self._native_obj: Any = None
+        self._native_key: Any = None
+        native = self._native()  # checks the metadata now
         self.zarr_format = int(meta.get("zarr_format", 3))
-        md = self._where("zarr.json" if self.zarr_format == 3 else ".zarray")
-        try:
-            self.shape = tuple(int(s) for s in meta["shape"])
-            if self.zarr_format == 3:
-                grid = meta["chunk_grid"]
-                if grid.get("name") != "regular":
-                    raise UnsupportedError(f"{md}: chunk grid {grid.get('name')!r} is not supported by lsio")
-                self.chunks = tuple(int(c) for c in grid["configuration"]["chunk_shape"])
-                codecs = list(meta["codecs"])
-                if not codecs or _codec_name(codecs[0]) != "vlen-utf8":
-                    names = [_codec_name(c) for c in codecs]
-                    if "sharding_indexed" in names:
-                        raise UnsupportedError(f"{md}: sharded variable-length strings are not supported by lsio yet")
-                    raise UnsupportedError(f"{md}: string array with codecs {names}: lsio reads vlen-utf8 strings")
-                self._codecs = codecs[1:]
-                cke = meta.get("chunk_key_encoding") or {"name": "default"}
-                cfg = cke.get("configuration") or {}
-                self._v2_keys = cke.get("name") == "v2"
-                self._sep = cfg.get("separator", "." if self._v2_keys else "/")
-                self._order = "C"
-                fill = meta.get("fill_value")
-                self._dimension_names = meta.get("dimension_names")
-                self._attrs = meta.get("attributes") or {}
-            else:
-                self.chunks = tuple(int(c) for c in meta["chunks"])
-                filters = list(meta.get("filters") or [])
-                if [f.get("id") for f in filters] != ["vlen-utf8"]:
-                    raise UnsupportedError(f"{md}: object array with filters {filters}: lsio reads vlen-utf8 strings")
-                comp = meta.get("compressor")
-                self._codecs = [] if comp is None else [_v2_compressor_as_v3(comp, md)]
-                self._v2_keys = True
-                self._sep = meta.get("dimension_separator") or "."
-                self._order = meta.get("order", "C")
-                fill = meta.get("fill_value")
-                self._attrs = meta.get("attributes") or {}
-                dims = self._attrs.get("_ARRAY_DIMENSIONS")
-                self._dimension_names = dims if isinstance(dims, list) and len(dims) == len(self.shape) else None
-        except (KeyError, TypeError, ValueError) as e:
-            if isinstance(e, FormatError):
-                raise
-            raise FormatError(f"{md}: malformed string array metadata ({type(e).__name__}: {e})") from None
-        if len(self.chunks) != len(self.shape) or any(c < 1 for c in self.chunks):
-            raise FormatError(f"{md}: chunks {self.chunks} do not fit shape {self.shape}")
-        self._fill = "" if fill is None else str(fill)
-        self._codecs_json = json.dumps(self._codecs)
+        self.shape = tuple(native.shape)
+        self.chunks = tuple(native.chunks)
+        self._fill = native.fill_value
+        self.codecs = native.codecs
+        attrs = meta.get("attributes")
+        self._attrs = attrs if isinstance(attrs, dict) else {}
+        dims = meta.get("dimension_names")
+        self._dimension_names = dims if isinstance(dims, list) and len(dims) == len(self.shape) else None
         self.dtype = _string_dtype()
+
+    def _native(self) -> Any:
+        """The engine's array, over the store of this process's remote context (rebuilt when
+        that changes: in a forked child; credentials are refreshed in the shared store)."""
+        source: Any = self._path
+        if self._handle is not None:
+            source = self._handle.get().store()
+        key = (os.getpid(), id(source))
+        if self._native_obj is None or self._native_key != key:
+            self._native_obj = _core.StringArray(source, self._meta_json, self._meta_location)
+            self._native_key = key
+        return self._native_obj
 
     # -- metadata ---------------------------------------------------------------------------
 
@@ -137,10 +111,6 @@ class StringArray:
     def fill_value(self) -> Any:
         return np.array(self._fill, dtype=self.dtype)[()]
 
-    @property
-    def codecs(self) -> str:
-        return "vlen-utf8" + ("[" + ", ".join(_codec_name(c) for c in self._codecs) + "]" if self._codecs else "")
-
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-d array")
@@ -157,10 +127,9 @@ class StringArray:
 
     # -- reading ----------------------------------------------------------------------------
 
-    def _key(self, coords) -> str:
-        if self._v2_keys:
-            return self._sep.join(str(c) for c in coords) if coords else "0"
-        return "c" + "".join(self._sep + str(c) for c in coords) if coords else "c"
+    def _where(self, key: str) -> str:
+        """The path or URL of chunk key ``key``."""
+        return self._native().location(key)
 
     def _chunk(self, coords) -> np.ndarray:
         """Chunk `coords` as a full-size array in C order (missing: the fill value)."""
@@ -168,28 +137,20 @@ class StringArray:
         return np.full(self.chunks, self._fill, dtype=self.dtype) if chunk is None else chunk
 
     def chunk_keys(self):
-        """``(coords, key)`` of every chunk of the grid, in C order (``key`` relative to the
-        array: what ``_get`` and ``_where`` take)."""
+        """``(coords, key)`` of every chunk of the grid, in C order (keys from the engine's
+        chunk key encoding, relative to the array)."""
+        native = self._native()
         grid = [-(-s // c) for s, c in zip(self.shape, self.chunks)]
         for coords in itertools.product(*(range(g) for g in grid)):
-            yield coords, self._key(coords)
+            yield coords, native.chunk_key(coords)
 
     def _stored_chunk(self, coords) -> Optional[np.ndarray]:
         """Chunk `coords` decoded, or None when it is not stored (``lsio verify`` tells
-        missing chunks from stored ones; a read fills them)."""
-        n = int(np.prod(self.chunks, dtype=np.int64))
-        key = self._key(coords)
-        stored = self._get(key)
-        if stored is None:
+        missing chunks from stored ones; a read fills them). Errors name the chunk's file."""
+        items = self._native().read_chunk(tuple(coords))
+        if items is None:
             return None
-        try:
-            items = _core.decode_vlen_utf8(self._codecs_json, stored, n)
-        except (CorruptDataError, FormatError) as e:  # name the chunk and its file
-            err = type(e)(f"{e} [chunk {tuple(coords)}, file {self._where(key)!r}, bytes [0, {len(stored)})]")
-            err.path = self._where(key)  # type: ignore[attr-defined]
-            raise err from None
-        flat = np.array(items, dtype=self.dtype)
-        return flat.reshape(self.chunks, order="F" if self._order == "F" else "C")
+        return np.array(items, dtype=self.dtype).reshape(self.chunks)
 
     def _index(self, key) -> Tuple[list, Tuple[int, ...]]:
         """numpy basic indexing: per array dimension the selected indices (numpy array), and
@@ -269,52 +230,13 @@ class StringArray:
         return a if dtype is None else a.astype(dtype)
 
 
-def _v2_compressor_as_v3(comp: dict, where: str) -> dict:
-    """A v2 compressor as the v3 bytes -> bytes codec the engine runs (see metadata_v2.cc)."""
-    cid = comp.get("id")
-    if cid == "zstd":
-        return {"name": "zstd", "configuration": {"level": int(comp.get("level") or 0), "checksum": False}}
-    if cid in ("gzip", "zlib"):
-        return {"name": "gzip", "configuration": {"level": min(9, max(0, int(comp.get("level") or 1)))}}
-    if cid == "lz4":
-        return {"name": "numcodecs.lz4", "configuration": {}}
-    if cid == "blosc":
-        # Only the keys the .zarray gives: a null one (numcodecs keeps None) stays out, as in
-        # metadata_v2.cc, instead of reaching the codec's validation; decoding needs none.
-        config = {k: comp[k] for k in ("cname", "clevel", "blocksize") if comp.get(k) is not None}
-        if comp.get("shuffle") is not None:
-            config["shuffle"] = {0: "noshuffle", 2: "bitshuffle"}.get(comp["shuffle"], "shuffle")
-        return {"name": "blosc", "configuration": {**config, "typesize": 1}}
-    raise UnsupportedError(f"{where}: compressor {cid!r} is not supported by lsio yet")
-
-
-def open_string_array(path: str, meta: dict, storage_options: Optional[dict] = None) -> StringArray:
-    """A StringArray for the array at `path` (local directory or URL) whose node metadata is
-    `meta` (lsio.group's reading of zarr.json or .zarray)."""
-    if isinstance(path, str) and _storage.is_remote(path):
-        from .group import _RemoteNodes
-
-        nodes = _RemoteNodes(path, storage_options)
-        # Through the context at every call, not one store kept: its credentials are
-        # refreshed there, and a forked child gets a store of its own.
-        return StringArray(nodes.display, meta, lambda key: nodes.store().get(key),
-                           lambda key: nodes.store().location(key), url=path, storage_options=storage_options)
-    from .group import _read_file
-
-    root = _storage.local_path(path)
-
-    def get(key: str) -> Optional[bytes]:
-        return _read_file(os.path.join(root, *key.split("/")))
-
-    return StringArray(root, meta, get, lambda key: os.path.join(root, *key.split("/")))
+def open_string_array(path: str, node: dict, storage_options: Optional[dict] = None) -> StringArray:
+    """A StringArray for the array at `path` (local directory or URL) whose node (a
+    _core.read_node dict) is `node`."""
+    return StringArray(path, node["metadata"], node["files"][0]["location"], storage_options)
 
 
 def _reopen(path: str, storage_options: Optional[dict]) -> StringArray:
-    from .group import _RemoteNodes, _read_json
-
-    if isinstance(path, str) and _storage.is_remote(path):
-        nodes = _RemoteNodes(path, storage_options)
-        meta = nodes.read_json(nodes.display)
-    else:
-        meta = _read_json(path)
-    return open_string_array(path, meta, storage_options)
+    nodes: Any = RemoteNodes(path, storage_options) if _storage.is_remote(path) else LocalNodes()
+    where = nodes.display if nodes.remote else _storage.local_path(path)
+    return open_string_array(path, nodes.read(where, False), storage_options)

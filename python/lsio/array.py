@@ -1,4 +1,4 @@
-"""The user-facing :class:`Array` handle and :func:`open`.
+"""The user-facing :class:`Array` handle (:func:`lsio.open`, in lsio._open, creates it).
 
 Python only normalises arguments here: keys become per-dimension (start, count, step)
 selections, ``out`` arrays are checked by the engine before any I/O, and the engine does
@@ -24,146 +24,11 @@ import numpy as np
 
 from . import _core, _options, _storage, _tune
 from ._remote import Handle as _Handle, ProcessLock as _ProcessLock
-from .errors import BoundsError, FormatError, UnsupportedError
+from .errors import BoundsError
 
-__all__ = ["Array", "open"]
+__all__ = ["Array"]
 
 _IO_MODES = ("auto", "uring", "pread")
-
-
-def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
-    path: "str | os.PathLike[str]",
-    name: Optional[str] = None,
-    *,
-    threads: Optional[int] = None,
-    io: Optional[str] = None,
-    queue_depth: Optional[int] = None,
-    max_gap: Optional[int] = None,
-    max_request: Optional[int] = None,
-    index_cache_bytes: Optional[int] = None,
-    memory_limit: Optional[int] = None,
-    direct: Optional[bool] = None,
-    chunk_cache_bytes: Optional[int] = None,
-    tune: bool = False,
-    cache_bytes: Optional[int] = None,
-    storage_options: Optional[dict] = None,
-) -> "Array":
-    """Open the Zarr v3 array stored in directory ``path`` (the one holding ``zarr.json``),
-    or at a URL: ``s3://bucket/x.zarr``, ``gs://bucket/x.zarr``, ``https://host/x.zarr``.
-
-    Parameters
-    ----------
-    name:
-        With ``path`` a group, the array's path inside it (``"t2m"``, ``"forecast/t2m"``);
-        ``lsio.open("store.zarr", "t2m")`` equals ``lsio.open("store.zarr/t2m")``. Opening
-        a group without ``name`` raises :class:`lsio.FormatError` listing its arrays.
-    threads:
-        Worker threads per read call, the calling thread included. ``None`` reads
-        ``LSIO_THREADS``, else uses every CPU available to the process. ``1`` reads on the
-        calling thread alone and never starts a background thread.
-    io:
-        ``"auto"`` (default, or ``LSIO_IO``): io_uring where the kernel allows it, with
-        page-cache hits served inline by ``preadv2(RWF_NOWAIT)``; ``pread`` otherwise.
-        ``"uring"`` forces io_uring (reads raise :class:`lsio.StorageError` where it is
-        unavailable); ``"pread"`` forces plain positional reads.
-    queue_depth:
-        Reads in flight per thread with io_uring (``None``: ``LSIO_QUEUE_DEPTH`` or 64).
-    max_gap, max_request:
-        Coalescing: byte ranges of one file are merged into one read while the gap between
-        them is at most ``max_gap`` bytes and the read at most ``max_request`` bytes
-        (``None``: ``LSIO_MERGE_GAP`` / ``LSIO_MAX_READ``, else by storage kind: 16 KiB /
-        1 MiB on local disks and in memory, 1 MiB / 16 MiB on network file systems and
-        spinning disks). ``max_request`` also bounds each thread's read buffer.
-    index_cache_bytes:
-        Bytes of decoded shard indexes cached per array (``None``: 64 MiB).
-    memory_limit:
-        Bytes one read call may allocate for its plan and read/decode buffers (``None``:
-        ``LSIO_MEMORY_LIMIT`` or no limit). An upper bound of the plan is checked before the
-        plan is built (about 32 bytes per crop and chunk it touches, plus ~200 bytes per
-        distinct chunk), so a call with too many crops fails without growing first. Calls
-        then use fewer threads and smaller batches to fit, else raise :class:`MemoryError`
-        before reading.
-    direct:
-        Read with ``O_DIRECT``, bypassing the page cache (``None``: ``LSIO_DIRECT`` or off):
-        for one-pass scans of data larger than RAM, where caching only evicts other data.
-        Reads are widened to 4 KiB-aligned ranges; file systems without O_DIRECT (tmpfs on
-        older kernels) are read buffered.
-    chunk_cache_bytes:
-        Keep decoded chunks in memory, up to this many bytes (``None``: ``LSIO_CACHE_BYTES``
-        or 0, no cache). One cache serves every array of the process (its size is the
-        largest ``chunk_cache_bytes`` any array asked for), least recently used chunks go first,
-        and entries are keyed by each file's version, which every read checks: a rewritten
-        file is never served from the cache. Chunks found there are copied into the output
-        without reading or decoding: later epochs over data that fits run at memory speed.
-        Local arrays only; :func:`lsio.cache_info` shows its use. (Remote bytes are cached
-        on disk instead: ``storage_options`` ``cache_dir`` and ``disk_cache_bytes``.)
-    cache_bytes:
-        The old name of ``chunk_cache_bytes``: still works, with a ``DeprecationWarning``.
-    tune:
-        Measure the storage at open (a few ms; reads up to ~9 MiB of the store) and set
-        ``max_gap`` to its bandwidth / IOPS and ``max_request`` to 64x that, unless they
-        were given explicitly. ``Array.options["tuning"]`` shows the measurement. Local
-        stores only.
-    storage_options:
-        For URLs: endpoint, region, credentials, headers, TLS, concurrency, timeouts and
-        retries (see the README's "Remote stores" and :mod:`lsio._storage`); fsspec/s3fs
-        spellings (``anon``, ``key``, ``secret``, ``client_kwargs``) are accepted. For
-        remote arrays ``io``, ``queue_depth`` and ``direct`` do not apply, and unless
-        ``max_gap``/``max_request`` are given the store measures how far to coalesce
-        (within 1 MiB / 16 MiB; ``Array.stats()`` shows the values in use).
-
-    Raises
-    ------
-    lsio.FormatError, lsio.UnsupportedError, lsio.StorageError, ValueError
-
-    Notes
-    -----
-    Environment variables are read when the array is opened; ``Array.options`` shows the
-    values in effect.
-    """
-    remote = isinstance(path, str) and _storage.is_remote(path)
-    if name is not None:
-        if not isinstance(name, str):
-            raise TypeError(f"name must be a str, got {type(name).__name__}")
-        parts = [p for p in name.split("/") if p not in ("", ".")]
-        if not parts or ".." in parts:
-            raise ValueError(f"invalid array name {name!r}")
-        path = "/".join([path.rstrip("/"), *parts]) if remote else os.path.join(_storage.local_path(path), *parts)
-    if storage_options is not None and not remote:
-        raise ValueError("storage_options apply to URLs (s3://, gs://, http(s)://), not to local paths")
-    options = dict(threads=threads, io=io, queue_depth=queue_depth, max_gap=max_gap, max_request=max_request,
-                   index_cache_bytes=index_cache_bytes, memory_limit=memory_limit, direct=direct,
-                   chunk_cache_bytes=chunk_cache_bytes, cache_bytes=cache_bytes)
-    try:
-        if remote:
-            if tune:
-                raise ValueError("tune=True measures local storage; remote stores measure their coalescing themselves")
-            return Array(path, storage_options=storage_options, **options)
-        return Array(path, tune=tune, **options)
-    except UnsupportedError:
-        strings = _open_vlen_strings(path, storage_options)
-        if strings is None:
-            raise
-        return strings  # type: ignore[return-value]
-
-
-def _open_vlen_strings(path: Any, storage_options: Optional[dict]) -> Any:
-    """A StringArray when `path` is a variable-length string array (which the engine's crop
-    path does not read), else None."""
-    from . import _strings
-    from .group import _read_json, _RemoteNodes
-
-    try:
-        if isinstance(path, str) and _storage.is_remote(path):
-            nodes = _RemoteNodes(path, storage_options)
-            meta = nodes.read_json(nodes.display)
-        else:
-            meta = _read_json(_storage.local_path(path))
-    except Exception:  # noqa: BLE001 - the engine's error is the one to show
-        return None
-    if not _strings.is_vlen_string(meta):
-        return None
-    return _strings.open_string_array(path, meta, storage_options)
 
 
 class Array:
@@ -177,6 +42,10 @@ class Array:
     def __init__(self, path: "str | os.PathLike[str]", **options: Any) -> None:
         tune = bool(options.pop("tune", False))
         storage_options = options.pop("storage_options", None)
+        # lsio.open read the metadata files already (and, remote, with this store): the
+        # first native open takes them instead of reading them again.
+        self._first_files: Optional[list] = options.pop("_files", None)
+        self._first_store: Any = options.pop("_store", None)
         self._handle: Optional[_Handle] = None
         if isinstance(path, str) and _storage.is_remote(path):
             self._config = _options.resolve_remote(path, options)
@@ -194,15 +63,7 @@ class Array:
         self._pid = -1
         self._info: Optional[dict] = None
         self._closed = False
-        try:
-            self._native()  # validate the metadata now
-        except FormatError as e:
-            if "node_type is 'group'" not in str(e):
-                raise
-            err = FormatError(_group_message(self._url or self._config["path"],
-                                             self._config.get("storage_options") if self._url else None))
-            err.path = e.path
-            raise err from e
+        self._native()  # validate the metadata now
         if tune:
             _tune.tune(self._config)
             self._native_obj = None  # rebuilt with the tuned options on first use
@@ -227,18 +88,21 @@ class Array:
             if self._native_obj is None or self._pid != pid:
                 engine = {_options.ENGINE_NAMES.get(k, k): v for k, v in self._config.items()
                           if k not in _options.NOT_ENGINE}
+                files, self._first_files = self._first_files, None
                 if self._handle is not None:
                     # A store of this array's own (its counters are Array.stats()), built by
                     # the process's context for the URL, which refreshes its credentials. In
                     # a forked child the handle resolves again (its environment, its call).
                     engine.pop("path")
-                    store = self._handle.get().new_store()
-                    native = _core.open_remote(store, **engine)
+                    store, self._first_store = self._first_store, None
+                    if store is None or files is None:
+                        store = self._handle.get().new_store()
+                    native = _core.open_remote(store, files=files, **engine)
                     # Kept with the native array: the context refreshes only stores that
                     # are alive, and the engine reads through this one.
                     self._store = store
                 else:
-                    native = _core.open(**engine)
+                    native = _core.open(files=files, **engine)
                 if self._info is None:
                     self._set_info(native.info())
                 self._native_obj = native
@@ -293,6 +157,8 @@ class Array:
         self._handle = None if self._url is None else _Handle(self._url, self._config["storage_options"])
         self._lock = _ProcessLock()
         self._store = None
+        self._first_files = None
+        self._first_store = None
         self._native_obj = None
         self._pid = -1
         self._info = None
@@ -717,26 +583,6 @@ def _is_int(x: Any) -> bool:
     except TypeError:
         return False
     return not isinstance(x, (bool, np.bool_))
-
-
-def _group_message(path: str, storage_options: Optional[dict] = None) -> str:
-    """The error text for opening a group as an array: name its arrays."""
-    try:
-        from .group import open_group
-
-        group = open_group(path, storage_options=storage_options) if storage_options is not None else open_group(path)
-        names = [n for n, _ in group.walk_arrays()]
-    except Exception:  # noqa: BLE001 - the message is best effort
-        names = []
-    listing = ", ".join(repr(n) for n in names[:50]) or "none"
-    if len(names) > 50:
-        listing += f", ... ({len(names)} in all)"
-    return (
-        f"{path!r} is a Zarr group, not an array; pass an array name, e.g. "
-        f"lsio.open(path, {names[0]!r}) (arrays: {listing}), or use lsio.open_group(path)"
-        if names
-        else f"{path!r} is a Zarr group, not an array, and holds no arrays; use lsio.open_group(path)"
-    )
 
 
 class _OIndex:

@@ -38,9 +38,10 @@ import numpy as np
 from . import __version__
 from .array import Array
 from .errors import CorruptDataError, Error, FormatError, StorageError, UnsupportedError
-from . import _storage, _strings
-from ._strings import StringArray
-from .group import _group_from, _LocalNodes, _node_type, _RemoteNodes
+from . import _storage
+from ._nodes import LocalNodes, RemoteNodes
+from ._strings import StringArray, is_vlen_string
+from .group import group_from
 
 __all__ = ["main"]
 
@@ -58,12 +59,13 @@ class _Unreadable:
         self.path, self.meta, self.why = path, meta, why
 
 
-def _open_array(path: str, meta: Dict[str, Any], opts: Dict[str, Any], unreadable_ok: bool) -> Any:
+def _open_array(path: str, node: Dict[str, Any], opts: Dict[str, Any], unreadable_ok: bool) -> Any:
+    meta = node["metadata"]
     try:
-        if _strings.is_vlen_string(meta):
+        if is_vlen_string(meta):
             # Outside the engine's crop path, as lsio.open and groups open them.
-            return _strings.open_string_array(path, meta, opts.get("storage_options"))
-        return Array(path, **opts)
+            return StringArray(path, meta, node["files"][0]["location"], opts.get("storage_options"))
+        return Array(path, **opts, _files=node["files"])
     except UnsupportedError as e:
         if not unreadable_ok:
             raise
@@ -93,10 +95,9 @@ def _open_targets_unchecked(store: str, name: Optional[str], opts: Dict[str, Any
                             unreadable_ok: bool) -> _Targets:
     if _storage.is_remote(store):
         path = "/".join([store.rstrip("/"), *(p for p in (name or "").split("/") if p)])
-        nodes: Any = _RemoteNodes(path, opts.get("storage_options"))
+        nodes: Any = RemoteNodes(path, opts.get("storage_options"))
         path = nodes.display
-        meta = nodes.read_json(path)
-        kind = _node_type(meta, nodes.join(path, "zarr.json"))
+        node = nodes.read(path)
         base = nodes.basename(path)
         url = nodes.url
     else:
@@ -105,16 +106,16 @@ def _open_targets_unchecked(store: str, name: Optional[str], opts: Dict[str, Any
         opts = {k: v for k, v in opts.items() if k != "storage_options"}
         root = _storage.local_path(store)  # '~' and file:// as lsio.open takes them
         path = os.path.join(root, name) if name else root
-        nodes = _LocalNodes()
-        meta = nodes.read_json(path)
-        kind = _node_type(meta, os.path.join(path, "zarr.json"))
+        nodes = LocalNodes()
+        node = nodes.read(path)
         base = os.path.basename(os.path.abspath(path))
         url = path
-    if kind == "array":
+    if node["node_type"] == "array":
         label = name or base
-        return _Targets("array", [(label, _open_array(url, meta, opts, unreadable_ok))], None, {label: meta})
+        return _Targets("array", [(label, _open_array(url, node, opts, unreadable_ok))], None,
+                        {label: node["metadata"]})
     # The group's zarr.json is the one just read; its members' metadata comes with it.
-    g = _group_from(nodes, path, meta, None, {k: v for k, v in opts.items() if k != "storage_options"})
+    g = group_from(nodes, path, node, None, {k: v for k, v in opts.items() if k != "storage_options"})
     members: List[Tuple[str, Any]] = []
     metas: Dict[str, Dict[str, Any]] = {}
     for rel, member_meta in g.walk_arrays():
@@ -508,15 +509,7 @@ def _chunk_slices(arr: Array, origin: Tuple[int, ...], count: Tuple[int, ...]) -
 
 def _checksums(meta: Dict[str, Any]) -> Tuple[bool, str]:
     """(chunks carry a checksum the decoder checks, what the codecs give) from an array's
-    metadata: v3 zarr.json, or the v2 .zarray as the group layer reads it."""
-    if meta.get("zarr_format") == 2:
-        comp = meta.get("compressor") if isinstance(meta.get("compressor"), dict) else {}
-        cid = comp.get("id")
-        if cid in ("zlib", "gzip"):
-            return True, f"{cid} (a checksum in every chunk)"
-        if cid == "zstd" and comp.get("checksum"):
-            return True, "zstd with checksum"
-        return False, f"{cid or 'no compressor'}, without a checksum"
+    node metadata in the v3 form (a v2 zlib or gzip compressor is v3's gzip codec there)."""
     found: List[str] = []
     codecs: List[str] = []
 

@@ -35,9 +35,11 @@ from xarray.core.utils import FrozenDict
 from xarray.core.variable import Variable
 
 from .array import Array
-from . import _storage, _strings
+from . import _storage
+from ._nodes import LocalNodes, RemoteNodes
+from ._strings import StringArray, is_vlen_string
 from .errors import UnsupportedError
-from .group import Group, _group_from, _LocalNodes, _node_type, _RemoteNodes
+from .group import Group, group_from
 
 __all__ = ["LsioBackendEntrypoint", "LsioBackendArray", "LsioStore"]
 
@@ -106,28 +108,29 @@ class LsioStore(AbstractDataStore):
         nodes: Any
         if isinstance(path, str) and _storage.is_remote(path):
             root = "/".join([path.rstrip("/"), *parts])
-            nodes = _RemoteNodes(root, storage_options)
+            nodes = RemoteNodes(root, storage_options)
             root = nodes.display
             options["storage_options"] = storage_options
         else:
             if storage_options is not None:
                 raise ValueError("storage_options apply to URLs (s3://, gs://, http(s)://), not to local paths")
             root = os.path.join(_storage.local_path(path), *parts)
-            nodes = _LocalNodes()
+            nodes = LocalNodes()
         drop = set([drop_variables] if isinstance(drop_variables, str) else (drop_variables or ()))
-        meta = nodes.read_json(root)
-        if _node_type(meta, nodes.join(root, "zarr.json")) == "array":
+        node = nodes.read(root, consolidated is not False)
+        meta = node["metadata"]
+        if node["node_type"] == "array":
             name = nodes.basename(root)
             url = nodes.url if nodes.remote else root
             if name in drop:
                 arrays = {}
-            elif _strings.is_vlen_string(meta):
-                arrays = {name: _strings.open_string_array(url, meta, options.get("storage_options"))}
+            elif is_vlen_string(meta):
+                arrays = {name: StringArray(url, meta, node["files"][0]["location"], options.get("storage_options"))}
             else:
-                arrays = {name: Array(url, **options)}
+                arrays = {name: Array(url, **options, _files=node["files"])}
             return cls(arrays, {}, {name: meta})
         # The group's zarr.json is the one read above, not fetched again.
-        g: Group = _group_from(nodes, root, meta, consolidated,
+        g: Group = group_from(nodes, root, node, consolidated,
                                {k: v for k, v in options.items() if k != "storage_options"})
         names = [n for n in g.array_names if n not in drop]
         arrays = {}

@@ -219,7 +219,8 @@ def test_verify_says_when_corruption_cannot_be_detected(tmp_path, capsys):
     assert json.loads(out)["arrays"][0]["checksums"] is True
 
 
-def test_checksum_detection_by_codec():
+def test_checksum_detection_by_codec(tmp_path):
+    from lsio import _core
     from lsio.cli import _checksums
 
     v3 = lambda *codecs: {"zarr_format": 3, "codecs": list(codecs)}  # noqa: E731
@@ -232,10 +233,17 @@ def test_checksum_detection_by_codec():
                                                            "index_codecs": ["bytes", "crc32c"]}}
     ok, why = _checksums(v3(shard))
     assert not ok and "zstd" in why, "a checksummed index does not protect the chunks"
-    assert _checksums({"zarr_format": 2, "compressor": {"id": "zlib", "level": 1}})[0]
-    assert _checksums({"zarr_format": 2, "compressor": {"id": "zstd", "level": 1, "checksum": True}})[0]
-    assert not _checksums({"zarr_format": 2, "compressor": {"id": "blosc", "cname": "lz4"}})[0]
-    assert not _checksums({"zarr_format": 2, "compressor": None})[0]
+
+    def v2(compressor):  # a .zarray as the engine translates it (v3 form)
+        (tmp_path / ".zarray").write_text(json.dumps({
+            "zarr_format": 2, "shape": [4], "chunks": [2], "dtype": "<u2", "fill_value": 0, "order": "C",
+            "filters": None, "compressor": compressor}))
+        return _core.read_node(str(tmp_path))["metadata"]
+
+    assert _checksums(v2({"id": "zlib", "level": 1}))[0]
+    assert _checksums(v2({"id": "zstd", "level": 1, "checksum": True}))[0]
+    assert not _checksums(v2({"id": "blosc", "cname": "lz4"}))[0]
+    assert not _checksums(v2(None))[0]
 
 
 def test_verify_and_info_of_0d_and_empty_arrays(tmp_path, capsys):

@@ -231,13 +231,12 @@ def test_a_forked_child_builds_its_own_context(make_fault_server, stores, tmp_pa
 
 
 def test_opening_a_remote_string_array_resolves_once(make_fault_server, tmp_path, clock):
-    """lsio.open tries the engine, then reads the string array's metadata in Python: both
-    through one context (it resolved three times, calling the credentials callable each)."""
+    """lsio.open reads the string array's metadata and its chunks through one context (it
+    once resolved three times, calling the credentials callable each)."""
     _group_with_strings(tmp_path / "www" / "g.zarr")
     server = make_fault_server(tmp_path / "www")
     arr = lsio.open(server.url("g.zarr/s"), storage_options={"credentials": bearer_provider, **OPTS})
     assert list(arr[...]) == ["x", "yy", "ü", "", "zzz"]
     assert _issued == ["tok-1"]
-    # The engine's attempt reads it once, Python once (there is no engine call that takes
-    # metadata read elsewhere).
-    assert server.count("/g.zarr/s/zarr.json") == 2
+    # Read once by _core.read_node; the engine's open is not tried (it used to read it too).
+    assert server.count("/g.zarr/s/zarr.json") == 1

@@ -821,5 +821,23 @@ def test_metadata_is_fetched_once(tmp_path, make_fault_server, capsys):
         rc = lsio.cli.main([command, srv.url("num.zarr"), "t", "--json"])
         assert rc == 0, capsys.readouterr().err
         capsys.readouterr()
-        # read to tell an array from a group, then by the engine opening it
-        assert gets() == {"/num.zarr/t/zarr.json": 2}, command
+        # read once to tell an array from a group; the engine opens it from those bytes
+        assert gets() == {"/num.zarr/t/zarr.json": 1}, command
+
+
+@pytest.mark.parametrize("fmt", [3, 2])
+def test_a_string_array_opens_with_one_metadata_get(tmp_path, make_fault_server, fmt):
+    """lsio.open reads a variable-length string array's metadata once (it read zarr.json in
+    the engine, failed on the string dtype, then read it again in Python); its chunks are
+    then read by their keys, one GET each, and nothing else."""
+    z = zarr.create_array(str(tmp_path / "s.zarr"), shape=(5,), chunks=(2,), dtype=str, zarr_format=fmt)
+    z[...] = ["a", "bb", "", "ü😀", "e"]
+    srv = make_fault_server(tmp_path)
+    arr = lsio.open(srv.url("s.zarr"), storage_options=OPTS)
+    assert isinstance(arr, lsio.StringArray)
+    meta = ["/s.zarr/zarr.json"] if fmt == 3 else ["/s.zarr/zarr.json", "/s.zarr/.zarray", "/s.zarr/.zattrs"]
+    assert sorted(r.path for r in srv.requests) == sorted(meta)
+    srv.clear_requests()
+    assert list(arr[1:4]) == ["bb", "", "ü😀"]
+    keys = ["c/0", "c/1"] if fmt == 3 else ["0", "1"]
+    assert sorted(r.path for r in srv.requests) == [f"/s.zarr/{k}" for k in keys]

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "lsio/box.h"
+#include "lsio/node.h"  // NodeFile
 #include "lsio/options.h"
 #include "lsio/profile.h"
 #include "lsio/remote.h"  // StoreCounters
@@ -74,12 +75,16 @@ class Array {
   /// Opens the array whose zarr.json (Zarr v3) or .zarray (Zarr v2) is in `path`.
   /// Fails with kInvalidFormat / kUnimplemented (metadata), kIoError (cannot read it),
   /// kInvalidArgument (bad options).
-  static Result<std::unique_ptr<Array>> Open(const std::string& path, const OpenOptions& options);
+  /// `files`: the array's metadata files read already (lsio/node.h's ReadNodeFiles), or
+  /// nullptr to read them here.
+  static Result<std::unique_ptr<Array>> Open(const std::string& path, const OpenOptions& options,
+                                             const std::vector<NodeFile>* files = nullptr);
   /// Opens the array at the root of `store` (a remote store: store/http_store.h).
   /// `location` names the array in info().path and messages (a URL without secrets).
   /// options.io, queue_depth and direct concern local files and are ignored here.
   static Result<std::unique_ptr<Array>> Open(std::shared_ptr<Store> store, const std::string& location,
-                                             const OpenOptions& options);
+                                             const OpenOptions& options,
+                                             const std::vector<NodeFile>* files = nullptr);
 
   const ArrayInfo& info() const;
   const OpenOptions& options() const;

@@ -22,6 +22,7 @@
 
 #include "codec/registry.h"
 #include "zarr/metadata.h"
+#include "zarr/node.h"
 
 namespace lsio {
 namespace {
@@ -145,7 +146,88 @@ Result<nlohmann::json> V2Filter(const nlohmann::json& f) {
   return Status::Unimplemented("filter '" + id + "' is not supported by lsio yet");
 }
 
+// The v3 codec list of a v2 array, in encoding order (decoded in reverse): transpose for
+// order F, the serializer, the filters, the compressor (null: none).
+nlohmann::json V2Codecs(bool order_f, size_t rank, nlohmann::json serializer, std::vector<nlohmann::json> filters,
+                        nlohmann::json compressor) {
+  nlohmann::json codecs = nlohmann::json::array();
+  if (order_f && rank > 1) {
+    nlohmann::json perm = nlohmann::json::array();
+    for (size_t d = rank; d-- > 0;) perm.push_back(d);
+    codecs.push_back({{"name", "transpose"}, {"configuration", {{"order", perm}}}});
+  }
+  codecs.push_back(std::move(serializer));
+  for (auto& f : filters) codecs.push_back(std::move(f));
+  if (!compressor.is_null()) codecs.push_back(std::move(compressor));
+  return codecs;
+}
+
+// A v2 codec lsio cannot run, described as zarr-python 3 names numcodecs codecs in v3 form.
+nlohmann::json NumcodecsName(const nlohmann::json& c) {
+  if (!c.is_object()) return {{"name", c.dump()}};
+  nlohmann::json config = c;
+  config.erase("id");
+  return {{"name", "numcodecs." + c.value("id", std::string("unknown"))}, {"configuration", config}};
+}
+
+bool HasVlenUtf8Filter(const nlohmann::json& j) {
+  auto f = j.find("filters");
+  if (f == j.end() || !f->is_array()) return false;
+  for (const auto& one : *f) {
+    if (one.is_object() && one.value("id", std::string()) == "vlen-utf8") return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+nlohmann::json V2ArrayAsV3(const nlohmann::json& j, const nlohmann::json& attributes) {
+  nlohmann::json node = {{"zarr_format", 2}, {"node_type", "array"}, {"attributes", attributes}};
+  const nlohmann::json shape = j.value("shape", nlohmann::json::array());
+  node["shape"] = shape;
+  node["chunk_grid"] = {{"name", "regular"}, {"configuration", {{"chunk_shape", j.value("chunks", nlohmann::json())}}}};
+  const nlohmann::json dtype = j.value("dtype", nlohmann::json());
+  const bool vlen_string = dtype == "|O" && HasVlenUtf8Filter(j);
+  nlohmann::json data_type;
+  std::string endian = "little";
+  size_t itemsize = 1;
+  if (vlen_string) {
+    data_type = "string";
+  } else if (V2DataType(dtype, &data_type, &endian).ok()) {
+    if (auto parsed = ParseDataType(data_type); parsed.ok()) itemsize = parsed.value().itemsize;
+  } else {
+    data_type = dtype.is_string() ? dtype.get<std::string>() : dtype.dump();  // described, not read
+  }
+  node["data_type"] = data_type;
+  const nlohmann::json sep = j.value("dimension_separator", nlohmann::json());
+  node["chunk_key_encoding"] = {{"name", "v2"}, {"configuration", {{"separator", sep.is_string() ? sep : "."}}}};
+  nlohmann::json fill = j.value("fill_value", nlohmann::json());
+  const std::string_view marker = BareNonFiniteMarker();
+  if (fill.is_string() && fill.get<std::string>().rfind(marker, 0) == 0) {
+    fill = fill.get<std::string>().substr(marker.size());  // a bare NaN token -> v3's "NaN"
+  }
+  node["fill_value"] = fill;
+
+  nlohmann::json serializer = vlen_string ? nlohmann::json{{"name", "vlen-utf8"}}
+                                          : nlohmann::json{{"name", "bytes"}, {"configuration", {{"endian", endian}}}};
+  std::vector<nlohmann::json> filters;
+  if (auto f = j.find("filters"); f != j.end() && f->is_array()) {
+    for (const auto& one : *f) {
+      if (vlen_string && one.is_object() && one.value("id", std::string()) == "vlen-utf8") continue;  // the serializer
+      auto codec = V2Filter(one);
+      filters.push_back(codec.ok() ? std::move(codec).value() : NumcodecsName(one));
+    }
+  }
+  const nlohmann::json comp = j.value("compressor", nlohmann::json());
+  auto compressor = V2Compressor(comp, itemsize);
+  const std::string order = j.value("order", nlohmann::json("C")).is_string() ? j.value("order", std::string("C")) : "C";
+  node["codecs"] = V2Codecs(order == "F", shape.is_array() ? shape.size() : 0, std::move(serializer),
+                            std::move(filters), compressor.ok() ? std::move(compressor).value() : NumcodecsName(comp));
+  if (auto dims = attributes.find("_ARRAY_DIMENSIONS"); dims != attributes.end() && dims->is_array()) {
+    node["dimension_names"] = *dims;
+  }
+  return node;
+}
 
 Result<ArrayMetadata> ParseArrayMetadataV2(std::string_view zarray, std::string_view zattrs) {
   auto parsed = ParseJsonLenient(zarray);
@@ -217,16 +299,10 @@ Result<ArrayMetadata> ParseArrayMetadataV2(std::string_view zarray, std::string_
     }
   }
 
-  nlohmann::json codecs = nlohmann::json::array();
-  if (order.get<std::string>() == "F" && rank > 1) {
-    nlohmann::json perm = nlohmann::json::array();
-    for (size_t d = rank; d-- > 0;) perm.push_back(d);
-    codecs.push_back({{"name", "transpose"}, {"configuration", {{"order", perm}}}});
-  }
-  codecs.push_back({{"name", "bytes"}, {"configuration", {{"endian", endian}}}});
-  for (auto& f : filters) codecs.push_back(std::move(f));  // encoding order; decoded in reverse
   LSIO_ASSIGN_OR_RETURN(nlohmann::json compressor, V2Compressor(j["compressor"], m.dtype.itemsize));
-  if (!compressor.is_null()) codecs.push_back(compressor);
+  const nlohmann::json codecs =
+      V2Codecs(order.get<std::string>() == "F", rank, {{"name", "bytes"}, {"configuration", {{"endian", endian}}}},
+               std::move(filters), std::move(compressor));
 
   ChunkSpec spec;
   spec.itemsize = m.dtype.itemsize;
