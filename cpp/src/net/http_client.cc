@@ -763,6 +763,7 @@ void Runner::Run() {
   if (lease_.multi() == nullptr) {
     while (!stop_) {
       HttpRequest* req = next_();
+      if (req == HttpClient::kSendNow) continue;  // nothing is sent here: ask again
       if (req == nullptr) break;
       Transfer& t = NewTransfer(req);
       t.phase = Phase::kActive;  // counted by Finish
