@@ -136,18 +136,6 @@ TEST(NodeTest, MalformedMetadataIsFormatErrorNamingTheFile) {
   EXPECT_FALSE(none.value().has_value());
 }
 
-std::string Le32(uint32_t v) {
-  std::string s(4, '\0');
-  for (int k = 0; k < 4; ++k) s[static_cast<size_t>(k)] = static_cast<char>(v >> (8 * k));
-  return s;
-}
-
-std::string Vlen(const std::vector<std::string>& items) {
-  std::string s = Le32(static_cast<uint32_t>(items.size()));
-  for (const std::string& it : items) s += Le32(static_cast<uint32_t>(it.size())) + it;
-  return s;
-}
-
 TEST(NodeTest, StringArrayReadsChunksByTheirKeys) {
   TempDir dir;
   // v2, order F, "/" keys: chunk (1, 0) of a 4x4 array in 2x2 chunks holds rows 2-3, cols 0-1,
@@ -155,7 +143,7 @@ TEST(NodeTest, StringArrayReadsChunksByTheirKeys) {
   dir.Write(".zarray", R"({"zarr_format": 2, "shape": [4, 4], "chunks": [2, 2], "dtype": "|O",
       "compressor": null, "fill_value": "", "order": "F", "filters": [{"id": "vlen-utf8"}],
       "dimension_separator": "/"})");
-  dir.Write("1/0", Vlen({"r2c0", "r3c0", "r2c1", "r3c1"}));
+  dir.Write("1/0", lsio_test::VlenUtf8Chunk({"r2c0", "r3c0", "r2c1", "r3c1"}));
   Node n = Read(dir);
   auto arr = StringArray::Open(dir.path(), n.metadata, n.files[0].location);
   ASSERT_TRUE(arr.ok()) << arr.status().ToString();
@@ -167,7 +155,7 @@ TEST(NodeTest, StringArrayReadsChunksByTheirKeys) {
   auto missing = (*arr)->ReadChunk({0, 1});
   ASSERT_TRUE(missing.ok());
   EXPECT_FALSE(missing.value().has_value());
-  dir.Write("0/0", Vlen({"x"}));
+  dir.Write("0/0", lsio_test::VlenUtf8Chunk({"x"}));
   auto bad = (*arr)->ReadChunk({0, 0});
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss);

@@ -7,27 +7,17 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 namespace lsio {
 namespace {
 
-std::string Le32(uint32_t v) {
-  std::string s(4, '\0');
-  for (int k = 0; k < 4; ++k) s[static_cast<size_t>(k)] = static_cast<char>(v >> (8 * k));
-  return s;
-}
-
-std::string Vlen(const std::vector<std::string>& items) {
-  std::string s = Le32(static_cast<uint32_t>(items.size()));
-  for (const std::string& it : items) s += Le32(static_cast<uint32_t>(it.size())) + it;
-  return s;
-}
-
 TEST(StringsTest, DecodesRawAndCompressedChunks) {
   const std::vector<std::string> items = {"", "a", "\xc3\xbc", "bcd", "\xf0\x9f\x98\x80"};
-  auto raw = DecodeVlenUtf8Chunk("[]", Vlen(items), items.size());
+  auto raw = DecodeVlenUtf8Chunk("[]", lsio_test::VlenUtf8Chunk(items), items.size());
   ASSERT_TRUE(raw.ok()) << raw.status().ToString();
   EXPECT_EQ(*raw, items);
-  const std::string plain = Vlen(items);
+  const std::string plain = lsio_test::VlenUtf8Chunk(items);
   std::string z(ZSTD_compressBound(plain.size()), '\0');
   z.resize(ZSTD_compress(z.data(), z.size(), plain.data(), plain.size(), 3));
   auto dec = DecodeVlenUtf8Chunk(R"([{"name": "zstd", "configuration": {"level": 3, "checksum": false}}])", z,
@@ -37,7 +27,7 @@ TEST(StringsTest, DecodesRawAndCompressedChunks) {
 }
 
 TEST(StringsTest, MalformedChunksAreDataLoss) {
-  const std::string good = Vlen({"ab", "c"});
+  const std::string good = lsio_test::VlenUtf8Chunk({"ab", "c"});
   struct Case {
     std::string bytes;
     uint64_t items;
@@ -48,9 +38,9 @@ TEST(StringsTest, MalformedChunksAreDataLoss) {
       {good.substr(0, good.size() - 1), 2, "item 1 runs past the chunk"},
       {good + "x", 2, "1 bytes after the last item"},
       {"\x01\x00", 1, "shorter than its 4-byte item count"},
-      {Vlen({"\xff"}), 1, "item 0 is not valid UTF-8"},
-      {Vlen({"\xed\xa0\x80"}), 1, "item 0 is not valid UTF-8"},  // a surrogate
-      {Le32(1) + Le32(0xFFFFFFFFu), 1, "item 0 runs past the chunk"},
+      {lsio_test::VlenUtf8Chunk({"\xff"}), 1, "item 0 is not valid UTF-8"},
+      {lsio_test::VlenUtf8Chunk({"\xed\xa0\x80"}), 1, "item 0 is not valid UTF-8"},  // a surrogate
+      {lsio_test::Le32(1) + lsio_test::Le32(0xFFFFFFFFu), 1, "item 0 runs past the chunk"},
   };
   for (const Case& c : cases) {
     auto r = DecodeVlenUtf8Chunk("[]", c.bytes, c.items);

@@ -212,6 +212,21 @@ inline std::vector<uint16_t> Shard69Values() {
   return v;
 }
 
+/// `v` as 4 little-endian bytes.
+inline std::string Le32(uint32_t v) {
+  std::string s(4, '\0');
+  for (int k = 0; k < 4; ++k) s[static_cast<size_t>(k)] = static_cast<char>(v >> (8 * k));
+  return s;
+}
+
+/// A vlen-utf8 chunk as numcodecs writes it: the item count, then each item's length and
+/// bytes (little-endian uint32 lengths).
+inline std::string VlenUtf8Chunk(const std::vector<std::string>& items) {
+  std::string s = Le32(static_cast<uint32_t>(items.size()));
+  for (const std::string& it : items) s += Le32(static_cast<uint32_t>(it.size())) + it;
+  return s;
+}
+
 /// True when LSIO_REQUIRE_URING=1: io_uring tests fail instead of skipping.
 inline bool RequireUring() {
   const char* e = std::getenv("LSIO_REQUIRE_URING");
