@@ -6,9 +6,10 @@ group naming its arrays. Above array.py, group.py and _strings.py, which do not 
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any, Dict, Optional
 
-from . import _core, _storage
+from . import _core, _options, _storage
 from ._remote import Handle as _Handle
 from ._strings import is_vlen_string, open_string_array
 from .array import Array
@@ -123,6 +124,12 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
                    chunk_cache_bytes=chunk_cache_bytes, cache_bytes=cache_bytes)
     if remote and tune:
         raise ValueError("tune=True measures local storage; remote stores measure their coalescing themselves")
+    if remote:
+        # Options are checked before any request: a local-only option given for a URL is
+        # refused without reading the node first (Array checks them again, cheaply).
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # Array warns, at the caller's line
+            _options.resolve_remote(path, options)
     # The node's metadata is read once, here: it says whether the array holds variable-length
     # strings (read outside the engine's crop path) or is a group, and the engine takes the
     # same files. Without a node there (or when it cannot be read) the engine opens the path
