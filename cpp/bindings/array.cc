@@ -9,6 +9,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <optional>
 
@@ -334,7 +335,76 @@ void BindArray(py::module_& m) {
             });
             Check(st);
           },
-          py::arg("starts"), py::arg("shape"), py::arg("out"), py::arg("transform") = py::none());
+          py::arg("starts"), py::arg("shape"), py::arg("out"), py::arg("transform") = py::none())
+      .def(
+          "stage_boxes",
+          // The device path's host half (lsio/stage.h): the boxes' chunks into `staging`
+          // (a writable uint8 buffer, pinned host memory for a GPU), the plan as arrays.
+          [](lsio::Array& a, const py::array& starts_obj, const std::vector<int64_t>& counts,
+             const std::optional<std::vector<int64_t>>& steps, int64_t out_box_stride,
+             const std::vector<int64_t>& out_strides, const py::array& staging_obj, bool gpu_codecs) {
+            const size_t nd = a.info().shape.size();
+            auto starts = py::array_t<int64_t, py::array::c_style>::ensure(starts_obj);
+            if (!starts || starts.ndim() != 2 || static_cast<size_t>(starts.shape(1)) != nd) {
+              ThrowStatus(lsio::Status::InvalidArgument("starts must be an integer array of shape (N, ndim)"));
+            }
+            if (counts.size() != nd || out_strides.size() != nd || (steps && steps->size() != nd)) {
+              ThrowStatus(lsio::Status::InvalidArgument("counts, steps and strides must have one entry per dimension"));
+            }
+            py::buffer_info sb = py::buffer(staging_obj).request(/*writable=*/true);
+            if (sb.ndim != 1 || sb.itemsize != 1 || (sb.size > 1 && sb.strides[0] != 1)) {
+              ThrowStatus(lsio::Status::InvalidArgument("staging must be a contiguous 1-d uint8 buffer"));
+            }
+            lsio::BoxBatch batch;
+            batch.ndim = static_cast<int>(nd);
+            batch.size = static_cast<size_t>(starts.shape(0));
+            batch.starts = starts.data();
+            batch.starts_stride = nd;
+            batch.counts = counts.data();
+            if (steps) batch.steps = steps->data();
+            batch.dst_strides = out_strides.data();
+            batch.dst_box_stride = out_box_stride;
+            std::span<uint8_t> staging(static_cast<uint8_t*>(sb.ptr), static_cast<size_t>(sb.size));
+            lsio::StagedBatch out;
+            const lsio::Status st = WithoutGil([&](const std::function<bool()>& interrupted) {
+              return a.StageBoxes(batch, staging, gpu_codecs, &out, interrupted);
+            });
+            Check(st);
+            auto table = [](std::vector<int64_t>& v, size_t cols) {
+              const size_t rows = cols == 0 ? 0 : v.size() / cols;
+              py::array_t<int64_t> arr({static_cast<py::ssize_t>(rows), static_cast<py::ssize_t>(cols)});
+              if (!v.empty()) std::memcpy(arr.mutable_data(), v.data(), v.size() * sizeof(int64_t));
+              return arr;
+            };
+            py::dict d;
+            d["needed"] = out.needed;
+            d["staging_used"] = out.staging_used;
+            d["decoded_bytes"] = out.decoded_bytes;
+            d["max_decoded"] = out.max_decoded;
+            d["bytes_read"] = out.bytes_read;
+            d["frames"] = table(out.frames, lsio::kFrameCols);
+            d["ops"] = table(out.ops, lsio::kOpCols);
+            d["coords"] = table(out.coords, nd);
+            d["files"] = out.files;
+            return d;
+          },
+          py::arg("starts"), py::arg("counts"), py::arg("steps"), py::arg("out_box_stride"), py::arg("out_strides"),
+          py::arg("staging"), py::arg("gpu_codecs") = true);
+
+  m.def(
+      "decode_staged_frame",
+      [](int64_t codec, const py::buffer& src, const py::buffer& dst) {
+        py::buffer_info in = src.request();
+        py::buffer_info out = dst.request(/*writable=*/true);
+        if (in.ndim != 1 || in.itemsize != 1 || out.ndim != 1 || out.itemsize != 1 ||
+            (in.size > 1 && in.strides[0] != 1) || (out.size > 1 && out.strides[0] != 1)) {
+          ThrowStatus(lsio::Status::InvalidArgument("frames are contiguous 1-d uint8 buffers"));
+        }
+        std::span<const uint8_t> i(static_cast<const uint8_t*>(in.ptr), static_cast<size_t>(in.size));
+        std::span<uint8_t> o(static_cast<uint8_t*>(out.ptr), static_cast<size_t>(out.size));
+        Check(WithoutGil([&] { return lsio::DecodeStagedFrame(codec, i, o); }));
+      },
+      py::arg("codec"), py::arg("src"), py::arg("dst"));
 
   m.def(
       "open",

@@ -305,27 +305,43 @@ Status Array::ReadBatch(const std::vector<Selection>& sels, const std::vector<Ds
   });
 }
 
+namespace {
+// A box batch is checked whole before anything is planned (ReadBoxes, StageBoxes).
+Status CheckBoxes(const ArrayLayout& l, const BoxBatch& batch) {
+  const size_t nd = l.shape.size();
+  if (static_cast<size_t>(batch.ndim) != nd) {
+    return Status::InvalidArgument("selection has " + std::to_string(batch.ndim) + " dimensions, the array has " +
+                                   std::to_string(nd));
+  }
+  if (batch.size > 0 && nd > 0 && (batch.starts == nullptr || batch.counts == nullptr || batch.dst_strides == nullptr)) {
+    return Status::InvalidArgument("box batch without starts, counts or strides");
+  }
+  for (size_t b = 0; b < batch.size; ++b) {
+    for (size_t d = 0; d < nd; ++d) {
+      const int di = static_cast<int>(d);
+      if (batch.Step(b, di) < 1) return Status::InvalidArgument("selection step must be >= 1");
+      LSIO_RETURN_IF_ERROR(CheckRun(batch.Start(b, di), batch.Count(b, di), batch.Step(b, di), d, l.shape[d]));
+    }
+  }
+  return Status::Ok();
+}
+}  // namespace
+
 Status Array::ReadBoxes(const BoxBatch& batch, const std::function<bool()>& interrupted,
                         const ElementTransform* transform) {
   return CatchAtBoundary([&]() -> Status {
-    const ArrayLayout& l = impl_->layout;
-    const size_t nd = l.shape.size();
-    if (static_cast<size_t>(batch.ndim) != nd) {
-      return Status::InvalidArgument("selection has " + std::to_string(batch.ndim) + " dimensions, the array has " +
-                                     std::to_string(nd));
-    }
-    if (batch.size > 0 && nd > 0 && (batch.starts == nullptr || batch.counts == nullptr || batch.dst_strides == nullptr)) {
-      return Status::InvalidArgument("box batch without starts, counts or strides");
-    }
-    for (size_t b = 0; b < batch.size; ++b) {
-      for (size_t d = 0; d < nd; ++d) {
-        const int di = static_cast<int>(d);
-        if (batch.Step(b, di) < 1) return Status::InvalidArgument("selection step must be >= 1");
-        LSIO_RETURN_IF_ERROR(CheckRun(batch.Start(b, di), batch.Count(b, di), batch.Step(b, di), d, l.shape[d]));
-      }
-    }
+    LSIO_RETURN_IF_ERROR(CheckBoxes(impl_->layout, batch));
     LSIO_ASSIGN_OR_RETURN(ReadContext ctx, impl_->PrepareRead(interrupted, transform));
     return impl_->Timed(ctx, [&] { return ExecuteRead(ctx, batch); });
+  });
+}
+
+Status Array::StageBoxes(const BoxBatch& batch, std::span<uint8_t> staging, bool gpu_codecs, StagedBatch* out,
+                         const std::function<bool()>& interrupted) {
+  return CatchAtBoundary([&]() -> Status {
+    LSIO_RETURN_IF_ERROR(CheckBoxes(impl_->layout, batch));
+    LSIO_ASSIGN_OR_RETURN(ReadContext ctx, impl_->PrepareRead(interrupted, nullptr));
+    return impl_->Timed(ctx, [&] { return ExecuteStage(ctx, batch, staging, gpu_codecs, out); });
   });
 }
 

@@ -340,6 +340,7 @@ class Array:
         dtype: Any = None,
         scale: Optional[float] = None,
         offset: Optional[float] = None,
+        stream: Any = None,
     ) -> np.ndarray:
         """Read ``self[key]`` (numpy basic indexing) into a new array, or into ``out``.
 
@@ -351,7 +352,15 @@ class Array:
         ``dtype`` (float32 or float64), ``scale`` and ``offset`` convert while reading:
         the result holds ``value * scale + offset`` (computed in double precision, rounded
         once), so a uint16 store feeds float32 tensors without a second pass.
+
+        ``out`` may be a contiguous CUDA tensor (torch, ``__cuda_array_interface__`` or
+        DLPack): chunks are then decoded on the GPU (:mod:`lsio.gpu`), on ``stream`` (default
+        the current torch stream).
         """
+        if _cuda_out(out):
+            from .gpu._cuda import read_into
+
+            return read_into(self, key, out, dtype, scale, offset, stream)
         if dtype is None and scale is None and offset is None and type(out) in (np.ndarray, type(None)):
             # Ints and step-1 slices, decided and read in one C++ call (the per-call cost of
             # small reads from many Python threads); None: the general path below.
@@ -431,6 +440,7 @@ class Array:
         dtype: Any = None,
         scale: Optional[float] = None,
         offset: Optional[float] = None,
+        stream: Any = None,
     ) -> np.ndarray:
         """Read N crops of one ``shape`` whose origins are the rows of ``starts`` (N, ndim).
 
@@ -438,6 +448,11 @@ class Array:
         inside the array (:class:`lsio.BoundsError` otherwise). All crops are planned
         together: each needed chunk is read and decoded once, even when crops overlap.
         ``dtype``/``scale``/``offset`` convert while reading, as in :meth:`read`.
+
+        ``out`` may be a contiguous CUDA tensor of shape ``(N, *shape)`` (torch,
+        ``__cuda_array_interface__`` or DLPack): the compressed chunks are then copied to the
+        GPU and decoded there by nvCOMP (:mod:`lsio.gpu`), on ``stream`` (default the current
+        torch stream); the call returns once the batch is in ``out``.
         """
         native = self._native()
         nd = len(self._shape)
@@ -468,6 +483,10 @@ class Array:
         elif any(c > n for c, n in zip(crop, self._shape)):
             raise BoundsError(f"crop shape {crop} does not fit in the array's shape {self._shape}")
         st64 = np.ascontiguousarray(st, dtype=np.int64)
+        if _cuda_out(out):
+            from .gpu._cuda import read_crops_into
+
+            return read_crops_into(self, st64, crop, out, dtype, scale, offset, stream)
         full = (st64.shape[0],) + crop
         transform, out_dtype = self._transform(dtype, scale, offset)
         if out is None:
@@ -486,6 +505,22 @@ class Array:
 
 _ADVANCED_HINT = ("lsio indexes with ints, slices, ... and None (np.newaxis); for integer arrays or lists use "
                   "arr.oindex[...] (one index array per axis, orthogonally) or arr.take(indices, axis=...)")
+
+
+def _cuda_out(out: Any) -> bool:
+    """True for an ``out`` on a CUDA device (torch tensor, __cuda_array_interface__, DLPack),
+    decided without importing torch."""
+    if out is None or isinstance(out, np.ndarray):
+        return False
+    if hasattr(out, "__cuda_array_interface__") or getattr(out, "is_cuda", False) is True:
+        return True
+    dev = getattr(out, "__dlpack_device__", None)
+    if dev is None:
+        return False
+    try:
+        return int(dev()[0]) in (2, 13)  # kDLCUDA, kDLCUDAManaged
+    except Exception:
+        return False
 
 
 def _normalize_key(key: Any, shape: Tuple[int, ...]):

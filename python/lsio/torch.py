@@ -32,6 +32,10 @@ Importing this module imports torch (``import lsio`` alone never does)::
 * Each worker reuses a few shared-memory batch slots (``pool_batches``) instead of creating,
   zero-filling and mapping a new one per batch; a slot is rewritten only after the main
   process dropped every tensor of its previous batch (lsio/_torch_pool.py says how).
+* :class:`CropLoader` loads in the training process itself, double-buffered (the next
+  batch's read overlaps the current step); with ``device="cuda"`` chunks are decoded on the
+  GPU (:mod:`lsio.gpu`). CUDA does not survive fork: GPU decoding happens there, never in
+  DataLoader workers.
 * In DataLoader workers the arrays are reopened with ``worker_threads`` (default 1) native
   threads: the workers are the parallelism. :func:`worker_init_fn` does the same
   explicitly, and also sets ``LSIO_THREADS`` for arrays opened later in the worker.
@@ -56,7 +60,8 @@ from . import _torch_pool
 from .array import Array
 from .grain import CropSource, with_options
 
-__all__ = ["CropDataset", "CropSampler", "CropBatch", "collate", "pool_stats", "worker_init_fn", "with_options"]
+__all__ = ["CropDataset", "CropSampler", "CropBatch", "CropLoader", "collate", "pool_stats", "worker_init_fn",
+           "with_options"]
 
 
 def _torch_dtype(dt: np.dtype) -> "torch.dtype":
@@ -326,3 +331,101 @@ def worker_init_fn(worker_id: int) -> None:
     for ds in _unwrap(info.dataset):
         ds.set_threads(1)
         ds._pid = os.getpid()
+
+
+class CropLoader:
+    """In-process batches of a :class:`CropDataset`, double-buffered, on ``device``.
+
+    ::
+
+        loader = CropLoader(ds, batch_size=32, sampler=CropSampler(ds, seed=0), device="cuda")
+        for epoch in range(10):
+            loader.sampler.set_epoch(epoch)
+            for batch in loader:          # CUDA tensors, decoded on the GPU
+                ...
+
+    A background thread reads batch k+1 while batch k is handed out. With ``device="cuda"``
+    that read is the host half of a GPU read (lsio/gpu: the compressed chunks of the whole
+    batch into a pinned staging buffer, one per array and slot, reused); the main thread then
+    copies them to the device, decodes them with nvCOMP and scatters them into new batch
+    tensors on ``stream`` (default: a side stream of the loader's own, so decoding overlaps the
+    work queued on the current stream), and waits for that stream only. Batches are the
+    dataset's structure (tensor, tuple or dict). ``device="cpu"`` reads into host tensors on
+    the same schedule. GPU decoding needs the main process: use DataLoader workers for CPU
+    decoding instead (docs/guide/training.md compares the two).
+
+    sampler: yields keys (e.g. :class:`CropSampler`); default: the dataset's records in order.
+    """
+
+    def __init__(self, dataset: CropDataset, batch_size: int, *, sampler: Any = None, device: Any = "cuda",
+                 drop_last: bool = False, stream: Any = None) -> None:
+        if int(batch_size) < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.dataset = dataset
+        self.batch_size = int(batch_size)
+        self.sampler = sampler
+        self.device = torch.device(device)
+        self.drop_last = bool(drop_last)
+        self.stream = stream
+        if self.device.type == "cuda":
+            from . import gpu
+
+            ok, why = gpu.available()
+            if not ok:
+                raise RuntimeError(f"lsio: CropLoader(device='cuda') cannot decode on the GPU: {why}")
+
+    def _batches(self) -> List[List[Any]]:
+        keys = list(self.sampler) if self.sampler is not None else list(range(len(self.dataset)))
+        out = [keys[i: i + self.batch_size] for i in range(0, len(keys), self.batch_size)]
+        if self.drop_last and out and len(out[-1]) < self.batch_size:
+            out.pop()
+        return out
+
+    def __len__(self) -> int:
+        n = len(self.sampler) if self.sampler is not None else len(self.dataset)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def __iter__(self) -> Iterator[Any]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        batches = self._batches()
+        if not batches:
+            return
+        src = self.dataset.source
+        if self.device.type != "cuda":
+            def host(keys: List[Any], slot: int) -> Any:
+                tensors = [torch.empty((len(keys), *c), dtype=d) for c, d in zip(src.crop_shapes, self.dataset._tdtypes)]
+                src.read_batch_arrays(keys, outs=[t.numpy() for t in tensors])
+                return tensors
+        else:
+            from .gpu import _cuda, _plan
+
+            slots = [[_cuda.Staging(a.options.get("memory_limit") or 0) for a in src.arrays] for _ in range(2)]
+
+            def host(keys: List[Any], slot: int) -> Any:
+                plans = []
+                for j, (arr, st, crop) in enumerate(zip(src.arrays, src.starts(keys), src.crop_shapes)):
+                    st = np.ascontiguousarray(st, dtype=np.int64)
+                    isz = np.dtype(arr.dtype).itemsize
+                    box = int(np.prod(crop, dtype=np.int64)) * isz
+                    plans.append((st, _cuda.stage_for(arr, st, crop, None, box, _plan.out_layout(crop, isz),
+                                                      box * len(st), slots[slot][j])))
+                return plans
+
+            stream = self.stream if self.stream is not None else torch.cuda.Stream(self.device)
+        with ThreadPoolExecutor(1, thread_name_prefix="lsio-loader") as pool:
+            fut = pool.submit(host, batches[0], 0)
+            for k in range(len(batches)):
+                got = fut.result()
+                if k + 1 < len(batches):
+                    fut = pool.submit(host, batches[k + 1], (k + 1) % 2)
+                if self.device.type != "cuda":
+                    yield src._structure(got)
+                    continue
+                outs = []
+                for (st, plan), arr, crop, dt in zip(got, src.arrays, src.crop_shapes, self.dataset._tdtypes):
+                    t = torch.empty((len(st), *crop), dtype=dt, device=self.device)
+                    _cuda.execute(arr, plan, t, lambda arr=arr, st=st, crop=crop: arr.read_crops(st, crop), stream)
+                    outs.append(t)
+                torch.cuda.current_stream(self.device).wait_stream(stream)
+                yield src._structure(outs)

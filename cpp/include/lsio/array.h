@@ -28,6 +28,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,7 @@
 #include "lsio/options.h"
 #include "lsio/profile.h"
 #include "lsio/remote.h"  // StoreCounters
+#include "lsio/stage.h"   // StagedBatch
 #include "lsio/status.h"
 
 namespace lsio {
@@ -113,6 +115,15 @@ class Array {
   /// (memory_limit), and as ReadBatch.
   Status ReadBoxes(const BoxBatch& batch, const std::function<bool()>& interrupted = {},
                    const ElementTransform* transform = nullptr);
+
+  /// Stages `batch` for a device decoder (lsio/stage.h): reads every chunk the boxes touch
+  /// (as ReadBoxes would) into `staging` as GPU-decodable frames (`gpu_codecs`) or chunks
+  /// decoded by the CPU, and fills `out` with the frames and the scatter ops into an output
+  /// laid out as batch.dst_box_stride / dst_strides say; the batch's addresses are ignored
+  /// and nothing is written outside `staging`. When `staging` is too small, returns Ok with
+  /// out->needed (bytes that suffice). Validates and fails like ReadBoxes (no transform).
+  Status StageBoxes(const BoxBatch& batch, std::span<uint8_t> staging, bool gpu_codecs, StagedBatch* out,
+                    const std::function<bool()>& interrupted = {});
 
   /// Outer (orthogonal) indexing: reads the cartesian product of per-dimension runs
   /// without expanding it (memory grows with the runs and the chunks touched). Runs may

@@ -93,6 +93,9 @@ Result<std::unique_ptr<CodecChain>> CodecChain::Build(std::vector<std::unique_pt
   // Saturating: a chain whose bounds overflowed reports UINT64_MAX (memory_limit refuses it).
   const uint64_t stages = chain->stored_is_decoded_ ? 0 : 3 * chain->decoded_size();
   chain->decode_scratch_ = codec_scratch > UINT64_MAX - stages ? UINT64_MAX : stages + codec_scratch;
+  if (chain->perm_.empty() && !chain->swap_ && chain->bb_.size() == 1 && chain->bb_[0]->name() == "zstd") {
+    chain->gpu_codec_ = GpuCodec::kZstd;
+  }
   chain->description_ = desc;
   return chain;
 }

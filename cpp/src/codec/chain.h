@@ -34,6 +34,10 @@
 
 namespace lsio {
 
+/// The stored form of a chunk a GPU decoder can turn into the decoded chunk alone (read/stage.h):
+/// kZstd when the chain is exactly `bytes` in host order (no transpose) + `zstd`.
+enum class GpuCodec : int64_t { kNone = 0, kZstd = 1 };
+
 class CodecChain {
  public:
   /// Prepares `codecs` (in metadata order, i.e. encode order) for chunks described by
@@ -54,6 +58,9 @@ class CodecChain {
   /// stage buffers (stored_is_decoded(): none), plus what the codecs keep of their own
   /// (BytesToBytesCodec::DecodeScratchBytes).
   uint64_t decode_scratch_bytes() const { return decode_scratch_; }
+  /// What a GPU decoder can decode of this chain's stored chunks without the CPU (kNone: the
+  /// CPU decodes them; read/stage.h).
+  GpuCodec gpu_codec() const { return gpu_codec_; }
   /// "transpose, bytes(big), zstd" style summary for reprs and errors.
   const std::string& description() const { return description_; }
 
@@ -81,6 +88,7 @@ class CodecChain {
   uint64_t max_stored_ = 0;
   uint64_t decode_scratch_ = 0;
   bool stored_is_decoded_ = false;
+  GpuCodec gpu_codec_ = GpuCodec::kNone;
   std::string description_;
 };
 

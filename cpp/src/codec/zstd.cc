@@ -4,6 +4,8 @@
 // destination. Frames without a content size (older TensorStore) and concatenated frames
 // take the streaming path, still into the same destination, bounded by its size. A content
 // checksum, when present, is verified by libzstd.
+#include "codec/zstd.h"
+
 #include <zstd.h>
 
 #include <algorithm>
@@ -138,6 +140,27 @@ Result<std::unique_ptr<Codec>> ParseZstdCodec(const nlohmann::json& config) {
     return Status::InvalidFormat("zstd codec: \"checksum\" must be a boolean");
   }
   return std::unique_ptr<Codec>(new ZstdCodec());
+}
+
+bool ZstdGpuDecodable(std::span<const uint8_t> in, uint64_t decoded) {
+  // Magic 0xFD2FB528 (little endian), then the frame header descriptor, whose bit 2 says a
+  // content checksum ends the frame.
+  if (in.size() < 5 || in[0] != 0x28 || in[1] != 0xB5 || in[2] != 0x2F || in[3] != 0xFD || (in[4] & 0x04) != 0) {
+    return false;
+  }
+  const unsigned long long cs = ZSTD_getFrameContentSize(in.data(), in.size());
+  if (cs == ZSTD_CONTENTSIZE_ERROR || cs == ZSTD_CONTENTSIZE_UNKNOWN || cs != decoded) return false;
+  const size_t frame = ZSTD_findFrameCompressedSize(in.data(), in.size());
+  return !ZSTD_isError(frame) && frame == in.size();
+}
+
+Status ZstdDecodeFrame(std::span<const uint8_t> in, std::span<uint8_t> out) {
+  const size_t r = ZSTD_decompress(out.data(), out.size(), in.data(), in.size());
+  if (ZSTD_isError(r)) return ZstdError("corrupt data", r);
+  if (r != out.size()) {
+    return Status::DataLoss("zstd: frame holds " + std::to_string(r) + " bytes, expected " + std::to_string(out.size()));
+  }
+  return Status::Ok();
 }
 
 }  // namespace lsio

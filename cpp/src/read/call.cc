@@ -7,13 +7,17 @@
 
 #include "codec/codec.h"
 #include "read/scatter.h"
+#include "read/stage.h"
 #include "source/sharded.h"
 
 namespace lsio {
 namespace {
 
-// in_writable: `in` is this task's own read buffer (CodecChain::Decode).
-Status DecodeTask(const CallState& cs, const ChunkTask& t, std::span<const uint8_t> in, bool in_writable = false) {
+// in_writable: `in` is this task's own read buffer (CodecChain::Decode). A staged call
+// (read/stage.h) leaves the chunk in the staging buffer instead of the output.
+Status DecodeTask(const CallState& cs, uint32_t ti, std::span<const uint8_t> in, bool in_writable = false) {
+  if (cs.ctx->stage != nullptr) return cs.ctx->stage->StageTask(cs, ti, in, in_writable);
+  const ChunkTask& t = cs.plan->tasks[ti];
   const ArrayLayout& l = *cs.ctx->layout;
   DecodeScratch& scratch = ThreadDecodeScratch();
   const size_t n = static_cast<size_t>(l.chain->decoded_size());
@@ -56,10 +60,11 @@ void ServeCached(const CallState& cs, const ChunkTask& t) {
 void DecodeUnit(CallState& cs, const IoUnit& unit, const uint8_t* base, uint64_t base_offset) {
   const Plan& plan = *cs.plan;
   for (uint32_t k = 0; k < unit.num_tasks; ++k) {
-    const ChunkTask& t = plan.tasks[plan.unit_tasks[unit.first_task + k]];
+    const uint32_t ti = plan.unit_tasks[unit.first_task + k];
+    const ChunkTask& t = plan.tasks[ti];
     if (cs.traits.remote) cs.ctx->store->stats().bytes_used.fetch_add(t.nbytes, std::memory_order_relaxed);
     std::span<const uint8_t> bytes(base + (t.offset - base_offset), t.nbytes);
-    Status st = DecodeTask(cs, t, bytes);
+    Status st = DecodeTask(cs, ti, bytes);
     if (!st.ok()) {
       cs.Fail(WithContext(std::move(st), plan, t));
       return;
@@ -73,9 +78,11 @@ void DecodeUnit(CallState& cs, const IoUnit& unit, const uint8_t* base, uint64_t
 void FinishOneRead(CallState& cs, const IoUnit& unit, const RangeRead& r) {
   const Plan& plan = *cs.plan;
   const ArrayLayout& l = *cs.ctx->layout;
-  ChunkTask t = plan.tasks[plan.unit_tasks[unit.first_task]];
+  const uint32_t ti = plan.unit_tasks[unit.first_task];
+  ChunkTask t = plan.tasks[ti];
   if (r.missing) {
-    Fill(cs, t);
+    if (cs.ctx->stage != nullptr) cs.ctx->stage->StageFill(ti);
+    else Fill(cs, t);
     return;
   }
   t.nbytes = r.object->size;
@@ -88,7 +95,7 @@ void FinishOneRead(CallState& cs, const IoUnit& unit, const RangeRead& r) {
   } else {
     // The file was read into a buffer of its own in the worker's arena, which nothing else
     // reads; unit.dst (the caller's array) only takes uncompressed chunks.
-    st = DecodeTask(cs, t, std::span<const uint8_t>(r.dst, t.nbytes), /*in_writable=*/r.dst != unit.dst);
+    st = DecodeTask(cs, ti, std::span<const uint8_t>(r.dst, t.nbytes), /*in_writable=*/r.dst != unit.dst);
   }
   if (!st.ok()) cs.Fail(WithContext(std::move(st), plan, t));
 }
@@ -149,6 +156,7 @@ bool ServeWithoutRead(CallState& cs, const IoUnit& unit) {
   if (unit.file < 0) {  // fills and cached chunks need no I/O
     for (uint32_t k = 0; k < unit.num_tasks; ++k) {
       const ChunkTask& t = plan.tasks[plan.unit_tasks[unit.first_task + k]];
+      if (cs.ctx->stage != nullptr) continue;  // staged calls place fills when they finish
       if (t.cached >= 0) ServeCached(cs, t);
       else Fill(cs, t);
     }

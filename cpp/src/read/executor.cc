@@ -243,7 +243,9 @@ class WaveResolver {
   uint32_t wave_ = 0;
 };
 // `stream`: scatter chunks into the output with non-temporal stores (CopyStridedStreaming).
-Status RunPlan(const ReadContext& ctx, Plan& plan, bool stream);
+// `staged`: ctx.stage's call, where a staging buffer too small ends the call with
+// staged->needed set.
+Status RunPlan(const ReadContext& ctx, Plan& plan, bool stream, StagedBatch* staged = nullptr);
 
 }  // namespace
 
@@ -310,6 +312,40 @@ Status ExecuteReadImpl(const ReadContext& ctx, const BoxBatch& batch) {
   return RunPlan(ctx, plan, /*stream=*/out_bytes >= StreamingThresholdBytes());
 }
 
+Status ExecuteStage(const ReadContext& ctx_in, const BoxBatch& batch_in, std::span<uint8_t> staging, bool gpu_codecs,
+                    StagedBatch* out) {
+  return Profiled([&]() -> Status {
+    const ArrayLayout& l = *ctx_in.layout;
+    if (l.ndim() > 64) return Status::Unimplemented("arrays of more than 64 dimensions");
+    if (ctx_in.convert != nullptr) return Status::InvalidArgument("a staged read cannot convert elements");
+    // The plan's output addresses are offsets from a base that is never written through:
+    // the scatter ops carry them (relative to it) to a device the engine cannot address.
+    static uint8_t base_anchor[1];
+    BoxBatch batch = batch_in;
+    batch.dst = base_anchor;
+    batch.dsts = nullptr;
+    LSIO_RETURN_IF_ERROR(CheckPlanBound(ctx_in, PlanBytesBound(l, batch)));
+    Plan plan;
+    const auto t_plan = ProfileClock::now();
+    LSIO_RETURN_IF_ERROR(BuildTasks(l, batch, &plan, /*allow_direct=*/false, ctx_in.interrupted));
+    t_profile.plan_ns += NsSince(t_plan);
+    StageSink sink(staging, gpu_codecs, plan.tasks.size());
+    ReadContext ctx = ctx_in;
+    ctx.chunk_cache = nullptr;
+    ctx.stage = &sink;
+    *out = StagedBatch{};
+    LSIO_RETURN_IF_ERROR(RunPlan(ctx, plan, /*stream=*/false, out));
+    if (out->needed > 0) return Status::Ok();
+    Status st = sink.Finish(l, plan, base_anchor, out);
+    if (!st.ok() && sink.overflowed()) {
+      *out = StagedBatch{};
+      out->needed = sink.Bound(l, plan, 0);
+      return Status::Ok();
+    }
+    return st;
+  });
+}
+
 Status ExecuteReadImpl(const ReadContext& ctx, const OuterSelection& sel) {
   const ArrayLayout& l = *ctx.layout;
   if (l.ndim() > 64) return Status::Unimplemented("arrays of more than 64 dimensions");
@@ -340,11 +376,12 @@ void LookUpCached(const ReadContext& ctx, uint32_t first, uint32_t last, Plan* p
   }
 }
 
-Status RunPlan(const ReadContext& ctx, Plan& plan, bool stream) {
+Status RunPlan(const ReadContext& ctx, Plan& plan, bool stream, StagedBatch* staged) {
   const ArrayLayout& l = *ctx.layout;
   const StoreTraits traits = ctx.store->traits();
   // With a chunk cache, chunk files are opened while resolving: their version keys the cache.
-  WaveResolver waves(ctx, &plan, traits, /*one_read=*/ctx.chunk_cache == nullptr);
+  // So are they for a staged call: its staging buffer is sized from their sizes.
+  WaveResolver waves(ctx, &plan, traits, /*one_read=*/ctx.chunk_cache == nullptr && ctx.stage == nullptr);
   const int max_workers = std::max(1, ctx.threads);
   // The fill element as the output stores it.
   std::vector<uint8_t> fill = l.fill;
@@ -372,6 +409,11 @@ Status RunPlan(const ReadContext& ctx, Plan& plan, bool stream) {
                              plan, t);
         }
       }
+    }
+    uint64_t need = 0;
+    if (ctx.stage != nullptr && !ctx.stage->Fits(l, plan, first, last, &need)) {
+      staged->needed = need + ctx.stage->Rest(l, plan, last);  // exact for a one-wave call
+      return Status::Ok();
     }
     plan.units.clear();
     plan.unit_tasks.clear();
@@ -402,7 +444,13 @@ Status RunPlan(const ReadContext& ctx, Plan& plan, bool stream) {
     t_profile.workers = std::max(t_profile.workers, workers);
     t_profile.units += plan.units.size();
     t_profile.streamed = stream;
-    if (cs.failed.load()) return cs.error;
+    if (cs.failed.load()) {
+      if (ctx.stage != nullptr && ctx.stage->overflowed()) {  // CPU-staged frames took more room
+        staged->needed = ctx.stage->Bound(l, plan, first);
+        return Status::Ok();
+      }
+      return cs.error;
+    }
     // Bytes the store served for adopted versions without asking the server (disk cache,
     // chunk cache) count only once the server confirmed those versions.
     Status served = ctx.store->ConfirmServed(std::span<const ObjectRef>(plan.file_refs), [&ctx] {

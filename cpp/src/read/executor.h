@@ -52,6 +52,7 @@
 #include "read/convert.h"
 #include "source/index_cache.h"
 #include "read/planner.h"
+#include "read/stage.h"
 #include "store/store.h"
 #include "util/thread_pool.h"
 
@@ -92,6 +93,8 @@ struct ReadContext {
   /// (and versioned) while resolving, not by their read (Store::OpenForOneRead).
   ChunkCache* chunk_cache = nullptr;
   std::string cache_namespace;
+  /// Set by ExecuteStage only: chunks go to this staging sink instead of the output.
+  StageSink* stage = nullptr;
 };
 
 /// Reads a validated batch of boxes (see Array::ReadBoxes) / an outer selection.
@@ -101,6 +104,16 @@ Status ExecuteRead(const ReadContext& ctx, const OuterSelection& sel);
 /// The per-box form (copied into a BoxBatch first).
 Status ExecuteRead(const ReadContext& ctx, const std::vector<Selection>& sels,
                    const std::vector<DstView>& dsts);
+
+/// Stages a validated batch of boxes for a device decoder (read/stage.h): every chunk the
+/// boxes touch is read as ExecuteRead reads it and left in `staging` (as a GPU-decodable
+/// frame, or decoded by the CPU), and `out` gets the frames and the scatter ops into an
+/// output laid out as the batch's dst_box_stride / dst_strides say (the batch's addresses
+/// are ignored). With the chunk cache and transforms off. When `staging` is too small,
+/// returns Ok with out->needed set. `gpu_codecs` = false stages every chunk decoded (the
+/// plan a CPU-only executor wants).
+Status ExecuteStage(const ReadContext& ctx, const BoxBatch& batch, std::span<uint8_t> staging, bool gpu_codecs,
+                    StagedBatch* out);
 
 /// The process's worker pool, shared by every read call (rebuilt in a forked child, never
 /// joined at exit). Byte-range reads (read/ranges.h) use it too.

@@ -1,0 +1,405 @@
+"""Decoding on the GPU (lsio.gpu): the device plan, its CPU reference executor, the CUDA
+executor's steps on the CPU, and (where CUDA, Triton and nvCOMP are present) the real thing.
+
+Without a GPU:
+* for every supported store of stores.py, ``read_crops`` through the device plan performed
+  by the CPU reference executor (the same frames, decode area and scatter ops the CUDA
+  executor runs) equals ``read_crops`` bit for bit, with GPU-decodable frames staged
+  compressed and with every chunk staged decoded;
+* the plan's invariants: frames do not overlap in staging, every op stays inside the work
+  buffer and the output, and every output byte is written exactly once;
+* single boxes with steps (``read(key)``'s plan), a staging buffer that must grow, and
+  corrupt chunks (a typed error naming the file, chunk and byte range);
+* the CUDA executor's own code (lsio/gpu/_cuda.py: work-buffer layout, pointer tables, the
+  Triton scatter kernel, status checks, the CPU redo) run on host tensors in a child process
+  with ``TRITON_INTERPRET=1`` and a stand-in for nvCOMP that decodes with the engine's CPU
+  decoder from the pointer tables it is given.
+With CUDA: the same reads into CUDA tensors through nvCOMP, ``read(key, out=cuda)``,
+``CropLoader(device="cuda")`` and errors.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import zlib
+
+import numpy as np
+import pytest
+
+import lsio
+import lsio.gpu
+from lsio.gpu import _plan
+from selections import crop_slices, random_crops
+from stores import assert_same_bits
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def seed_of(name: str) -> int:
+    return zlib.crc32(name.encode()) + 7
+
+
+def numeric(store) -> bool:
+    e = store.expected
+    return e.dtype.kind in "biufc" and e.ndim >= 1 and e.size > 0
+
+
+def test_reference_matches_read_crops(store):
+    if not numeric(store):
+        pytest.skip("no crops of string or 0-d arrays reach a GPU")
+    arr = lsio.open(str(store.path))
+    starts, crop = random_crops(seed_of(store.name), store.expected.shape, arr.chunks)
+    want = np.stack([store.expected[crop_slices(s, crop)] for s in starts])
+    assert_same_bits(arr.read_crops(starts, crop), want, store.name)
+    for gpu_codecs in (True, False):
+        got = lsio.gpu.read_crops_reference(arr, starts, crop, gpu_codecs=gpu_codecs)
+        assert_same_bits(got, want, f"{store.name} gpu_codecs={gpu_codecs}")
+
+
+def write_zstd(path, shape=(6, 90, 70), chunks=(2, 32, 32), shards=None, dtype="float32", fill=0, region=None,
+               checksum=False):
+    import zarr
+    from zarr.codecs import ZstdCodec
+
+    rng = np.random.default_rng(3)
+    data = (rng.standard_normal(shape) * 100).astype(dtype)
+    z = zarr.create_array(str(path), shape=shape, chunks=chunks, shards=shards, dtype=dtype,
+                          compressors=[ZstdCodec(level=1, checksum=checksum)], fill_value=fill)
+    if region is None:
+        z[...] = data
+        return data
+    z[region] = data[region]
+    expected = np.full(shape, fill, dtype=dtype)
+    expected[region] = data[region]
+    return expected
+
+
+def plan_checks(plan: _plan.StagedPlan) -> None:
+    f = plan.frames
+    # Frames are disjoint, aligned and inside the used staging bytes; decode slots too.
+    order = np.argsort(f[:, _plan.F_STAGING])
+    starts, sizes = f[order, _plan.F_STAGING], f[order, _plan.F_STORED]
+    assert np.all(starts % 16 == 0)
+    assert np.all(starts[1:] >= starts[:-1] + sizes[:-1])
+    assert starts[-1] + sizes[-1] <= plan.staging_used
+    z = f[f[:, _plan.F_CODEC] != _plan.CODEC_RAW]
+    if len(z):
+        d = np.sort(z[:, _plan.F_DECODED_AT])
+        assert np.all(d % 16 == 0) and np.all(np.diff(d) >= plan.max_decoded)
+        assert d[-1] + plan.max_decoded <= plan.decoded_bytes
+    # Every output byte is written exactly once, every op reads inside the work buffer.
+    hits = np.zeros(plan.out_bytes, dtype=np.int32)
+    for src, dst, run, n1, ss1, ds1, n2, ss2, ds2 in plan.op_table(1).tolist():
+        assert src >= 0 and src + (n2 - 1) * ss2 + (n1 - 1) * ss1 + run <= plan.work_bytes
+        for i2 in range(n2):
+            for i1 in range(n1):
+                at = dst + i2 * ds2 + i1 * ds1
+                hits[at: at + run] += 1
+    assert np.all(hits == 1)
+
+
+def test_plan_invariants_sharded_with_missing_chunks(tmp_path):
+    p = tmp_path / "s.zarr"
+    want = write_zstd(p, shape=(6, 90, 70), chunks=(1, 16, 16), shards=(2, 32, 32), fill=-3,
+                      region=(slice(0, 4), slice(0, 50), slice(10, 70)))
+    arr = lsio.open(str(p))
+    rng = np.random.default_rng(0)
+    crop = (2, 40, 33)
+    starts = rng.integers(0, np.array(want.shape) - crop + 1, size=(9, 3))
+    plan = lsio.gpu.stage_crops(arr, starts, crop)
+    assert (plan.frames[:, _plan.F_CODEC] == _plan.CODEC_ZSTD).any()
+    assert (plan.frames[:, _plan.F_FILE] == -1).sum() == 1  # one fill frame serves every missing chunk
+    plan_checks(plan)
+    got = _plan.run_reference(plan, np.empty((9,) + crop, dtype=want.dtype))
+    assert_same_bits(got, np.stack([want[crop_slices(s, crop)] for s in starts]))
+
+
+@pytest.mark.parametrize("key", [
+    (slice(1, 6, 2), slice(3, 88, 5), slice(None)),
+    (4, slice(10, 70), slice(0, 70, 3)),
+    (slice(None), 17, 5),
+])
+def test_single_box_with_steps(tmp_path, key):
+    """read(key)'s plan: one box with steps, integer axes stride 0, into a C-ordered result."""
+    p = tmp_path / "k.zarr"
+    want = write_zstd(p)
+    arr = lsio.open(str(p))
+    from lsio.array import _normalize_key
+
+    starts, counts, steps, out_shape, int_axes, flips, new_axes = _normalize_key(key, want.shape)
+    expected = want[key]
+    out = np.empty(out_shape, dtype=want.dtype)
+    strides, j = [], 0
+    for d in range(len(counts)):
+        if d in int_axes:
+            strides.append(0)
+        else:
+            strides.append(out.strides[j])
+            j += 1
+    plan = _plan.stage(arr._native(), np.asarray([starts], dtype=np.int64), counts, steps, 0, strides, out.nbytes,
+                       lambda n: np.empty(n, np.uint8), lambda b: b)
+    plan_checks(plan)
+    assert_same_bits(_plan.run_reference(plan, out), expected)
+
+
+def test_staging_grows_to_what_the_engine_asks(tmp_path):
+    p = tmp_path / "g.zarr"
+    want = write_zstd(p)
+    arr = lsio.open(str(p))
+    sizes = []
+
+    def get(n):
+        sizes.append(n)
+        return np.empty(n, np.uint8)
+
+    crop = (2, 40, 40)
+    starts = np.array([[0, 0, 0], [4, 50, 30]])
+    plan = _plan.stage(arr._native(), starts, crop, None, 4 * 3200, _plan.out_layout(crop, 4), 2 * 4 * 3200,
+                       get, lambda b: b, capacity_hint=64)
+    assert sizes[0] == 64 and len(sizes) == 2 and sizes[1] >= plan.staging_used
+    got = _plan.run_reference(plan, np.empty((2,) + crop, np.float32))
+    assert_same_bits(got, np.stack([want[crop_slices(s, crop)] for s in starts]))
+
+
+def corrupt_first_chunk(path, how):
+    chunk = os.path.join(path, "c", "0", "0", "0")
+    with open(chunk, "r+b") as f:
+        b = bytearray(f.read())
+        if how == "payload":  # bytes inside the frame's blocks (a checksum catches it)
+            for i in range(len(b) // 2, len(b) // 2 + 16):
+                b[i] ^= 0x5A
+        elif how == "garbage":  # the frame and block headers kept, the block's content garbage
+            b[12:-8] = b"\xff" * len(b[12:-8])
+        else:  # a frame header declaring another content size: staged by the CPU, which refuses it
+            b[:] = __import__("numcodecs").Zstd(level=1).encode(np.zeros(100, np.uint8).tobytes())
+        f.seek(0)
+        f.truncate()
+        f.write(bytes(b))
+    return chunk
+
+
+@pytest.mark.parametrize("how", ["payload", "header"])
+def test_corrupt_chunk_is_a_typed_error(tmp_path, how):
+    """A frame with a checksum, or declaring another size, is staged decoded by the CPU, whose
+    error names the chunk."""
+    p = tmp_path / "c.zarr"
+    write_zstd(p, checksum=how == "payload")
+    chunk = corrupt_first_chunk(str(p), how)
+    arr = lsio.open(str(p))
+    with pytest.raises(lsio.CorruptDataError) as e:
+        lsio.gpu.stage_crops(arr, [[0, 0, 0]], (2, 10, 10))
+    assert "(0, 0, 0)" in str(e.value) and chunk in str(e.value)
+
+
+def test_checksummed_frames_are_decoded_by_the_cpu(tmp_path):
+    p = tmp_path / "k.zarr"
+    want = write_zstd(p, checksum=True)
+    arr = lsio.open(str(p))
+    plan = lsio.gpu.stage_crops(arr, [[0, 0, 0]], (2, 40, 40))
+    assert (plan.frames[:, _plan.F_CODEC] == _plan.CODEC_RAW).all()
+    assert_same_bits(_plan.run_reference(plan, np.empty((1, 2, 40, 40), np.float32)), want[None, :2, :40, :40])
+
+
+def test_reference_reports_a_frame_its_decoder_refuses(tmp_path):
+    """Garbage inside a frame whose headers look fine reaches the frame decoder (as it would
+    reach nvCOMP), and the error names the chunk."""
+    p = tmp_path / "g.zarr"
+    write_zstd(p)
+    chunk = corrupt_first_chunk(str(p), "garbage")
+    arr = lsio.open(str(p))
+    with pytest.raises(lsio.CorruptDataError) as e:
+        lsio.gpu.read_crops_reference(arr, [[0, 0, 0]], (2, 10, 10))
+    assert "(0, 0, 0)" in str(e.value) and chunk in str(e.value)
+
+
+EMULATED = textwrap.dedent(r"""
+    import ctypes, os, sys
+    import numpy as np, torch
+    sys.path.insert(0, sys.argv[1])
+    import lsio, lsio.gpu
+    from lsio import _core
+    from lsio.gpu import _cuda, _plan
+    from selections import crop_slices
+
+    def ints(addr, n, ty=ctypes.c_int64):
+        return np.ctypeslib.as_array((ty * n).from_address(addr))
+
+    class HostZstd:
+        # nvCOMP's batched call, on host memory: reads the pointer tables it is given.
+        def __init__(self, fail=()):
+            self.fail, self.calls = set(fail), 0
+        def temp_bytes(self, n, max_chunk, total, stream):
+            return 0
+        def decompress(self, comp_ptrs, comp_bytes, buf_bytes, actual, n, temp, tb, out_ptrs, statuses, stream):
+            self.calls += 1
+            src, srcn, cap = ints(comp_ptrs, n), ints(comp_bytes, n), ints(buf_bytes, n)
+            dst, act, st = ints(out_ptrs, n), ints(actual, n), ints(statuses, n, ctypes.c_int32)
+            for i in range(n):
+                a = np.ctypeslib.as_array((ctypes.c_uint8 * int(srcn[i])).from_address(int(src[i])))
+                b = np.ctypeslib.as_array((ctypes.c_uint8 * int(cap[i])).from_address(int(dst[i])))
+                _core.decode_staged_frame(1, a, b)
+                act[i], st[i] = (0, 12) if i in self.fail else (cap[i], 0)
+
+    def run(path, crop, starts, fail=()):
+        arr = lsio.open(path)
+        isz = np.dtype(arr.dtype).itemsize
+        box = int(np.prod(crop)) * isz
+        staging = lambda n: torch.empty(n, dtype=torch.uint8)
+        plan = _plan.stage(arr._native(), np.asarray(starts, np.int64), crop, None, box, _plan.out_layout(crop, isz),
+                           box * len(starts), staging, lambda t: t.numpy())
+        dec = HostZstd(fail)
+        ex = _cuda.Executor(torch.device("cpu"), decoder=dec)
+        out = torch.zeros((len(starts),) + tuple(crop), dtype=torch.from_numpy(np.empty(0, arr.dtype)).dtype)
+        ok = ex.run(plan, out, None)
+        return arr, plan, ok, out.numpy(), dec
+
+    for path in sys.argv[2:]:
+        arr = lsio.open(path)
+        rng = np.random.default_rng(5)
+        crop = tuple(max(1, min(n, c + 3)) for n, c in zip(arr.shape, arr.chunks))
+        starts = rng.integers(0, np.array(arr.shape) - crop + 1, size=(6, len(crop)))
+        arr, plan, ok, got, dec = run(path, crop, starts)
+        want = arr.read_crops(starts, crop)
+        assert ok and np.array_equal(got.view(np.uint8), want.view(np.uint8)), path
+        zs = int((plan.frames[:, _plan.F_CODEC] == 1).sum())
+        assert dec.calls == (1 if zs else 0)
+        print("ok", os.path.basename(path), "frames", len(plan.frames), "zstd", zs, "ops", len(plan.ops))
+
+    # A frame the decoder could not decode: run() says so, execute() redoes the batch on the CPU.
+    path = sys.argv[2]
+    starts, crop = [[0, 0, 0], [1, 5, 5]], (2, 20, 20)
+    arr, plan, ok, got, dec = run(path, crop, starts, fail={0})
+    assert not ok
+    ex = _cuda.Executor(torch.device("cpu"), decoder=HostZstd({0}))
+    _cuda.executor_for = lambda device: ex
+    redo = []
+    out = torch.zeros((2,) + crop, dtype=torch.float32)
+    _cuda.execute(arr, plan, out, lambda: (redo.append(1), arr.read_crops(starts, crop))[1])
+    assert redo == [1] and _cuda.stats()["cpu_redos"] == 1
+    assert np.array_equal(out.numpy(), arr.read_crops(starts, crop))
+    print("redo ok")
+""")
+
+
+def test_cuda_executor_steps_on_the_cpu(tmp_path):
+    """lsio/gpu/_cuda.py's Executor on host tensors: the Triton kernel interpreted, nvCOMP
+    replaced by a host decoder that follows the pointer tables the executor built."""
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    import zarr
+    from zarr.codecs import BloscCodec
+
+    paths = []
+    p = tmp_path / "z.zarr"
+    write_zstd(p, shape=(4, 60, 50), chunks=(2, 16, 16))
+    paths.append(str(p))
+    p = tmp_path / "sh.zarr"
+    write_zstd(p, shape=(4, 60, 50), chunks=(1, 16, 16), shards=(2, 32, 32), fill=7,
+               region=(slice(0, 3), slice(0, 40), slice(None)))
+    paths.append(str(p))
+    p = tmp_path / "u8.zarr"
+    write_zstd(p, shape=(3, 40, 41), chunks=(1, 8, 8), dtype="uint8")
+    paths.append(str(p))
+    p = tmp_path / "c128.zarr"
+    z = zarr.create_array(str(p), shape=(3, 20, 20), chunks=(2, 8, 8), dtype="complex128")
+    z[...] = np.arange(1200).reshape(3, 20, 20) * (1 + 2j)
+    paths.append(str(p))
+    p = tmp_path / "blosc.zarr"
+    z = zarr.create_array(str(p), shape=(3, 30, 30), chunks=(2, 8, 8), dtype="int16", compressors=[BloscCodec()])
+    z[...] = np.arange(2700, dtype=np.int16).reshape(3, 30, 30)
+    paths.append(str(p))
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    r = subprocess.run([sys.executable, "-c", EMULATED, HERE, *paths], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count("ok ") == len(paths) and "redo ok" in r.stdout, r.stdout
+
+
+def test_import_lsio_does_not_touch_the_gpu_stack():
+    code = "import sys, lsio; a = sys.modules; print('torch' in a, 'triton' in a, 'lsio.gpu' in a)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.stdout.split() == ["False", "False", "False"], r.stdout + r.stderr
+
+
+# -- with a GPU -------------------------------------------------------------------------------
+
+GPU_OK, GPU_WHY = lsio.gpu.available()
+needs_gpu = pytest.mark.skipif(not GPU_OK, reason=f"no GPU decoding here: {GPU_WHY}")
+
+
+@needs_gpu
+def test_cuda_read_crops_matches_cpu(store):
+    import torch
+
+    if not numeric(store):
+        pytest.skip("no crops of string or 0-d arrays reach a GPU")
+    arr = lsio.open(str(store.path))
+    starts, crop = random_crops(seed_of(store.name), store.expected.shape, arr.chunks)
+    want = arr.read_crops(starts, crop)
+    try:
+        dt = torch.from_numpy(np.empty(0, want.dtype)).dtype
+    except TypeError:
+        pytest.skip(f"torch has no {want.dtype}")
+    out = torch.full(want.shape, 0, dtype=dt, device="cuda")
+    arr.read_crops(starts, crop, out=out)
+    assert_same_bits(out.cpu().numpy(), want, store.name)
+
+
+@needs_gpu
+def test_cuda_read_key_and_stream(tmp_path):
+    import torch
+
+    p = tmp_path / "k.zarr"
+    want = write_zstd(p, shape=(6, 90, 70), chunks=(1, 16, 16), shards=(2, 32, 32))
+    arr = lsio.open(str(p))
+    s = torch.cuda.Stream()
+    for key in [(slice(1, 6, 2), slice(3, 88, 5), slice(None)), (4, slice(10, 70), slice(0, 70, 3)), (slice(None),) * 3]:
+        exp = want[key]
+        out = torch.empty(exp.shape, dtype=torch.float32, device="cuda")
+        arr.read(key, out=out, stream=s)
+        assert_same_bits(out.cpu().numpy(), exp, str(key))
+    starts = np.zeros((2, 3), np.int64)
+    with pytest.raises(TypeError):  # float64 out for a float32 array
+        arr.read_crops(starts, (1, 5, 5), out=torch.empty((2, 1, 5, 5), dtype=torch.float64, device="cuda"))
+    with pytest.raises(ValueError):  # wrong shape
+        arr.read_crops(starts, (1, 5, 5), out=torch.empty((2, 1, 5, 6), dtype=torch.float32, device="cuda"))
+    with pytest.raises(ValueError):  # not contiguous
+        out = torch.empty((2, 1, 5, 5, 2), dtype=torch.float32, device="cuda")[..., 0]
+        arr.read_crops(starts, (1, 5, 5), out=out)
+
+
+@needs_gpu
+def test_cuda_corrupt_chunk_raises_typed_error(tmp_path):
+    import torch
+
+    p = tmp_path / "c.zarr"
+    write_zstd(p)
+    chunk = corrupt_first_chunk(str(p), "garbage")
+    arr = lsio.open(str(p))
+    assert (lsio.gpu.stage_crops(arr, [[0, 0, 0]], (2, 10, 10)).frames[:, _plan.F_CODEC] == _plan.CODEC_ZSTD).all()
+    out = torch.empty((1, 2, 10, 10), dtype=torch.float32, device="cuda")
+    with pytest.raises(lsio.CorruptDataError) as e:
+        arr.read_crops([[0, 0, 0]], (2, 10, 10), out=out)
+    assert chunk in str(e.value)
+
+
+@needs_gpu
+def test_cuda_crop_loader_matches_dataset(tmp_path):
+    import torch
+
+    from lsio.torch import CropDataset, CropLoader, CropSampler
+
+    p = tmp_path / "l.zarr"
+    write_zstd(p, shape=(8, 128, 128), chunks=(1, 32, 32), shards=(2, 64, 64))
+    ds = CropDataset(lsio.open(str(p)), (4, 48, 48), length=50, seed=1)
+    sampler = CropSampler(ds, seed=1, num_replicas=1, rank=0)
+    loader = CropLoader(ds, batch_size=8, sampler=sampler, device="cuda")
+    cpu = CropLoader(ds, batch_size=8, sampler=sampler, device="cpu")
+    n = 0
+    for g, c in zip(loader, cpu):
+        assert g.is_cuda and torch.equal(g.cpu(), c)
+        n += 1
+    assert n == len(loader) == 7
