@@ -3,6 +3,7 @@
     python benchmarks/python/gpu_feed.py                        # needs CUDA; W1 store, batch 32
     python benchmarks/python/gpu_feed.py --workers 8 --threads 16 --batches 400 --json /tmp/feed.json
     python benchmarks/python/gpu_feed.py --modes lsio,lsio.torch --quick
+    python benchmarks/python/gpu_feed.py --modes lsio,lsio.gpu,lsio.gpu.manual --threads 16   # GPU decode
     python benchmarks/python/gpu_feed.py --device cpu --quick --batch 8 --batches 3   # CPU smoke run
 
 Without CUDA (and without ``--device cpu``) it prints one line saying it skipped and exits 0.
@@ -24,6 +25,18 @@ Modes (``--modes``):
   persistent_workers=True, pin_memory=True, worker_init_fn=worker_init_fn)``: the adapter's
   recommended settings (one ``read_crops`` per batch in a worker, one native thread per worker,
   the batch in shared memory); its pinned batches are copied and consumed as above.
+- ``lsio.gpu``: in-process, decoded on the GPU: ``lsio.torch.CropLoader(CropDataset(arr,
+  origins=<the same origins>), batch_size=B, sampler=CropSampler(shuffle=False),
+  device="cuda")`` iterated; it double-buffers internally (the next batch's host read overlaps
+  the current step) and yields CUDA tensors that lsio decoded on the GPU (nvCOMP + a Triton
+  scatter), so there is no host batch and no H2D copy of decoded crops here. Where
+  ``lsio.torch`` has no ``CropLoader`` this mode runs the ``lsio.gpu.manual`` loop instead
+  (its ``config`` says which).
+- ``lsio.gpu.manual``: the same decode without the loader: two CUDA output tensors; a
+  background thread runs ``arr.read_crops(starts, shape, out=cuda_tensor)`` for batch k+1 on a
+  side CUDA stream and synchronizes that stream (so the batch is complete when handed over)
+  while step k runs; a tensor is refilled only after the CUDA event recorded behind the step
+  that consumed it has completed.
 - ``tensorstore``, ``zarrs``: the suite's adapters (readers.py; TensorStore ``zarr3`` with
   ``ts.Batch`` futures, zarrs-python's codec pipeline under zarr-python 3; concurrency =
   ``--threads``) fed the same double-buffered way: their per-crop numpy arrays are copied into
@@ -49,9 +62,18 @@ and before it stops):
   per step. ``host wait`` is the host-side time (perf_counter) the training loop blocked
   getting the next host batch (the background read's future, or ``next()`` on the
   DataLoader): when it is ~0 the host ran ahead and any GPU gap is launch/copy latency.
+- CPU seconds per GB delivered: process CPU time over the timed batches (``time.process_time()``:
+  user + system of every thread of the training process: lsio's pool, the DataLoader's pin
+  thread, the loop and the model step's launches; the "model only" row shows that last part
+  alone), plus, for DataLoader modes, the CPU time of the worker processes over the same span
+  (``psutil``, children of the process; where psutil is missing the figure is the main
+  process only and the JSON says so), / GB delivered.
 - ``--device cpu`` (a smoke test of this script, NOT a GPU measurement): no pinning, no
   streams, the "copy" is a ``clone()``, and since the step is synchronous, "waited" is the
-  host wait > eps.
+  host wait > eps. ``lsio.gpu`` then passes ``device="cpu"`` to the loader, and
+  ``lsio.gpu.manual`` fills its tensors from ``lsio.gpu.read_crops_reference`` (the CPU
+  reference executor of the same device plan); both are skipped where ``lsio.gpu`` is not
+  importable.
 - check: a float64 sum of every delivered batch, on the device; every mode must agree (same
   crops). Exit status 1 if one differs.
 """
@@ -65,6 +87,7 @@ import os
 import statistics
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -74,7 +97,7 @@ sys.path.insert(0, str(HERE))
 
 CACHE_DIR = HERE.parent / ".cache"
 CROP = (4, 256, 256)
-MODES = ("lsio", "lsio.torch", "tensorstore", "zarrs")
+MODES = ("lsio", "lsio.torch", "lsio.gpu", "lsio.gpu.manual", "tensorstore", "zarrs")
 SKIP_MSG = "gpu_feed: no CUDA device (torch.cuda.is_available() is False): skipped"
 
 
@@ -175,20 +198,40 @@ class Feed:
         return [w * 1e3 for w in self.host_waits[first:]]
 
 
-def run_loop(feed: Feed, get_batch, total: int, warmup: int) -> float:
-    """``get_batch(k)`` -> host tensor (blocking); returns the timed wall seconds."""
-    t_start = None
+def children_cpu_s() -> float | None:
+    """CPU seconds (user + system) of this process's live descendants (DataLoader workers);
+    None without psutil."""
+    try:
+        import psutil
+    except ImportError:
+        return None
+    total = 0.0
+    for c in psutil.Process().children(recursive=True):
+        try:
+            t = c.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:  # exited meanwhile
+            pass
+    return total
+
+
+def run_loop(feed: Feed, get_batch, total: int, warmup: int) -> tuple[float, float, float | None]:
+    """``get_batch(k)`` -> host tensor (blocking); returns the timed wall seconds, the process
+    CPU seconds and the child processes' CPU seconds (None without psutil) over them."""
+    t_start = c_start = w_start = None
     for k in range(total):
         if k == warmup:
             feed.sync()
-            t_start = time.perf_counter()
+            t_start, c_start, w_start = time.perf_counter(), time.process_time(), children_cpu_s()
         t0 = time.perf_counter()
         hb = get_batch(k)
         feed.host_waits.append(time.perf_counter() - t0)
         xd, _ = feed.h2d(hb)
         feed.run_step(xd)
     feed.sync()
-    return time.perf_counter() - t_start
+    seconds, cpu = time.perf_counter() - t_start, time.process_time() - c_start
+    w_end = children_cpu_s()
+    return seconds, cpu, (None if w_start is None or w_end is None else w_end - w_start)
 
 
 def double_buffered(torch, feed: Feed, fill, batch: int, total: int):
@@ -227,6 +270,56 @@ def double_buffered(torch, feed: Feed, fill, batch: int, total: int):
     return get_batch, pool
 
 
+def gpu_double_buffered(torch, feed: Feed, fill, batch: int, total: int):
+    """get_batch for lsio.gpu.manual: ``fill(k, out)`` fills the device tensor ``out`` on a
+    background thread (on a side CUDA stream, synchronized there) for batch k+1 while step k
+    runs; two device tensors, each refilled only after the step that consumed it finished."""
+    bufs = [torch.zeros((batch, *CROP), dtype=torch.float32, device=feed.device) for _ in range(2)]
+    used = [None, None]  # CUDA event recorded behind the last step that read each buffer
+    stream = torch.cuda.Stream(feed.device) if feed.cuda else None
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gpu_feed_gpu_read")
+    state = {"fut": None}
+
+    def job(k, j):
+        if used[j] is not None:
+            used[j].synchronize()  # releases the GIL
+        if stream is None:
+            fill(k, bufs[j])
+        else:
+            with torch.cuda.stream(stream):
+                fill(k, bufs[j])
+            stream.synchronize()
+        return bufs[j]
+
+    def get_batch(k):
+        if state["fut"] is None:
+            state["fut"] = pool.submit(job, k, k % 2)
+        xd = state["fut"].result()
+        if k + 1 < total:
+            state["fut"] = pool.submit(job, k + 1, (k + 1) % 2)
+        return xd
+
+    orig_step = feed.run_step
+
+    def run_step(xd):
+        orig_step(xd)
+        if feed.cuda:
+            ev = torch.cuda.Event()
+            ev.record(feed.compute)
+            used[0 if xd is bufs[0] else 1] = ev
+
+    feed.h2d = lambda xd: (xd, None)  # already on the device
+    feed.run_step = run_step
+    return get_batch, pool
+
+
+def first_tensor(b):
+    """A loader's batch as one tensor (a tensor, or the first of a tuple/list/dict)."""
+    while not hasattr(b, "shape"):
+        b = next(iter(b.values())) if isinstance(b, dict) else b[0]
+    return b
+
+
 # ----------------------------------------------------------------------------- modes
 
 
@@ -243,6 +336,7 @@ def run_mode(mode: str, torch, device, args, path: Path, starts: np.ndarray, ste
     feed = Feed(torch, device, step, args.eps_ms, light=args.no_model and device.type == "cpu")
     config: dict = {}
     pool = None
+    it = None  # a loader's iterator
     if mode == "model only":
         x = torch.zeros((B, *CROP), dtype=torch.float32)
 
@@ -269,6 +363,38 @@ def run_mode(mode: str, torch, device, args, path: Path, starts: np.ndarray, ste
 
         def get_batch(k):
             return next(it)
+    elif mode in ("lsio.gpu", "lsio.gpu.manual"):
+        import lsio
+        import lsio.gpu as lg
+        import lsio.torch as lt
+
+        arr = lsio.open(str(path), threads=args.threads)
+        loader_cls = getattr(lt, "CropLoader", None)
+        if mode == "lsio.gpu" and loader_cls is not None:
+            ds = lt.CropDataset(arr, CROP, origins=starts[: total * B])
+            loader = loader_cls(ds, batch_size=B, sampler=lt.CropSampler(ds, shuffle=False),
+                                device="cuda" if feed.cuda else "cpu")
+            it = iter(loader)
+            config = {"loader": "lsio.torch.CropLoader(CropDataset(arr, origins=...), batch_size=B, "
+                                "sampler=CropSampler(shuffle=False), device=...)", "threads": args.threads}
+
+            def get_batch(k):
+                return first_tensor(next(it))
+            feed.h2d = lambda xd: (xd, None)  # already on the device
+        else:
+            config = {"loader": "manual: double-buffered read_crops(out=cuda tensor) on a background thread"
+                                + ("" if mode == "lsio.gpu.manual" else " (lsio.torch has no CropLoader)"),
+                      "threads": args.threads}
+            if feed.cuda:
+                def fill(k, out):
+                    arr.read_crops(starts[k * B:(k + 1) * B], CROP, out=out)
+            else:
+                config["loader"] += ", CPU smoke: lsio.gpu.read_crops_reference"
+
+                def fill(k, out):
+                    out.copy_(torch.from_numpy(np.ascontiguousarray(
+                        lg.read_crops_reference(arr, starts[k * B:(k + 1) * B], CROP))))
+            get_batch, pool = gpu_double_buffered(torch, feed, fill, B, total)
     else:
         if mode == "lsio":
             import lsio
@@ -290,15 +416,19 @@ def run_mode(mode: str, torch, device, args, path: Path, starts: np.ndarray, ste
                     out[i] = np.asarray(p)
         get_batch, pool = double_buffered(torch, feed, fill, B, total)
     try:
-        seconds = run_loop(feed, get_batch, total, args.warmup)
+        seconds, cpu_s, workers_cpu_s = run_loop(feed, get_batch, total, args.warmup)
     finally:
         if pool is not None:
             pool.shutdown(wait=True)
+        close = getattr(it, "close", None)
+        if close is not None:  # a loader iterator with background work (CropLoader)
+            close()
     n = args.batches
     gaps = feed.gaps_ms(args.warmup + 1)  # the first timed step follows the synchronize
     waited = sum(g > args.eps_ms for g in gaps)
     host = feed.host_waits[args.warmup:]
     nbytes = n * B * int(np.prod(CROP)) * 4
+    all_cpu = cpu_s + (workers_cpu_s or 0.0)
     return {"mode": mode, "config": config, "batches": n, "batch": B, "seconds": seconds,
             "crops_s": n * B / seconds, "GBps": nbytes / seconds / 1e9, "step_ms": seconds / n * 1e3,
             "waited_steps": waited, "counted_steps": len(gaps),
@@ -306,11 +436,28 @@ def run_mode(mode: str, torch, device, args, path: Path, starts: np.ndarray, ste
             "mean_gap_ms": statistics.fmean(gaps) if gaps else float("nan"),
             "max_gap_ms": max(gaps) if gaps else float("nan"),
             "host_wait_ms": statistics.fmean(host) * 1e3 if host else float("nan"),
+            "cpu_s": cpu_s, "workers_cpu_s": workers_cpu_s, "cpu_s_per_GB": all_cpu / (nbytes / 1e9),
+            "workers_cpu_s_per_GB": None if workers_cpu_s is None else workers_cpu_s / (nbytes / 1e9),
+            "cores_busy": all_cpu / seconds,
             "check": None if mode == "model only" else float(feed.check.item())}
 
 
-def available(mode: str) -> str | None:
+def available(mode: str, cuda: bool = True) -> str | None:
     """None when the mode can run, else why not."""
+    if mode in ("lsio.gpu", "lsio.gpu.manual"):
+        try:
+            import lsio.gpu as lg
+        except Exception as e:  # noqa: BLE001 - the GPU API may be absent or fail to import
+            return f"lsio.gpu not importable: {type(e).__name__}: {e}"
+        if not cuda:
+            if mode == "lsio.gpu.manual" and not hasattr(lg, "read_crops_reference"):
+                return "lsio.gpu has no read_crops_reference"
+            return None
+        try:
+            ok, why = lg.available()
+        except Exception as e:  # noqa: BLE001
+            return f"lsio.gpu.available() failed: {type(e).__name__}: {e}"
+        return None if ok else f"lsio.gpu unavailable: {why}"
     mod = {"tensorstore": "tensorstore", "zarrs": "zarrs"}.get(mode)
     if mod is None:
         return None
@@ -408,7 +555,7 @@ def main(argv=None) -> int:
 
     results = []
     for mode in ["model only"] + modes:
-        why = available(mode)
+        why = available(mode, cuda=not cpu)
         if why:
             log(f"  {mode}: {why}")
             results.append({"mode": mode, "status": why})
@@ -416,13 +563,13 @@ def main(argv=None) -> int:
         try:
             r = run_mode(mode, torch, device, args, path, starts, step, total)
         except Exception as e:  # noqa: BLE001 - a failing peer is reported; the others go on
-            log(f"  {mode}: failed: {type(e).__name__}: {e}")
+            log(f"  {mode}: failed: {type(e).__name__}: {e}\n{traceback.format_exc()}")
             results.append({"mode": mode, "status": f"error: {type(e).__name__}: {e}"})
             continue
         r["status"] = "ok"
         results.append(r)
         log(f"  {mode}: {r['crops_s']:.0f} crops/s, {r['GBps']:.2f} GB/s, GPU waited in "
-            f"{r['waited_steps']}/{r['counted_steps']} steps")
+            f"{r['waited_steps']}/{r['counted_steps']} steps, {r['cpu_s_per_GB']:.3f} CPU s/GB")
 
     checks = {round(r["check"], 1) for r in results if r.get("status") == "ok" and r.get("check") is not None}
     ok = len(checks) <= 1
@@ -431,16 +578,20 @@ def main(argv=None) -> int:
     if cpu:
         log("CPU smoke run (--device cpu), not a GPU measurement: \"waited\" is host wait > eps.")
     log("| mode | crops/s | GB/s to device | ms per step | steps the GPU waited | mean GPU gap (ms) "
-        "| host wait (ms/step) |")
-    log("|---|---|---|---|---|---|---|")
+        "| host wait (ms/step) | CPU s per GB (workers) |")
+    log("|---|---|---|---|---|---|---|---|")
     for r in results:
         if r.get("status") != "ok":
-            log(f"| {r['mode']} | {r['status']} | | | | | |")
+            log(f"| {r['mode']} | {r['status']} | | | | | | |")
             continue
+        w = r["workers_cpu_s_per_GB"]
+        cpu_col = f"{r['cpu_s_per_GB']:.3f} ({'n/a: no psutil' if w is None else f'{w:.3f}'})"
         label = r["mode"] + (f" (W={args.workers}, pool_batches={args.pool_batches})" if r["mode"] == "lsio.torch" else "")
+        if r["mode"] == "lsio.gpu":
+            label += " (CropLoader)" if r["config"]["loader"].startswith("lsio.torch.CropLoader") else " (manual loop)"
         log(f"| {label} | {r['crops_s']:.0f} | {r['GBps']:.2f} | {r['step_ms']:.2f} | "
             f"{r['waited_steps']}/{r['counted_steps']} ({100 * r['waited_frac']:.0f}%) | {r['mean_gap_ms']:.2f} | "
-            f"{r['host_wait_ms']:.2f} |")
+            f"{r['host_wait_ms']:.2f} | {cpu_col} |")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({
@@ -448,7 +599,11 @@ def main(argv=None) -> int:
             "crop": CROP, "batch": B, "batches": args.batches, "warmup": args.warmup, "threads": args.threads,
             "workers": args.workers, "pool_batches": args.pool_batches, "no_model": args.no_model,
             "width": args.width, "step_repeat": step.repeat, "eps_ms": args.eps_ms,
-            "cpus": os.cpu_count(), "torch": torch.__version__, "checks_ok": ok, "results": results}, indent=1))
+            "cpus": os.cpu_count(), "torch": torch.__version__, "checks_ok": ok,
+            "cpu_time": "process_time() of this process" + (" + psutil children (DataLoader workers)"
+                                                            if children_cpu_s() is not None else
+                                                            " only (psutil not installed: workers not counted)"),
+            "results": results}, indent=1))
     return 0 if ok else 1
 
 

@@ -148,6 +148,7 @@ def test_gpu_feed_benchmark_runs(tmp_path):
         assert rows[mode]["status"] == "ok", rows[mode]
         assert rows[mode]["crops_s"] > 0 and rows[mode]["batches"] == 3
     assert rows["lsio.torch"]["config"]["pool_batches"] == 4
+    assert rows["lsio"]["cpu_s_per_GB"] > 0 and rows["lsio.torch"]["cpu_s_per_GB"] > 0
 
     # --no-model (the DataLoader vs in-process comparison) with fresh tensors per batch.
     p = subprocess.run([sys.executable, str(script), "--device", "cpu", "--no-model", "--pool-batches", "0",
@@ -163,6 +164,43 @@ def test_gpu_feed_benchmark_runs(tmp_path):
 
     if not torch.cuda.is_available():
         assert p.stdout.strip() == "gpu_feed: no CUDA device (torch.cuda.is_available() is False): skipped"
+
+
+def test_gpu_decode_benchmark_runs(tmp_path):
+    """benchmarks/python/gpu_decode.py: without CUDA it skips with one line (exit 0); with
+    ``--device cpu`` it runs its cpu mode and, where lsio.gpu imports, its gpu modes through
+    the CPU reference executor, which must match the cpu mode bit for bit (else exit 1), and
+    writes its JSON. No timing is asserted."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("zarr", minversion="3")
+    script = ROOT / "benchmarks" / "python" / "gpu_decode.py"
+    out = tmp_path / "gpu_decode.json"
+    common = ["--quick", "--batch", "4", "--batches", "2", "--rounds", "1", "--warmup", "1", "--check", "1",
+              "--threads", "2", "--cache-dir", str(tmp_path / "cache")]
+    p = subprocess.run([sys.executable, str(script), "--device", "cpu", "--gpu-threads", "1", *common,
+                        "--json", str(out)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "CPU SMOKE RUN" in p.stdout and "| cpu (read " in p.stdout
+    doc = json.loads(out.read_text())
+    assert doc["cpu_smoke_run"] is True and doc["checks_ok"] is True
+    rows = {r["mode"]: r for r in doc["results"]}
+    assert rows["cpu"]["status"] == "ok" and rows["cpu"]["GBps"] > 0 and rows["cpu"]["cpu_s_per_GB"] > 0
+    try:
+        import lsio.gpu  # noqa: F401
+        has_gpu_api = True
+    except ImportError:
+        has_gpu_api = False
+    for mode in ("gpu", "gpu t=1"):
+        if has_gpu_api:
+            assert rows[mode]["status"] == "ok" and rows[mode]["check"] == "ok", rows[mode]
+        else:
+            assert rows[mode]["status"].startswith("skipped: lsio.gpu not importable"), rows[mode]
+
+    p = subprocess.run([sys.executable, str(script), *common], capture_output=True, text=True, timeout=300,
+                       cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    if not torch.cuda.is_available():
+        assert p.stdout.strip() == "gpu_decode: no CUDA device (torch.cuda.is_available() is False): skipped"
 
 
 def test_percall_benchmark_runs(tmp_path):
