@@ -17,7 +17,7 @@
 #               so torch/TensorStore never bind to Debian's copies. The nvCOMP wheel from .whl/
 #               goes into /tmp/site (nvidia.libnvcomp). Prints nvidia-smi, versions and
 #               lsio.gpu.available().
-#   tests       pytest -x tests/python/test_gpu.py (junit XML to $OUT/test_gpu.xml)
+#   tests       pytest tests/python/test_gpu.py (junit XML to $OUT/test_gpu.xml)
 #   store       W1's store (benchmarks/python/stores.py) into $CACHE, outside the timed steps
 #   gpu_decode  benchmarks/python/gpu_decode.py (cpu vs gpu decode) -> $OUT/gpu_decode.json
 #   gpu_feed    benchmarks/python/gpu_feed.py, every mode incl. lsio.gpu -> $OUT/gpu_feed.json
@@ -251,7 +251,7 @@ main() {
   fi
 
   if [ -f tests/python/test_gpu.py ]; then
-    step "tests (test_gpu.py)" 120 "$PY" -m pytest -x -q -rs -p no:cacheprovider --durations=5 \
+    step "tests (test_gpu.py)" 150 "$PY" -m pytest -q -rs -p no:cacheprovider --durations=5 \
       --junitxml="$OUT/test_gpu.xml" tests/python/test_gpu.py
   else
     note "tests: tests/python/test_gpu.py not in this tree: skipped"; FAILED=1

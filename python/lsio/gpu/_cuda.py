@@ -173,7 +173,8 @@ class Executor:
             if ops.shape[0]:
                 ops_d = self._upload(ops)
                 elems = int((ops[:, 2] * ops[:, 3] * ops[:, 6]).max())
-                _scatter.scatter(work.view(utype), out.reshape(-1).view(torch.uint8).view(utype), ops_d, elems)
+                flat = (torch.view_as_real(out) if out.is_complex() else out).reshape(-1)
+                _scatter.scatter(work.view(utype), flat.view(torch.uint8).view(utype), ops_d, elems)
             done = torch.cuda.Event() if self.cuda else _HostEvent()
             done.record(stream)
         done.synchronize()  # this stream's work only: the staging buffer is free again
