@@ -27,6 +27,9 @@
 #               T = 16, 1, 2, 4, 8 (that order: the ends first) -> $OUT/suite.md (the tables)
 #   scaling     scaling.py (lsio alone, serial share of a call) if time is left
 #   then suite.json ({threads: results.json, "scaling": ...}) and a summary of every step.
+# LSIO_DEVICE_STEPS=probe runs a short second pass instead: setup, tests, benchmarks/device/
+# probe.py (phases of a batch on the GPU, nvCOMP and a corrupt frame) -> $OUT/probe.json and
+# gpu_feed.py at 4 threads with a 10 ms step -> $OUT/gpu_feed_t4.json.
 # Output in $OUT (default /tmp/lsio-device-out, smoke /tmp/lsio-device-smoke-out), at most 8
 # files: log.txt (everything, via tee), test_gpu.xml, gpu_decode.json, gpu_decode_full.json,
 # gpu_feed.json, suite.md, suite.json, and build.log only when the build failed.
@@ -255,6 +258,20 @@ main() {
       --junitxml="$OUT/test_gpu.xml" tests/python/test_gpu.py
   else
     note "tests: tests/python/test_gpu.py not in this tree: skipped"; FAILED=1
+  fi
+
+  if [ "${LSIO_DEVICE_STEPS:-all}" = probe ]; then
+    # A second, short run: tests, where a batch's GPU time goes and what nvCOMP does with a
+    # corrupt frame (probe.py), and the feed with 4 loading threads and a 10 ms step (the
+    # CPU kept mostly free for the rest of a training job).
+    step "store (W1)" 120 "$PY" -c "import sys; sys.path.insert(0, '$B'); from stores import ensure_store; \
+from suite import STORES; print(ensure_store(STORES['weather'][0], '$CACHE'))"
+    step "probe" 120 "$PY" benchmarks/device/probe.py --cache-dir "$CACHE" --json "$OUT/probe.json"
+    step "gpu_feed threads=4 step=10ms" 150 "$PY" $B/gpu_feed.py --threads 4 --workers 4 --batches 100 --step-ms 10 \
+      --modes lsio,lsio.torch,lsio.gpu --cache-dir "$CACHE" --json "$OUT/gpu_feed_t4.json"
+    echo; echo "### summary ($(( $(date +%s) - T0 ))s of ${BUDGET}s)"
+    for s in "${STATUS[@]}"; do echo "  $s"; done
+    return "$FAILED"
   fi
 
   step "store (W1)" 120 "$PY" -c "import sys; sys.path.insert(0, '$B'); from stores import ensure_store; \

@@ -60,14 +60,15 @@ def test_reference_matches_read_crops(store):
 
 
 def write_zstd(path, shape=(6, 90, 70), chunks=(2, 32, 32), shards=None, dtype="float32", fill=0, region=None,
-               checksum=False):
+               checksum=False, crc32c=False):
     import zarr
-    from zarr.codecs import ZstdCodec
+    from zarr.codecs import Crc32cCodec, ZstdCodec
 
     rng = np.random.default_rng(3)
     data = (rng.standard_normal(shape) * 100).astype(dtype)
+    compressors = [ZstdCodec(level=1, checksum=checksum)] + ([Crc32cCodec()] if crc32c else [])
     z = zarr.create_array(str(path), shape=shape, chunks=chunks, shards=shards, dtype=dtype,
-                          compressors=[ZstdCodec(level=1, checksum=checksum)], fill_value=fill)
+                          compressors=compressors, fill_value=fill)
     if region is None:
         z[...] = data
         return data
@@ -173,6 +174,8 @@ def corrupt_first_chunk(path, how):
                 b[i] ^= 0x5A
         elif how == "garbage":  # the frame and block headers kept, the block's content garbage
             b[12:-8] = b"\xff" * len(b[12:-8])
+        elif how == "garbage+crc":  # the same under a crc32c that still matches the old bytes
+            b[12:-12] = b"\xff" * len(b[12:-12])
         else:  # a frame header declaring another content size: staged by the CPU, which refuses it
             b[:] = __import__("numcodecs").Zstd(level=1).encode(np.zeros(100, np.uint8).tobytes())
         f.seek(0)
@@ -201,6 +204,22 @@ def test_checksummed_frames_are_decoded_by_the_cpu(tmp_path):
     plan = lsio.gpu.stage_crops(arr, [[0, 0, 0]], (2, 40, 40))
     assert (plan.frames[:, _plan.F_CODEC] == _plan.CODEC_RAW).all()
     assert_same_bits(_plan.run_reference(plan, np.empty((1, 2, 40, 40), np.float32)), want[None, :2, :40, :40])
+
+
+def test_crc32c_is_verified_before_a_gpu_decoder_sees_the_frame(tmp_path):
+    """[bytes, zstd, crc32c] chunks are GPU frames (the crc stripped) once the CPU has checked
+    the checksum; a frame that fails it never reaches the device."""
+    p = tmp_path / "crc.zarr"
+    want = write_zstd(p, crc32c=True)
+    arr = lsio.open(str(p))
+    plan = lsio.gpu.stage_crops(arr, [[0, 0, 0], [3, 40, 30]], (2, 40, 40))
+    assert (plan.frames[:, _plan.F_CODEC] == _plan.CODEC_ZSTD).all()
+    got = _plan.run_reference(plan, np.empty((2, 2, 40, 40), np.float32))
+    assert_same_bits(got, np.stack([want[:2, :40, :40], want[3:5, 40:80, 30:70]]))
+    chunk = corrupt_first_chunk(str(p), "garbage+crc")
+    with pytest.raises(lsio.CorruptDataError, match="crc32c") as e:
+        lsio.gpu.stage_crops(arr, [[0, 0, 0]], (2, 10, 10))
+    assert chunk in str(e.value)
 
 
 def test_reference_reports_a_frame_its_decoder_refuses(tmp_path):
@@ -376,10 +395,10 @@ def test_cuda_corrupt_chunk_raises_typed_error(tmp_path):
     import torch
 
     p = tmp_path / "c.zarr"
-    write_zstd(p)
-    chunk = corrupt_first_chunk(str(p), "garbage")
+    write_zstd(p, crc32c=True)
     arr = lsio.open(str(p))
     assert (lsio.gpu.stage_crops(arr, [[0, 0, 0]], (2, 10, 10)).frames[:, _plan.F_CODEC] == _plan.CODEC_ZSTD).all()
+    chunk = corrupt_first_chunk(str(p), "garbage+crc")
     out = torch.empty((1, 2, 10, 10), dtype=torch.float32, device="cuda")
     with pytest.raises(lsio.CorruptDataError) as e:
         arr.read_crops([[0, 0, 0]], (2, 10, 10), out=out)

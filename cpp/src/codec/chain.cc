@@ -93,7 +93,9 @@ Result<std::unique_ptr<CodecChain>> CodecChain::Build(std::vector<std::unique_pt
   // Saturating: a chain whose bounds overflowed reports UINT64_MAX (memory_limit refuses it).
   const uint64_t stages = chain->stored_is_decoded_ ? 0 : 3 * chain->decoded_size();
   chain->decode_scratch_ = codec_scratch > UINT64_MAX - stages ? UINT64_MAX : stages + codec_scratch;
-  if (chain->perm_.empty() && !chain->swap_ && chain->bb_.size() == 1 && chain->bb_[0]->name() == "zstd") {
+  const auto& bb = chain->bb_;
+  if (chain->perm_.empty() && !chain->swap_ && !bb.empty() && bb[0]->name() == "zstd" &&
+      (bb.size() == 1 || (bb.size() == 2 && bb[1]->name() == "crc32c"))) {
     chain->gpu_codec_ = GpuCodec::kZstd;
   }
   chain->description_ = desc;
@@ -163,6 +165,15 @@ Status CodecChain::Decode(std::span<const uint8_t> in, uint8_t* out, DecodeScrat
   for (size_t i = 0; i < rank; ++i) dst_strides[i] = dec_strides[static_cast<size_t>(perm_[i])];
   CopyStrided(out, dst_strides.data(), cur.data(), src_strides.data(), encoded_.shape.data(),
               static_cast<int>(rank), itemsize, swap_ ? decoded_.swap_unit : 1);
+  return Status::Ok();
+}
+
+Status CodecChain::GpuFrame(std::span<const uint8_t> in, std::span<const uint8_t>* frame) const {
+  *frame = in;
+  if (bb_.size() < 2) return Status::Ok();
+  BytesOut o;  // crc32c returns a view of its input
+  LSIO_RETURN_IF_ERROR(bb_[1]->DecodeBytes(in, o, ThreadDecodeScratch()));
+  *frame = o.result;
   return Status::Ok();
 }
 

@@ -35,7 +35,8 @@
 namespace lsio {
 
 /// The stored form of a chunk a GPU decoder can turn into the decoded chunk alone (read/stage.h):
-/// kZstd when the chain is exactly `bytes` in host order (no transpose) + `zstd`.
+/// kZstd when the chain is exactly `bytes` in host order (no transpose) + `zstd`, optionally
+/// followed by `crc32c` (verified on the CPU, see CodecChain::GpuFrame).
 enum class GpuCodec : int64_t { kNone = 0, kZstd = 1 };
 
 class CodecChain {
@@ -61,6 +62,10 @@ class CodecChain {
   /// What a GPU decoder can decode of this chain's stored chunks without the CPU (kNone: the
   /// CPU decodes them; read/stage.h).
   GpuCodec gpu_codec() const { return gpu_codec_; }
+  /// For a gpu_codec() chain: the frame a GPU decoder gets from stored bytes `in`. A trailing
+  /// crc32c is verified here (kDataLoss on a mismatch) and dropped: checksummed data is never
+  /// handed to a GPU decoder unverified.
+  Status GpuFrame(std::span<const uint8_t> in, std::span<const uint8_t>* frame) const;
   /// "transpose, bytes(big), zstd" style summary for reprs and errors.
   const std::string& description() const { return description_; }
 

@@ -110,20 +110,25 @@ Status StageSink::StageTask(const CallState& cs, uint32_t ti, std::span<const ui
   const ArrayLayout& l = *cs.ctx->layout;
   const ChunkTask& t = cs.plan->tasks[ti];
   const uint64_t n = l.chain->decoded_size();
-  const bool gpu = gpu_codecs_ && l.chain->gpu_codec() == GpuCodec::kZstd && ZstdGpuDecodable(in, n);
+  std::span<const uint8_t> frame;
+  bool gpu = gpu_codecs_ && l.chain->gpu_codec() == GpuCodec::kZstd;
+  if (gpu) {
+    LSIO_RETURN_IF_ERROR(l.chain->GpuFrame(in, &frame));
+    gpu = ZstdGpuDecodable(frame, n);
+  }
   uint64_t at = 0;
-  if (!Reserve(gpu ? in.size() : n, &at)) {
+  if (!Reserve(gpu ? frame.size() : n, &at)) {
     return Status::ResourceExhausted("staging buffer too small");  // the call retries larger
   }
   int64_t decoded_at = -1;
   if (gpu) {
-    std::memcpy(staging_.data() + at, in.data(), in.size());
+    std::memcpy(staging_.data() + at, frame.data(), frame.size());
     decoded_at = static_cast<int64_t>(decoded_.fetch_add(Aligned(n), std::memory_order_relaxed));
   } else {
     LSIO_RETURN_IF_ERROR(l.chain->Decode(in, staging_.data() + at, ThreadDecodeScratch(), in_writable));
   }
   const int64_t row[kFrameCols] = {static_cast<int64_t>(at),
-                                   static_cast<int64_t>(gpu ? in.size() : n),
+                                   static_cast<int64_t>(gpu ? frame.size() : n),
                                    decoded_at,
                                    static_cast<int64_t>(n),
                                    static_cast<int64_t>(gpu ? GpuCodec::kZstd : GpuCodec::kNone),

@@ -134,18 +134,30 @@ class Executor:
             self.temp = torch.empty(_round_up(n), dtype=torch.uint8, device=self.device)
         return self.temp
 
-    def run(self, plan: _plan.StagedPlan, out: torch.Tensor, stream: "torch.cuda.Stream") -> bool:
+    def run(self, plan: _plan.StagedPlan, out: torch.Tensor, stream: "torch.cuda.Stream",
+            profile: Optional[Dict[str, float]] = None) -> bool:
         """Performs ``plan`` into the contiguous CUDA tensor ``out`` on ``stream`` and waits for
         it. Returns False when nvCOMP did not decode every frame to its size (the output is
-        then incomplete: the caller redoes the batch on the CPU)."""
+        then incomplete: the caller redoes the batch on the CPU). ``profile`` (CUDA only)
+        receives the milliseconds of the copy, the decode and the scatter (benchmarks)."""
+        marks = []
+
+        def mark() -> None:
+            if profile is not None and self.cuda:
+                e = torch.cuda.Event(enable_timing=True)
+                e.record(stream)
+                marks.append(e)
+
         staging: torch.Tensor = plan.staging
         zs = plan.compressed(_plan.CODEC_ZSTD)
         nz = int(zs.size)
         with self._stream(stream):
             work = self._work(plan.work_bytes)
             used = plan.staging_used
+            mark()
             if used:
                 work[:used].copy_(staging[:used], non_blocking=True)
+            mark()
             base = work.data_ptr()
             ok_flag = None
             if nz:
@@ -167,6 +179,7 @@ class Executor:
                 ok = ((statuses == 0) & (actual == meta_d[2])).all()
                 ok_flag = torch.empty((), dtype=torch.bool, pin_memory=self.cuda)
                 ok_flag.copy_(ok, non_blocking=self.cuda)
+            mark()
             unit = _unit(out.element_size())
             utype = _UNIT_TYPES[unit]
             ops = plan.op_table(unit)
@@ -175,9 +188,14 @@ class Executor:
                 elems = int((ops[:, 2] * ops[:, 3] * ops[:, 6]).max())
                 flat = (torch.view_as_real(out) if out.is_complex() else out).reshape(-1)
                 _scatter.scatter(work.view(utype), flat.view(torch.uint8).view(utype), ops_d, elems)
+            mark()
             done = torch.cuda.Event() if self.cuda else _HostEvent()
             done.record(stream)
         done.synchronize()  # this stream's work only: the staging buffer is free again
+        if len(marks) == 4:
+            profile["copy_ms"] = marks[0].elapsed_time(marks[1])
+            profile["decode_ms"] = marks[1].elapsed_time(marks[2])
+            profile["scatter_ms"] = marks[2].elapsed_time(marks[3])
         _count(batches=1, frames_gpu=nz, frames_cpu=plan.frames.shape[0] - nz, bytes_h2d=plan.staging_used,
                bytes_decoded_gpu=nz * plan.max_decoded)
         return ok_flag is None or bool(ok_flag.item())
