@@ -266,7 +266,7 @@ main() {
     # CPU kept mostly free for the rest of a training job).
     step "store (W1)" 120 "$PY" -c "import sys; sys.path.insert(0, '$B'); from stores import ensure_store; \
 from suite import STORES; print(ensure_store(STORES['weather'][0], '$CACHE'))"
-    step "probe" 120 "$PY" benchmarks/device/probe.py --cache-dir "$CACHE" --json "$OUT/probe.json"
+    [ "${LSIO_DEVICE_PROBE:-1}" = 1 ] && step "probe" 120 "$PY" benchmarks/device/probe.py --cache-dir "$CACHE" --json "$OUT/probe.json"
     step "gpu_feed threads=4 step=10ms" 150 "$PY" $B/gpu_feed.py --threads 4 --workers 4 --batches 100 --step-ms 10 \
       --modes lsio,lsio.torch,lsio.gpu --cache-dir "$CACHE" --json "$OUT/gpu_feed_t4.json"
     echo; echo "### summary ($(( $(date +%s) - T0 ))s of ${BUDGET}s)"

@@ -424,8 +424,16 @@ class CropLoader:
                     continue
                 outs = []
                 for (st, plan), arr, crop, dt in zip(got, src.arrays, src.crop_shapes, self.dataset._tdtypes):
-                    t = torch.empty((len(st), *crop), dtype=dt, device=self.device)
+                    # Allocated on the loader's stream, which writes them: a block the caching
+                    # allocator hands out there is free of the consumer's queued work, since
+                    # record_stream below keeps every handed-out batch's block until the
+                    # consumer's stream has finished with it.
+                    with torch.cuda.stream(stream):
+                        t = torch.empty((len(st), *crop), dtype=dt, device=self.device)
                     _cuda.execute(arr, plan, t, lambda arr=arr, st=st, crop=crop: arr.read_crops(st, crop), stream)
                     outs.append(t)
-                torch.cuda.current_stream(self.device).wait_stream(stream)
+                current = torch.cuda.current_stream(self.device)
+                current.wait_stream(stream)
+                for t in outs:
+                    t.record_stream(current)
                 yield src._structure(outs)
