@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything needed, then run all lsio tests: the C++ suite (GoogleTest via ctest)
 # and the Python suite (pytest against the installed package), after the layering check
-# (scripts/check_layers.py: no upward #include, Python headers only in cpp/bindings/).
+# (scripts/check_layers.py: no upward #include, Python headers only in cpp/bindings/;
+# scripts/check_imports.py: no import cycles in python/lsio).
 # Run from anywhere:
 #
 #   bash scripts/test.sh                  # both suites
@@ -124,7 +125,7 @@ run_python_tests() {
 
 if [ "$run_cpp" = 1 ]; then
   lsio_log "C++: layering check"
-  if python scripts/check_layers.py; then layers_status="ok"; else layers_status="FAILED"; failed_steps+=("layering check"); fi
+  if python scripts/check_layers.py && python scripts/check_imports.py; then layers_status="ok"; else layers_status="FAILED"; failed_steps+=("layering check"); fi
   if run_cpp_tests; then cpp_status="ok"; else cpp_status="FAILED"; failed_steps+=("C++ (ctest)"); fi
 fi
 if [ "$run_python" = 1 ]; then

@@ -360,7 +360,7 @@ class Array:
         if _cuda_out(out):
             from .gpu._cuda import read_into
 
-            return read_into(self, key, out, dtype, scale, offset, stream)
+            return read_into(self, key, _normalize_key(key, self._shape), out, dtype, scale, offset, stream)
         if dtype is None and scale is None and offset is None and type(out) in (np.ndarray, type(None)):
             # Ints and step-1 slices, decided and read in one C++ call (the per-call cost of
             # small reads from many Python threads); None: the general path below.

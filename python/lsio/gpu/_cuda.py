@@ -268,9 +268,14 @@ def execute(arr: Any, plan: _plan.StagedPlan, out: torch.Tensor, redo, stream=No
         stream.synchronize()
 
 
-def _check_out(t: torch.Tensor, shape: Sequence[int], dtype: np.dtype) -> None:
-    from ..torch import _torch_dtype
+def _torch_dtype(dt: np.dtype) -> torch.dtype:
+    try:
+        return torch.from_numpy(np.empty(0, dtype=dt)).dtype
+    except TypeError as e:
+        raise TypeError(f"torch has no dtype for lsio dtype {dt}") from e
 
+
+def _check_out(t: torch.Tensor, shape: Sequence[int], dtype: np.dtype) -> None:
     want = _torch_dtype(dtype)
     if t.dtype != want:
         raise TypeError(f"out has dtype {t.dtype}, the read gives {want}")
@@ -308,12 +313,12 @@ def read_crops_into(arr: Any, starts: np.ndarray, crop: Sequence[int], out_obj: 
     return out_obj
 
 
-def read_into(arr: Any, key: Any, out_obj: Any, dtype: Any, scale: Any, offset: Any, stream=None) -> Any:
-    """Array.read with a CUDA ``out``: basic indexing with positive steps runs on the GPU."""
-    from ..array import _normalize_key
-
+def read_into(arr: Any, key: Any, selection: Any, out_obj: Any, dtype: Any, scale: Any, offset: Any,
+              stream=None) -> Any:
+    """Array.read with a CUDA ``out``: basic indexing with positive steps runs on the GPU.
+    ``selection``: the key normalised by lsio/array.py (_normalize_key)."""
     t = as_cuda_tensor(out_obj)
-    starts, counts, steps, out_shape, int_axes, flips, new_axes = _normalize_key(key, tuple(arr.shape))
+    starts, counts, steps, out_shape, int_axes, flips, new_axes = selection
     transform, out_dtype = arr._transform(dtype, scale, offset)
     _check_out(t, out_shape, np.dtype(out_dtype))
     if t.numel() == 0:
