@@ -3,8 +3,9 @@
 lsio's wheel carries no CUDA code: the extra ``lsio[gpu]`` installs NVIDIA's
 ``nvidia-libnvcomp-cu13`` (or ``-cu12``) wheel, whose ``libnvcomp.so`` (CUDA runtime linked in
 statically) is loaded here with ``RTLD_LOCAL``. ``LSIO_NVCOMP_LIBRARY`` names another copy.
-The C API used is nvCOMP 5/6's (``nvcompBatchedZstdDecompress*`` taking an options struct by
-value); every pointer argument is a device address held in a torch tensor.
+The C API used is nvCOMP 6's (``nvcompBatchedZstdDecompress*`` taking an options struct by
+value; checked on an H200 with nvidia-libnvcomp-cu13 6.0.0.12); every pointer argument is a
+device address held in a torch tensor.
 """
 
 from __future__ import annotations
@@ -47,12 +48,11 @@ def _candidates():
             continue
         base = os.path.dirname(getattr(mod, "__file__", "") or "")
         for sub in ("lib64", "lib", "bin", ""):
-            for name in ("libnvcomp.so.6", "libnvcomp.so.5", "libnvcomp.so"):
+            for name in ("libnvcomp.so.6",):
                 p = os.path.join(base, sub, name)
                 if os.path.isfile(p):
                     yield p
     yield "libnvcomp.so.6"
-    yield "libnvcomp.so.5"
 
 
 class Zstd:
