@@ -14,8 +14,8 @@ its configuration, so Grain's ``mp_prefetch`` (spawned workers) can use it::
                           length=100_000, seed=0)
     ds = grain.MapDataset.source(src).shuffle(seed=1).batch(32)
 
-One record is a crop from every array at matching coordinates over the leading dimensions
-the arrays share (see ``shared_dims``), returned as numpy arrays in the structure the arrays
+One record is a crop from every array at matching coordinates over the dimensions the
+arrays share, by dimension name when they have names (see ``shared_dims``), returned as numpy arrays in the structure the arrays
 were given in (one array, a tuple, or a dict). The crop origin of record ``i`` is a pure
 function of ``(seed, epoch, i)``, so it does not depend on workers, threads or restarts.
 ``length`` is virtual: a record costs nothing until it is read, so a long ``length`` (or a
@@ -104,7 +104,10 @@ class CropSource:
         One shape for every array, or a sequence / mapping of per-array shapes (matching
         ``arrays``), with one entry per dimension of its array; a ``None`` entry takes the
         whole extent of that dimension. A shape of another length raises ValueError (it is
-        not padded: numpy habits say trailing alignment, others leading).
+        not padded: numpy habits say trailing alignment, others leading). Or a mapping
+        dimension name -> size (``{"time": 2, "lat": 64, "lon": 64}``) for arrays with
+        dimension names: each array takes the sizes of its own dimensions (every one of them
+        must be given; None for a whole dimension).
     length:
         Records per epoch (virtual; nothing is read until asked). Required unless
         ``origins`` is given.
@@ -112,14 +115,21 @@ class CropSource:
         Crop origins are a pure function of ``(seed, epoch, index)``. ``epoch`` is the
         default for integer keys; ``(epoch, index)`` keys override it.
     shared_dims:
-        How many leading dimensions the arrays share: over those, every array's crop starts
-        at the same coordinates (they must have equal sizes there). Default: the leading
-        dimensions where all arrays have the same size. The other dimensions get an
-        independent random origin per array.
+        Left at None, arrays whose dimensions all have names (``dimension_names``, or
+        xarray's ``_ARRAY_DIMENSIONS`` in Zarr v2) are aligned **by name**: one origin per
+        dimension name, so ``t2m(time, lat, lon)`` and a static ``z(lat, lon)`` crop the same
+        latitudes and longitudes whatever their dimension order (a name must have one size in
+        every array that has it, and an array that shares no name with the others is an
+        error). Arrays without names are aligned over their leading dimensions of equal size,
+        and two or more arrays that share none is an error. An int aligns that many leading
+        dimensions (every array's crop starts at the same coordinates there, with equal
+        sizes) and gives the others an independent origin per array; ``shared_dims=0`` crops
+        every array independently.
     origins:
-        Optional fixed origins, int ``(M, shared_dims)``: record ``i`` starts at
-        ``origins[i]`` over the shared dimensions and at 0 elsewhere (e.g. a validation
-        grid); ``length`` defaults to ``M`` and ``seed``/``epoch`` are then unused.
+        Optional fixed origins, int ``(M, D)``: record ``i`` starts at ``origins[i]`` over
+        the aligned dimensions (D = len(:attr:`dims`) when aligned by name, else
+        ``shared_dims``) and at 0 elsewhere (e.g. a validation grid); ``length`` defaults to
+        ``M`` and ``seed``/``epoch`` are then unused.
     threads:
         When not None, reopen the arrays with this many native threads per read.
     """
@@ -150,30 +160,24 @@ class CropSource:
         if threads is not None:
             arrs = [with_options(a, threads=threads) for a in arrs]
         self._kind, self._names, self._arrays = kind, names, arrs
-        self._crops = self._crop_shapes(crop_shape)
+        dim_names = [a.dimension_names for a in arrs]
+        self._by_name = shared_dims is None and all(
+            n is not None and all(isinstance(x, str) and x for x in n) and len(set(n)) == len(n) for n in dim_names)
+        self._crops = self._crop_shapes(crop_shape, dim_names)
         shapes = [a.shape for a in arrs]
-        min_nd = min(len(s) for s in shapes)
-        if shared_dims is None:
-            shared_dims = 0
-            while shared_dims < min_nd and len({s[shared_dims] for s in shapes}) == 1:
-                shared_dims += 1
-        shared_dims = int(shared_dims)
-        if not 0 <= shared_dims <= min_nd:
-            raise ValueError(f"shared_dims must be in [0, {min_nd}], got {shared_dims}")
-        for d in range(shared_dims):
-            if len({s[d] for s in shapes}) != 1:
-                raise ValueError(f"arrays differ in shared dimension {d}: {[s[d] for s in shapes]}")
-        self._shared = shared_dims
-        # Spans of valid origins: shared dims limited by the largest crop there.
-        self._shared_spans = [min(s[d] - c[d] for s, c in zip(shapes, self._crops)) + 1 for d in range(shared_dims)]
-        self._own_spans = [[s[d] - c[d] + 1 for d in range(shared_dims, len(s))] for s, c in zip(shapes, self._crops)]
         for s, c in zip(shapes, self._crops):
             if any(ci > si for ci, si in zip(c, s)):
                 raise ValueError(f"crop shape {c} is larger than array shape {s}")
+        if self._by_name:
+            self._align_by_name(dim_names, shapes)
+        else:
+            self._align_leading(shared_dims, shapes)
         if origins is not None:
             o = np.asarray(origins)
-            if o.dtype.kind not in "iu" or o.ndim != 2 or o.shape[1] != shared_dims:
-                raise ValueError(f"origins must be an integer array of shape (M, {shared_dims})")
+            width = len(self._shared_spans)
+            if o.dtype.kind not in "iu" or o.ndim != 2 or o.shape[1] != width:
+                raise ValueError(f"origins must be an integer array of shape (M, {width})"
+                                 + (f": one column per dimension of {self._dims}" if self._by_name else ""))
             o = o.astype(np.int64)
             if o.size and ((o < 0).any() or (o >= np.asarray(self._shared_spans)).any()):
                 raise ValueError("origins put crops outside the arrays")
@@ -192,11 +196,77 @@ class CropSource:
         self.seed = int(seed)
         self.epoch = int(epoch)
 
-    def _crop_shapes(self, crop_shape: Any) -> List[Tuple[int, ...]]:
+    def _label(self, j: int) -> str:
+        return repr(self._names[j]) if self._names is not None else f"array {j} ({self._arrays[j].path!r})"
+
+    def _align_leading(self, shared_dims: Optional[int], shapes: List[Tuple[int, ...]]) -> None:
+        min_nd = min(len(s) for s in shapes)
+        if shared_dims is None:
+            shared_dims = 0
+            while shared_dims < min_nd and len({s[shared_dims] for s in shapes}) == 1:
+                shared_dims += 1
+            if shared_dims == 0 and len(shapes) > 1:
+                # Unrelated crops from every array would be wrong data without a word.
+                raise ValueError(
+                    f"the arrays share no leading dimension of equal size ({[tuple(s) for s in shapes]}) and not all "
+                    f"have dimension names to align by: give them dimension names (Zarr v3 dimension_names, or "
+                    f"xarray's _ARRAY_DIMENSIONS), or pass shared_dims=0 to crop every array independently")
+        shared_dims = int(shared_dims)
+        if not 0 <= shared_dims <= min_nd:
+            raise ValueError(f"shared_dims must be in [0, {min_nd}], got {shared_dims}")
+        for d in range(shared_dims):
+            if len({s[d] for s in shapes}) != 1:
+                raise ValueError(f"arrays differ in shared dimension {d}: {[s[d] for s in shapes]}")
+        self._shared = shared_dims
+        self._dims: Optional[List[str]] = None
+        # Spans of valid origins: shared dims limited by the largest crop there.
+        self._shared_spans = [min(s[d] - c[d] for s, c in zip(shapes, self._crops)) + 1 for d in range(shared_dims)]
+        self._own_spans = [[s[d] - c[d] + 1 for d in range(shared_dims, len(s))] for s, c in zip(shapes, self._crops)]
+
+    def _align_by_name(self, dim_names: List[Tuple[str, ...]], shapes: List[Tuple[int, ...]]) -> None:
+        dims: List[str] = []
+        size: dict = {}
+        for j, (names, shape) in enumerate(zip(dim_names, shapes)):
+            for name, n in zip(names, shape):
+                if name not in size:
+                    dims.append(name)
+                    size[name] = (int(n), j)
+                elif size[name][0] != int(n):
+                    raise ValueError(f"dimension {name!r} has size {size[name][0]} in {self._label(size[name][1])} "
+                                     f"and {int(n)} in {self._label(j)}: arrays aligned by name must agree")
+        if len(dim_names) > 1:
+            for j, names in enumerate(dim_names):
+                others = {x for k, n in enumerate(dim_names) if k != j for x in n}
+                if not others.intersection(names):
+                    raise ValueError(
+                        f"{self._label(j)} (dimensions {tuple(names)}) shares no dimension name with the other arrays "
+                        f"({sorted(others)}): its crops would be unrelated to theirs; pass shared_dims=0 to crop "
+                        f"every array independently")
+        self._dims = dims
+        self._shared = sum(1 for d in dims if all(d in n for n in dim_names))
+        self._shared_spans = [
+            min(s[list(n).index(d)] - c[list(n).index(d)] for n, s, c in zip(dim_names, shapes, self._crops) if d in n) + 1
+            for d in dims]
+        self._columns = [[dims.index(x) for x in n] for n in dim_names]
+        self._own_spans = [[] for _ in dim_names]
+
+    def _crop_shapes(self, crop_shape: Any, dim_names: Sequence[Any]) -> List[Tuple[int, ...]]:
         n = len(self._arrays)
-        if isinstance(crop_shape, Mapping):
-            if self._kind != "dict" or set(crop_shape) != set(self._names):
-                raise ValueError("a crop_shape mapping must have the same keys as arrays")
+        if isinstance(crop_shape, Mapping) and not (self._kind == "dict" and set(crop_shape) == set(self._names)):
+            if not self._by_name:
+                raise ValueError("a crop_shape mapping must have the same keys as arrays, or, when every array "
+                                 "has dimension names, give a size per dimension name")
+            per = []
+            for j, names in enumerate(dim_names):
+                missing = [x for x in names if x not in crop_shape]
+                if missing:
+                    raise ValueError(f"crop_shape gives no size for dimension(s) {missing} of {self._label(j)} "
+                                     f"(None takes a whole dimension)")
+                per.append(tuple(crop_shape[x] for x in names))
+            unused = set(crop_shape) - {x for names in dim_names for x in names}
+            if unused:
+                raise ValueError(f"crop_shape names dimension(s) {sorted(unused)} that no array has")
+        elif isinstance(crop_shape, Mapping):
             per = [crop_shape[k] for k in self._names]
         elif self._kind != "single" and len(crop_shape) == n and all(
             c is not None and not isinstance(c, (int, np.integer)) for c in crop_shape
@@ -230,16 +300,19 @@ class CropSource:
         if self._names is not None:
             arrays = [f"{k}={v}" for k, v in zip(self._names, arrays)]
         origins = "" if self._origins is None else f", origins={self._origins.shape[0]}"
+        align = f"dims={self._dims}" if self._by_name else f"shared_dims={self._shared}"
         return (
             f"{type(self).__name__}(arrays=[{', '.join(arrays)}], crop_shapes={self._crops}, "
             f"length={self._length}, seed={self.seed}, epoch={self.epoch}, "
-            f"shared_dims={self._shared}{origins})"
+            f"{align}{origins})"
         )
 
     def __getstate__(self) -> dict:
         return dict(self.__dict__)
 
     def __setstate__(self, state: dict) -> None:
+        state.setdefault("_by_name", False)  # pickled before alignment by name
+        state.setdefault("_dims", None)
         self.__dict__.update(state)
 
     @property
@@ -252,7 +325,15 @@ class CropSource:
 
     @property
     def shared_dims(self) -> int:
+        """Dimensions every array's crop shares: leading ones, or (aligned by name) the names
+        every array has."""
         return self._shared
+
+    @property
+    def dims(self) -> Optional[List[str]]:
+        """The dimension names crops are aligned by (one origin each), or None when the
+        arrays are aligned over leading dimensions (``shared_dims``)."""
+        return None if self._dims is None else list(self._dims)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
@@ -296,6 +377,8 @@ class CropSource:
             shared = self._origins[idx]
         else:
             shared = crop_origins(self.seed, ep, idx, self._shared_spans, stream=0)
+        if self._by_name:
+            return [np.ascontiguousarray(shared[:, cols]) for cols in self._columns]
         out = []
         for a, (arr, spans) in enumerate(zip(self._arrays, self._own_spans)):
             st = np.zeros((n, arr.ndim), dtype=np.int64)

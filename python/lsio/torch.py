@@ -6,8 +6,8 @@ Importing this module imports torch (``import lsio`` alone never does)::
     from lsio.torch import CropDataset, CropSampler, collate, worker_init_fn
     from torch.utils.data import DataLoader
 
-    ds = CropDataset({"x": lsio.open("era5.zarr/t2m"), "y": lsio.open("era5.zarr/tp")},
-                     crop_shape={"x": (4, 128, 128), "y": (1, 128, 128)},
+    ds = CropDataset({v: lsio.open("era5.zarr", v) for v in ("t2m", "tp", "z")},
+                     crop_shape={"time": 4, "lat": 128, "lon": 128},   # by dimension name
                      length=10_000, seed=0)
     sampler = CropSampler(ds, seed=0)              # rank / world size from torch.distributed
     loader = DataLoader(ds, batch_size=32, sampler=sampler, collate_fn=collate,
@@ -18,8 +18,9 @@ Importing this module imports torch (``import lsio`` alone never does)::
         for batch in loader:                      # {"x": (32, 4, 128, 128) tensor, ...}
             ...
 
-* A sample is a crop from every array at matching coordinates over the leading dimensions
-  the arrays share; its origin is a pure function of ``(seed, epoch, index)``, so batches do
+* A sample is a crop from every array at matching coordinates: by dimension name when the
+  arrays have names (a static ``z(lat, lon)`` beside ``t2m(time, lat, lon)`` crops the same
+  latitudes and longitudes), else over the leading dimensions they share; its origin is a pure function of ``(seed, epoch, index)``, so batches do
   not depend on the number of workers, on ranks or on restarts.
 * :class:`CropSampler` yields ``(epoch, index)`` keys, so persistent workers (which never
   see a later ``set_epoch`` on their copy of the dataset) still read the current epoch's
