@@ -46,6 +46,8 @@ from __future__ import annotations
 
 import math
 import os
+import sys
+import warnings
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -237,7 +239,9 @@ class CropSampler(torch.utils.data.Sampler):
     initialised, else 1 and 0. Call :meth:`set_epoch` before each epoch.
 
     ``state_dict()`` / ``load_state_dict()`` record the epoch and how many keys this epoch
-    has yielded, so torchdata's ``StatefulDataLoader`` resumes mid-epoch.
+    has yielded, so torchdata's ``StatefulDataLoader`` resumes mid-epoch; with a plain
+    ``DataLoader`` pass ``state_dict(consumed=...)`` (the samples the loop used), since it
+    draws keys ahead of the loop.
     """
 
     def __init__(
@@ -258,6 +262,7 @@ class CropSampler(torch.utils.data.Sampler):
         self.epoch = 0
         self.yielded = 0
         self._resume_at: Optional[int] = None
+        self._plain_loader = False  # the keys are drawn by a plain DataLoader (state_dict warns)
         if self.drop_last:
             self.num_samples = self.length // self.num_replicas
         else:
@@ -286,6 +291,7 @@ class CropSampler(torch.utils.data.Sampler):
         if self._resume_at is not None:
             start, self._resume_at = self._resume_at, None
         self.yielded = start
+        self._plain_loader = _drawn_by_plain_loader()
         epoch = self.epoch
         idx = self.indices(epoch)
         for i in idx[start:].tolist():
@@ -295,7 +301,28 @@ class CropSampler(torch.utils.data.Sampler):
     def __len__(self) -> int:
         return self.num_samples
 
-    def state_dict(self) -> Dict[str, Any]:
+    def state_dict(self, consumed: Optional[int] = None) -> Dict[str, Any]:
+        """The epoch and where in it to resume.
+
+        With torchdata's ``StatefulDataLoader`` call it without arguments (the loader asks at
+        the right moment). A plain ``DataLoader`` draws keys ahead of the loop (prefetching,
+        workers), so the keys handed out are more than the loop has used: pass
+        ``consumed``, the samples of this epoch the loop has used (e.g. ``steps_this_epoch *
+        batch_size``; at an epoch's end ``len(sampler)``), or a resume skips the prefetched
+        ones. Without ``consumed``, once a plain DataLoader has drawn keys, a UserWarning says so.
+        """
+        if consumed is not None:
+            consumed = int(consumed)
+            if not 0 <= consumed <= self.num_samples:
+                raise ValueError(f"consumed must be in [0, {self.num_samples}] (this rank's samples per epoch), "
+                                 f"got {consumed}")
+            return {"epoch": self.epoch, "yielded": consumed, "seed": self.seed}
+        if self.yielded > 0 and self._plain_loader:  # all drawn may still be mid-epoch for the loop
+            warnings.warn(
+                f"CropSampler.state_dict() records the {self.yielded} keys handed out this epoch; a plain "
+                f"DataLoader fetches keys ahead of the training loop, so resuming from this state skips samples "
+                f"the loop never used: pass consumed=<samples the loop used this epoch>, or use torchdata's "
+                f"StatefulDataLoader", UserWarning, stacklevel=2)
         return {"epoch": self.epoch, "yielded": self.yielded, "seed": self.seed}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
@@ -306,6 +333,22 @@ class CropSampler(torch.utils.data.Sampler):
         self.epoch = int(state.get("epoch", self.epoch))
         self.yielded = int(state["yielded"])
         self._resume_at = self.yielded
+
+
+def _drawn_by_plain_loader() -> bool:
+    """True when the calling code is torch's own DataLoader machinery and not torchdata's
+    StatefulDataLoader (which records sampler states at the right moment itself)."""
+    f = sys._getframe(2)
+    torch_data = False
+    for _ in range(16):
+        if f is None:
+            break
+        mod = str(f.f_globals.get("__name__", ""))
+        if mod.startswith("torchdata"):
+            return False
+        torch_data = torch_data or mod.startswith("torch.utils.data")
+        f = f.f_back
+    return torch_data
 
 
 def _unwrap(ds: Any) -> List[Any]:

@@ -295,6 +295,39 @@ def test_stateful_dataloader_resume(arrays, num_workers):
     assert_batches_equal(ref, first + rest)
 
 
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_plain_dataloader_resume_with_consumed(arrays, num_workers):
+    """A plain DataLoader draws keys ahead of the loop; state_dict(consumed=...) resumes at the
+    first sample the loop did not use, and without it (mid-epoch) a warning says so."""
+    kw = dict(batch_size=4, collate_fn=collate, num_workers=num_workers)
+    if num_workers:
+        kw.update(multiprocessing_context="fork", worker_init_fn=worker_init_fn, prefetch_factor=3)
+
+    def make():
+        ds = make_ds(arrays)
+        sampler = CropSampler(ds, num_replicas=1, rank=0, seed=11)
+        sampler.set_epoch(1)
+        return sampler, DataLoader(ds, sampler=sampler, **kw)
+
+    ref = list(make()[1])
+    sampler, loader = make()
+    it = iter(loader)
+    steps = 3
+    first = [next(it) for _ in range(steps)]
+    assert sampler.yielded >= steps * 4 + (4 if num_workers else 0)  # workers fetch ahead of the loop
+    with pytest.warns(UserWarning, match="consumed="):
+        sampler.state_dict()
+    state = sampler.state_dict(consumed=steps * 4)
+    del it
+    sampler2, loader2 = make()
+    sampler2.load_state_dict(state)
+    rest = list(loader2)
+    assert len(first + rest) == len(ref)
+    assert_batches_equal(ref, first + rest)
+    with pytest.raises(ValueError, match="consumed"):
+        sampler.state_dict(consumed=10**9)
+
+
 def _threads_in_worker(samples):
     info = torch.utils.data.get_worker_info()
     return [a.__getstate__()["config"]["threads"] for a in info.dataset.source.arrays]
