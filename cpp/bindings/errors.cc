@@ -2,6 +2,8 @@
 // so users can catch them as lsio.Error, as the specific class, or as the builtin base.
 #include "errors.h"
 
+#include <cerrno>
+
 #include <pybind11/pybind11.h>
 
 namespace py = pybind11;
@@ -40,9 +42,15 @@ namespace lsio_py {
     PyErr_SetString(builtin, msg.c_str());
     throw py::error_already_set();
   }
+  // A missing file or object is also a FileNotFoundError, a refused one a PermissionError
+  // (python/lsio/errors.py), as zarr-python and xarray raise them.
+  if (std::string(lsio_class) == "StorageError") {
+    if (st.error_number() == ENOENT) lsio_class = "NotFoundError";
+    else if (st.error_number() == EACCES || st.error_number() == EPERM) lsio_class = "PermissionDeniedError";
+  }
   py::object cls = py::module_::import("lsio.errors").attr(lsio_class);
   py::object exc;
-  if (std::string(lsio_class) == "StorageError") {
+  if (PyObject_IsSubclass(cls.ptr(), PyExc_OSError) == 1) {
     // OSError(errno, strerror, filename): errno and filename become attributes.
     // OSError(errno, strerror): str() shows "[Errno N] strerror"; filename set separately so
     // the message is not repeated.

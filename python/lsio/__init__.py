@@ -34,6 +34,8 @@ from .errors import (
     Error,
     FormatError,
     StorageError,
+    NotFoundError,
+    PermissionDeniedError,
     UnsupportedError,
 )
 
@@ -55,6 +57,8 @@ __all__ = [
     "UnsupportedError",
     "CorruptDataError",
     "StorageError",
+    "NotFoundError",
+    "PermissionDeniedError",
     "BoundsError",
 ]
 

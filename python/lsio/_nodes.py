@@ -19,14 +19,14 @@ from typing import Any, Dict, Optional
 
 from . import _core
 from ._remote import Handle as _Handle
-from .errors import FormatError, StorageError, UnsupportedError
+from .errors import FormatError, StorageError, UnsupportedError, storage_error
 
 __all__ = ["LocalNodes", "RemoteNodes", "missing"]
 
 
 def missing(path: str, where: str) -> StorageError:
     """The error for a path holding no node metadata."""
-    err = StorageError(errno.ENOENT, f"no zarr.json (or Zarr v2 .zarray / .zgroup) at {path!r}: "
+    err = storage_error(errno.ENOENT, f"no zarr.json (or Zarr v2 .zarray / .zgroup) at {path!r}: "
                        "not a Zarr group or array", where)
     err.path = where  # type: ignore[attr-defined]
     return err
@@ -55,7 +55,7 @@ class LocalNodes:
         try:
             entries = sorted(os.scandir(path), key=lambda e: e.name)
         except OSError as e:
-            raise StorageError(e.errno, f"cannot list group {path!r}: {e.strerror}", path) from None
+            raise storage_error(e.errno, f"cannot list group {path!r}: {e.strerror}", path) from None
         children: Dict[str, dict] = {}
         for entry in entries:
             if entry.is_dir() and any(os.path.isfile(os.path.join(entry.path, f))

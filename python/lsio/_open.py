@@ -5,6 +5,8 @@ group naming its arrays. Above array.py, group.py and _strings.py, which do not 
 
 from __future__ import annotations
 
+import difflib
+import errno
 import os
 import warnings
 from typing import Any, Dict, Optional
@@ -13,7 +15,7 @@ from . import _core, _options, _storage
 from ._remote import Handle as _Handle
 from ._strings import is_vlen_string, open_string_array
 from .array import Array
-from .errors import Error, FormatError, UnsupportedError
+from .errors import Error, FormatError, NotFoundError, UnsupportedError
 from .group import open_group
 
 __all__ = ["open"]
@@ -110,6 +112,7 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
     values in effect.
     """
     remote = isinstance(path, str) and _storage.is_remote(path)
+    base = path
     if name is not None:
         if not isinstance(name, str):
             raise TypeError(f"name must be a str, got {type(name).__name__}")
@@ -154,6 +157,8 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
             node = _core.read_node(_storage.local_path(path), "", False)
         except (Error, OSError, ValueError):
             pass  # not a directory, unreadable, malformed: reading again costs no request
+    if node is None and name is not None and not remote:
+        _raise_if_not_in_group(_storage.local_path(base), name)
     if node is not None and node["node_type"] == "group":
         err = FormatError(_group_message(path, storage_options))
         err.path = node["files"][0]["location"]  # type: ignore[attr-defined]
@@ -164,6 +169,29 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
     if remote:
         return Array(path, storage_options=storage_options, **options, **first)
     return Array(path, tune=tune, **options, **first)
+
+
+def _raise_if_not_in_group(base: str, name: str) -> None:
+    """lsio.open(group, name) where the group has no node `name`: a NotFoundError that lists
+    the arrays it does have (a typo then shows its fix)."""
+    try:
+        node = _core.read_node(base, "", False)
+    except (Error, OSError, ValueError):
+        return  # no group there: the engine says what is missing
+    if node is None or node["node_type"] != "group":
+        return
+    try:
+        names = [n for n, _ in open_group(base).walk_arrays()]
+    except Exception:  # noqa: BLE001 - the listing is best effort
+        names = []
+    close = difflib.get_close_matches(name, names, n=1)
+    listing = ", ".join(repr(n) for n in names[:50]) or "none"
+    if len(names) > 50:
+        listing += f", ... ({len(names)} in all)"
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    err = NotFoundError(errno.ENOENT, f"group {base!r} has no array {name!r} (arrays: {listing}){hint}")
+    err.path = os.path.join(base, name)  # type: ignore[attr-defined]
+    raise err
 
 
 def _group_message(path: str, storage_options: Optional[dict] = None) -> str:

@@ -14,8 +14,12 @@ __all__ = [
     "UnsupportedError",
     "CorruptDataError",
     "StorageError",
+    "NotFoundError",
+    "PermissionDeniedError",
     "BoundsError",
 ]
+
+import errno as _errno
 
 
 class Error(Exception):
@@ -39,7 +43,33 @@ class CorruptDataError(Error, ValueError):
 
 
 class StorageError(Error, OSError):
-    """An I/O operation failed (``errno`` and ``filename`` are set when known)."""
+    """An I/O operation failed (``errno`` and ``filename`` are set when known).
+
+    A missing file, object or array is a :class:`NotFoundError` (also a
+    ``FileNotFoundError``), a refused permission a :class:`PermissionDeniedError` (also a
+    ``PermissionError``), so ``except FileNotFoundError`` works as with zarr-python and
+    xarray."""
+
+    def __str__(self) -> str:
+        # The message names the file already; OSError would append ": '<filename>'" again.
+        if self.errno is not None and self.strerror is not None:
+            return f"[Errno {self.errno}] {self.strerror}"
+        return super().__str__()
+
+
+class NotFoundError(StorageError, FileNotFoundError):
+    """The file, object, array or group does not exist."""
+
+
+class PermissionDeniedError(StorageError, PermissionError):
+    """The storage refused access (permissions, credentials)."""
+
+
+def storage_error(code: int, message: str, filename: "str | None" = None) -> StorageError:
+    """The StorageError subclass ``code`` (an errno) calls for, with the message and file."""
+    cls = {_errno.ENOENT: NotFoundError, _errno.EACCES: PermissionDeniedError,
+           _errno.EPERM: PermissionDeniedError}.get(code, StorageError)
+    return cls(code, message) if filename is None else cls(code, message, filename)
 
 
 class BoundsError(Error, IndexError):

@@ -63,7 +63,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _storage
-from .errors import CorruptDataError, Error, FormatError, StorageError, UnsupportedError
+from .errors import CorruptDataError, Error, FormatError, StorageError, UnsupportedError, storage_error
 
 __all__ = ["load", "load_torch", "info", "metadata", "TensorInfo", "MAX_HEADER_SIZE", "INDEX_NAME"]
 
@@ -157,7 +157,7 @@ def _error(cls: "type[Error]", where: str, message: str,
 
 
 def _storage_error(code: int, where: str, message: str) -> StorageError:
-    err = StorageError(code, f"{where}: {message}", where)
+    err = storage_error(code, f"{where}: {message}", where)
     err.path = where
     return err
 

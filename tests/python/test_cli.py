@@ -150,7 +150,7 @@ def test_verify_corrupt_shard_index(tmp_path, capsys):
 
 def test_errors_exit_2(tmp_path, capsys):
     rc, _, err = _run(capsys, "info", tmp_path / "absent")
-    assert rc == 2 and "StorageError" in err
+    assert rc == 2 and "NotFoundError" in err
     with pytest.raises(SystemExit) as ei:
         main(["frobnicate"])
     assert ei.value.code == 2

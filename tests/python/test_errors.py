@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 
@@ -562,3 +563,24 @@ def test_error_does_not_poison_later_reads(stores, tmp_path, io):
     chunk.write_bytes(good)
     fresh = lsio.open(str(s.path), io=io, threads=2)
     assert_same_bits(fresh[...], s.expected)
+
+
+def test_missing_paths_are_file_not_found_errors(tmp_path):
+    """Python's conventions: a missing array is a FileNotFoundError (as zarr-python and xarray
+    raise) as well as an lsio.StorageError, named once in the message, and a typo in an array
+    name lists the group's arrays."""
+    import zarr
+
+    missing = tmp_path / "nope.zarr"
+    with pytest.raises(FileNotFoundError) as e:
+        lsio.open(str(missing))
+    assert isinstance(e.value, lsio.StorageError) and isinstance(e.value, lsio.NotFoundError)
+    assert e.value.errno == errno.ENOENT
+    assert str(e.value).count(str(missing)) == 1, str(e.value)
+    g = zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
+    g.create_array("t2m", shape=(4,), dtype="f4")
+    g.create_array("u10", shape=(4,), dtype="f4")
+    with pytest.raises(FileNotFoundError, match=r"no array 't2'.*'t2m', 'u10'.*did you mean 't2m'"):
+        lsio.open(str(tmp_path / "g.zarr"), "t2")
+    with pytest.raises(FileNotFoundError):
+        lsio.open_group(str(tmp_path / "nothing.zarr"))

@@ -115,7 +115,7 @@ def test_unreadable_shard_is_storage_error_naming_the_file(public_store, io):
         pytest.skip(res["skip"])
     assert "unexpected" not in res, res
     assert res["first_ok"], res
-    assert res["raised"] == "StorageError", res
+    assert res["raised"] == "PermissionDeniedError", res  # a StorageError and a PermissionError
     assert res["is_storage_error"] and res["is_oserror"], res
     assert res["errno"] == 13, res  # EACCES
     assert res["filename"] == str(shard), res
