@@ -173,7 +173,9 @@ Result<std::unique_ptr<Array>> Array::Open(std::shared_ptr<Store> store, const s
       parsed = ParseArrayMetadataV2(zarray->text, zattrs != nullptr ? zattrs->text : std::string());
       if (!parsed.ok()) return Status(parsed.status()).WithPath(zarray->location);
     } else {
-      return Status::InvalidFormat("no zarr.json or .zarray: not a Zarr array").WithPath(store->Location("zarr.json"));
+      // Nothing there (a typo in a path or key, locally or remote): not found, as zarr-python
+      // and xarray say it (lsio.NotFoundError, a FileNotFoundError).
+      return Status::IoError("no zarr.json or .zarray: not a Zarr array", ENOENT).WithPath(store->Location("zarr.json"));
     }
 
     auto impl = std::make_unique<Impl>(options, std::move(store));

@@ -369,7 +369,8 @@ TEST(ArrayTest, OpenErrors) {
     const std::string d = dir.MakeDir("empty");
     auto a = Array::Open(d, {});
     ASSERT_FALSE(a.ok());
-    EXPECT_EQ(a.status().code(), StatusCode::kInvalidFormat);
+    EXPECT_EQ(a.status().code(), StatusCode::kIoError);
+    EXPECT_EQ(a.status().error_number(), ENOENT);
     EXPECT_EQ(a.status().message(), "no zarr.json or .zarray: not a Zarr array");
     EXPECT_EQ(a.status().path(), d + "/zarr.json");
   }

@@ -149,9 +149,10 @@ def test_base_metadata_opens(tmp_path):
 
 
 def test_missing_zarr_json(tmp_path):
+    """A directory without metadata holds no array: not found (a FileNotFoundError)."""
     p = tmp_path / "empty.zarr"
     p.mkdir()
-    with pytest.raises(lsio.FormatError) as info:
+    with pytest.raises(lsio.NotFoundError) as info:
         lsio.open(str(p))
     assert_names_metadata(info.value, p)
 

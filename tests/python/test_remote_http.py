@@ -461,12 +461,12 @@ def test_object_replaced_after_index_read(fs, tmp_path):
     assert_same_bits(again[0:50, 0:50], new[0:50, 0:50])
 
 
-def test_missing_zarr_json_is_format_error(fs):
+def test_missing_zarr_json_is_not_found(fs):
     fs.add_fault("status", "/sh.zarr/zarr.json", times=None, status=404)
-    with pytest.raises(lsio.FormatError) as ei:
+    with pytest.raises(lsio.NotFoundError) as ei:
         lsio.open(fs.url("sh.zarr"), storage_options=OPTS)
     assert ei.value.path == fs.url("sh.zarr/zarr.json")
-    with pytest.raises(lsio.FormatError) as ei:
+    with pytest.raises(FileNotFoundError) as ei:
         lsio.open(fs.url("nothing-here.zarr"), storage_options=OPTS)
     assert fs.url("nothing-here.zarr") in str(ei.value)
 
@@ -718,7 +718,7 @@ def test_errors_never_show_url_userinfo(fs, fault):
 
 def test_open_errors_never_show_userinfo(fs):
     url = fs.url("missing.zarr").replace("http://", f"http://{USER}:{PASSWORD}@")
-    with pytest.raises(lsio.FormatError) as ei:
+    with pytest.raises(lsio.NotFoundError) as ei:
         lsio.open(url, storage_options=OPTS)
     secrets_absent(exception_texts(ei.value), [PASSWORD, f"{USER}:"])
     assert fs.url("missing.zarr") in str(ei.value)

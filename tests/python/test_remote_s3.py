@@ -522,10 +522,12 @@ def test_permission_revoked_midway_is_an_error_not_fill(moto_s3, stores):
 # --------------------------------------------------------------------------------------
 
 
-def test_no_zarr_json_is_a_format_error(s3_matrix, moto_s3):
+def test_no_zarr_json_is_not_found(s3_matrix, moto_s3):
+    """As locally: no metadata there is a NotFoundError (a FileNotFoundError), whatever the
+    store."""
     moto_s3.put(MATRIX_BUCKET, "junk/readme.txt", b"not zarr")
     for url in (f"s3://{MATRIX_BUCKET}/junk", f"s3://{MATRIX_BUCKET}/nothing-here.zarr"):
-        with pytest.raises(lsio.FormatError) as ei:
+        with pytest.raises(FileNotFoundError) as ei:
             lsio.open(url, storage_options=signed(moto_s3))
         assert "not a Zarr" in str(ei.value)
         assert url in str(ei.value)
