@@ -841,3 +841,19 @@ def test_a_string_array_opens_with_one_metadata_get(tmp_path, make_fault_server,
     assert list(arr[1:4]) == ["bb", "", "ü😀"]
     keys = ["c/0", "c/1"] if fmt == 3 else ["0", "1"]
     assert sorted(r.path for r in srv.requests) == [f"/s.zarr/{k}" for k in keys]
+
+
+def test_a_refused_connection_fails_fast():
+    """Nothing listening at the endpoint: a few quick attempts, then a StorageError that says
+    the connection was refused (the full retry schedule took 17 s to get there)."""
+    import socket
+    import time
+
+    with socket.socket() as s:  # a port nothing listens on once this socket is closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.monotonic()
+    with pytest.raises(lsio.StorageError, match="connection refused") as ei:
+        lsio.open(f"http://127.0.0.1:{port}/a.zarr", storage_options={"retries": 9})
+    assert ei.value.errno == errno.ECONNREFUSED
+    assert time.monotonic() - t0 < 5

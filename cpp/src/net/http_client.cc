@@ -56,6 +56,9 @@
 namespace lsio {
 namespace {
 
+// Attempts for a refused connection (ECONNREFUSED), whatever the retry budget.
+constexpr unsigned kRefusedAttempts = 3;
+
 using Clock = std::chrono::steady_clock;
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
@@ -1254,8 +1257,13 @@ void Runner::OnAttemptDone(Transfer& t, CURLcode rc, Clock::time_point now) {
 void Runner::Retry(Transfer& t, Status err, bool immediate, Clock::time_point now) {
   HttpRequest& r = *t.req;
   const std::string after = " after " + std::to_string(r.attempts) + (r.attempts == 1 ? " attempt" : " attempts");
-  if (r.attempts >= std::max(1u, opt_.max_attempts)) {
-    Finish(t, Reworded(err, err.message() + after));
+  // Nothing listening at the address is far more often a wrong endpoint than a server
+  // restarting: a few quick attempts, not the full schedule (which took 17 s to say so).
+  const bool refused = err.error_number() == ECONNREFUSED;
+  const unsigned max_attempts = refused ? std::min(kRefusedAttempts, opt_.max_attempts) : opt_.max_attempts;
+  if (r.attempts >= std::max(1u, max_attempts)) {
+    Finish(t, Reworded(err, err.message() + after +
+                                (refused ? " (connection refused: is the endpoint's host and port right?)" : "")));
     return;
   }
   uint64_t delay_ms = 0;
