@@ -970,3 +970,11 @@ def test_listing_is_signed_and_paginated(s3_groups, moto_s3_signed, moto_s3):
                                                            "access_key_id": moto.access_key_id,
                                                            "secret_access_key": moto.secret_access_key, **LIMITS})
     assert gs.group_names[:3] == ("g0000", "g0001", "g0002") and len(gs.group_names) == 1005
+
+
+def test_a_missing_bucket_says_bucket(moto_s3):
+    """NoSuchBucket is not a missing object: the open fails naming the bucket (a
+    FileNotFoundError), rather than "no zarr.json" or chunks read as the fill value."""
+    with pytest.raises(lsio.NotFoundError, match="bucket does not exist") as ei:
+        lsio.open("s3://lsio-no-such-bucket/a.zarr", storage_options=signed(moto_s3))
+    assert "NoSuchBucket" in str(ei.value) and "lsio-no-such-bucket" in str(ei.value)

@@ -1134,6 +1134,12 @@ Status Runner::HttpError(Transfer& t, bool* retryable) {
   }
   const long s = t.status;
   if (s == 404 || s == 410) {
+    // A missing bucket is no missing object: reading it as the fill value would be wrong,
+    // and "no zarr.json" would not say what is wrong.
+    if (const ErrorDialect* d = opt_.dialect.get(); d != nullptr && d->missing_container &&
+                                                    d->missing_container(t.error_body)) {
+      return Status::IoError("the bucket does not exist" + server + " " + Detail(t), ENOENT);
+    }
     r.missing = true;
     return Status::Ok();
   }

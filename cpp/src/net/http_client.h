@@ -123,6 +123,9 @@ struct ErrorDialect {
   /// Non-empty: the held 2xx body is an error document asking to be retried (its words for
   /// the message); empty: it is the data.
   std::function<std::string(std::string_view body)> retry_in_body;
+  /// True when a 404 body says the container itself (S3/GCS bucket) does not exist: the
+  /// request then fails with ENOENT instead of reading as a missing object.
+  std::function<bool(std::string_view body)> missing_container;
 };
 
 struct HttpClientOptions {

@@ -117,6 +117,7 @@ std::shared_ptr<const ErrorDialect> S3ErrorDialect() {
       }
       return Describe(body);
     };
+    d->missing_container = [](std::string_view body) { return XmlElement(body, "Code") == "NoSuchBucket"; };
     return d;
   }();
   return kDialect;
