@@ -353,14 +353,19 @@ class Array:
         the result holds ``value * scale + offset`` (computed in double precision, rounded
         once), so a uint16 store feeds float32 tensors without a second pass.
 
-        ``out`` may be a contiguous CUDA tensor (torch, ``__cuda_array_interface__`` or
-        DLPack): chunks are then decoded on the GPU (:mod:`lsio.gpu`), on ``stream`` (default
-        the current torch stream).
+        ``out`` may also be a CPU torch tensor (filled through the numpy array sharing its
+        memory, and returned), or a contiguous CUDA tensor (torch,
+        ``__cuda_array_interface__`` or DLPack): chunks are then decoded on the GPU
+        (:mod:`lsio.gpu`), on ``stream`` (default the current torch stream).
         """
         if _cuda_out(out):
             from .gpu._cuda import read_into
 
             return read_into(self, key, _normalize_key(key, self._shape), out, dtype, scale, offset, stream)
+        given, out = _host_out(out)
+        if given is not out:
+            self.read(key, out, dtype=dtype, scale=scale, offset=offset)
+            return given
         if dtype is None and scale is None and offset is None and type(out) in (np.ndarray, type(None)):
             # Ints and step-1 slices, decided and read in one C++ call (the per-call cost of
             # small reads from many Python threads); None: the general path below.
@@ -449,7 +454,8 @@ class Array:
         together: each needed chunk is read and decoded once, even when crops overlap.
         ``dtype``/``scale``/``offset`` convert while reading, as in :meth:`read`.
 
-        ``out`` may be a contiguous CUDA tensor of shape ``(N, *shape)`` (torch,
+        ``out`` may be a CPU torch tensor (filled in place and returned), or a contiguous
+        CUDA tensor of shape ``(N, *shape)`` (torch,
         ``__cuda_array_interface__`` or DLPack): the compressed chunks are then copied to the
         GPU and decoded there by nvCOMP (:mod:`lsio.gpu`), on ``stream`` (default the current
         torch stream); the call returns once the batch is in ``out``.
@@ -487,6 +493,10 @@ class Array:
             from .gpu._cuda import read_crops_into
 
             return read_crops_into(self, st64, crop, out, dtype, scale, offset, stream)
+        given, out = _host_out(out)
+        if given is not out:
+            self.read_crops(st64, crop, out, dtype=dtype, scale=scale, offset=offset)
+            return given
         full = (st64.shape[0],) + crop
         transform, out_dtype = self._transform(dtype, scale, offset)
         if out is None:
@@ -505,6 +515,19 @@ class Array:
 
 _ADVANCED_HINT = ("lsio indexes with ints, slices, ... and None (np.newaxis); for integer arrays or lists use "
                   "arr.oindex[...] (one index array per axis, orthogonally) or arr.take(indices, axis=...)")
+
+
+def _host_out(out: Any) -> Tuple[Any, Any]:
+    """(what to return, the numpy array to fill): a CPU torch tensor is filled through the
+    numpy array that shares its memory, and returned itself."""
+    if out is None or isinstance(out, np.ndarray):
+        return out, out
+    if type(out).__module__.split(".")[0] == "torch" and hasattr(out, "numpy") and not getattr(out, "is_cuda", False):
+        try:
+            return out, out.detach().numpy()
+        except (RuntimeError, TypeError) as e:  # e.g. a dtype numpy lacks (bfloat16)
+            raise TypeError(f"out: this torch tensor has no numpy view ({e})") from None
+    return out, out
 
 
 def _cuda_out(out: Any) -> bool:

@@ -132,6 +132,16 @@ class CropSource:
         ``M`` and ``seed``/``epoch`` are then unused.
     threads:
         When not None, reopen the arrays with this many native threads per read.
+    dtype, scale, offset:
+        Convert while reading (:meth:`lsio.Array.read_crops`'s ``dtype``/``scale``/
+        ``offset``: ``value * scale + offset`` as float32 or float64, computed in the
+        engine's copy, so normalising costs no extra pass): one value for every array, or a
+        mapping / sequence per array (``scale={"t2m": 1 / 12.5}``; a missing entry reads the
+        array as stored).
+    stack:
+        True: a record is ONE array ``(len(arrays), *crop)`` with the arrays as channels, in
+        the order given (every crop shape and output dtype must match); each array is read
+        straight into its channel.
     """
 
     def __init__(
@@ -145,6 +155,10 @@ class CropSource:
         shared_dims: Optional[int] = None,
         origins: Any = None,
         threads: Optional[int] = None,
+        dtype: Any = None,
+        scale: Any = None,
+        offset: Any = None,
+        stack: bool = False,
     ) -> None:
         if isinstance(arrays, Array):
             kind, names, arrs = "single", None, [arrays]
@@ -172,6 +186,14 @@ class CropSource:
             self._align_by_name(dim_names, shapes)
         else:
             self._align_leading(shared_dims, shapes)
+        self._transforms = [
+            (self._per_array(dtype, j), self._per_array(scale, j), self._per_array(offset, j)) for j in range(len(arrs))]
+        self._out_dtypes = [np.dtype(a._transform(*t)[1]) if any(v is not None for v in t) else np.dtype(a.dtype)
+                            for a, t in zip(arrs, self._transforms)]
+        self._stack = bool(stack)
+        if self._stack and (len(set(self._crops)) != 1 or len(set(self._out_dtypes)) != 1):
+            raise ValueError(f"stack=True needs one crop shape and one output dtype for every array; got crops "
+                             f"{self._crops} and dtypes {[str(d) for d in self._out_dtypes]} (convert with dtype=)")
         if origins is not None:
             o = np.asarray(origins)
             width = len(self._shared_spans)
@@ -195,6 +217,18 @@ class CropSource:
         self._length = int(length)
         self.seed = int(seed)
         self.epoch = int(epoch)
+
+    def _per_array(self, value: Any, j: int) -> Any:
+        """Array j's entry of a per-array option (one value, a mapping by name, a sequence)."""
+        if isinstance(value, Mapping):
+            if self._names is None or not set(value) <= set(self._names):
+                raise ValueError(f"a per-array mapping needs arrays given by name; keys {sorted(value)}")
+            return value.get(self._names[j])
+        if isinstance(value, (list, tuple)) and self._kind != "single":
+            if len(value) != len(self._arrays):
+                raise ValueError(f"a per-array sequence needs {len(self._arrays)} entries, got {len(value)}")
+            return value[j]
+        return value
 
     def _label(self, j: int) -> str:
         return repr(self._names[j]) if self._names is not None else f"array {j} ({self._arrays[j].path!r})"
@@ -301,6 +335,10 @@ class CropSource:
             arrays = [f"{k}={v}" for k, v in zip(self._names, arrays)]
         origins = "" if self._origins is None else f", origins={self._origins.shape[0]}"
         align = f"dims={self._dims}" if self._by_name else f"shared_dims={self._shared}"
+        if any(any(v is not None for v in t) for t in self._transforms):
+            align += f", transforms={self._transforms}"
+        if self._stack:
+            align += ", stack=True"
         return (
             f"{type(self).__name__}(arrays=[{', '.join(arrays)}], crop_shapes={self._crops}, "
             f"length={self._length}, seed={self.seed}, epoch={self.epoch}, "
@@ -313,6 +351,10 @@ class CropSource:
     def __setstate__(self, state: dict) -> None:
         state.setdefault("_by_name", False)  # pickled before alignment by name
         state.setdefault("_dims", None)
+        state.setdefault("_stack", False)
+        if "_transforms" not in state:
+            state["_transforms"] = [(None, None, None)] * len(state["_arrays"])
+            state["_out_dtypes"] = [np.dtype(a.dtype) for a in state["_arrays"]]
         self.__dict__.update(state)
 
     @property
@@ -328,6 +370,21 @@ class CropSource:
         """Dimensions every array's crop shares: leading ones, or (aligned by name) the names
         every array has."""
         return self._shared
+
+    @property
+    def out_dtypes(self) -> List[np.dtype]:
+        """Per array, the dtype its crops are delivered in (after any conversion)."""
+        return list(self._out_dtypes)
+
+    @property
+    def stacked(self) -> bool:
+        return self._stack
+
+    def batch_shapes(self, n: int) -> List[Tuple[Tuple[int, ...], np.dtype]]:
+        """(shape, dtype) of each array a batch of ``n`` records is read into."""
+        if self._stack:
+            return [((n, len(self._arrays), *self._crops[0]), self._out_dtypes[0])]
+        return [((n, *c), d) for c, d in zip(self._crops, self._out_dtypes)]
 
     @property
     def dims(self) -> Optional[List[str]]:
@@ -392,20 +449,31 @@ class CropSource:
         """Read the records ``keys`` as one ``(N, *crop)`` array per array: one
         ``read_crops`` call per array (into ``outs[j]`` when given)."""
         starts = self.starts(keys)
+        if self._stack:
+            n = starts[0].shape[0]
+            shape, dt = self.batch_shapes(n)[0]
+            out = np.empty(shape, dtype=dt) if outs is None else outs[0]
+            for j, (arr, st, crop) in enumerate(zip(self._arrays, starts, self._crops)):
+                arr.read_crops(st, crop, out=out[:, j], **self._convert_kwargs(j))
+            return [out]
         res = []
         for j, (arr, st, crop) in enumerate(zip(self._arrays, starts, self._crops)):
-            res.append(arr.read_crops(st, crop, out=None if outs is None else outs[j]))
+            res.append(arr.read_crops(st, crop, out=None if outs is None else outs[j], **self._convert_kwargs(j)))
         return res
 
+    def _convert_kwargs(self, j: int) -> dict:
+        """read_crops's conversion arguments for array j (none when it is read as stored)."""
+        return {k: v for k, v in zip(("dtype", "scale", "offset"), self._transforms[j]) if v is not None}
+
     def _structure(self, items: Sequence[Any]) -> Any:
-        if self._kind == "single":
+        if self._kind == "single" or self._stack:
             return items[0]
         if self._kind == "dict":
             return dict(zip(self._names, items))
         return tuple(items)
 
     def _flatten(self, structure: Any) -> List[Any]:
-        if self._kind == "single":
+        if self._kind == "single" or self._stack:
             return [structure]
         if self._kind == "dict":
             return [structure[k] for k in self._names]

@@ -94,7 +94,8 @@ class CropDataset(torch.utils.data.Dataset):
     """Map-style dataset of random crops from one or more lsio arrays.
 
     Parameters are those of :class:`lsio.grain.CropSource` (``arrays``, ``crop_shape``,
-    ``length``, ``seed``, ``epoch``, ``shared_dims``, ``origins``), plus:
+    ``length``, ``seed``, ``epoch``, ``shared_dims``, ``origins``, and the conversions
+    ``dtype``/``scale``/``offset`` and ``stack`` into channels), plus:
 
     worker_threads:
         Native threads per read inside DataLoader workers (default 1; ``None`` keeps the
@@ -122,15 +123,20 @@ class CropDataset(torch.utils.data.Dataset):
         origins: Any = None,
         worker_threads: Optional[int] = 1,
         pool_batches: int = 4,
+        dtype: Any = None,
+        scale: Any = None,
+        offset: Any = None,
+        stack: bool = False,
     ) -> None:
         self.source = CropSource(
-            arrays, crop_shape, length=length, seed=seed, epoch=epoch, shared_dims=shared_dims, origins=origins
+            arrays, crop_shape, length=length, seed=seed, epoch=epoch, shared_dims=shared_dims, origins=origins,
+            dtype=dtype, scale=scale, offset=offset, stack=stack,
         )
         self.worker_threads = worker_threads
         if int(pool_batches) < 0:
             raise ValueError(f"pool_batches must be >= 0, got {pool_batches}")
         self.pool_batches = int(pool_batches)
-        self._tdtypes = [_torch_dtype(a.dtype) for a in self.source.arrays]
+        self._tdtypes = [_torch_dtype(d) for _, d in self.source.batch_shapes(0)]
         self._pid = os.getpid()
 
     # -- configuration ----------------------------------------------------------------------
@@ -179,11 +185,15 @@ class CropDataset(torch.utils.data.Dataset):
         if torch.utils.data.get_worker_info() is not None:
             # In a worker: shared memory, so the batch reaches the main process without a
             # copy, on one of the worker's reused slots when one is free.
-            tensors = _torch_pool.batch_tensors(len(keys), self.source.crop_shapes, self._tdtypes, self.pool_batches)
+            shapes = [shape[1:] for shape, _ in self.source.batch_shapes(len(keys))]
+            tensors = _torch_pool.batch_tensors(len(keys), shapes, self._tdtypes, self.pool_batches)
         else:
-            tensors = [torch.empty((len(keys), *c), dtype=d) for c, d in zip(self.source.crop_shapes, self._tdtypes)]
+            tensors = self._new_batch(len(keys))
         self.source.read_batch_arrays(keys, outs=[t.numpy() for t in tensors])
         return self.source._structure(tensors)
+
+    def _new_batch(self, n: int, **kw: Any) -> List["torch.Tensor"]:
+        return [torch.empty(shape, dtype=d, **kw) for (shape, _), d in zip(self.source.batch_shapes(n), self._tdtypes)]
 
     def __getitems__(self, keys: Sequence[Any]) -> CropBatch:
         """The samples ``keys`` as a :class:`CropBatch` (one ``read_crops`` per array)."""
@@ -395,7 +405,9 @@ class CropLoader:
     tensors on ``stream`` (default: a side stream of the loader's own, so decoding overlaps the
     work queued on the current stream), and waits for that stream only. Batches are the
     dataset's structure (tensor, tuple or dict). ``device="cpu"`` reads into host tensors on
-    the same schedule. GPU decoding needs the main process: use DataLoader workers for CPU
+    the same schedule. A dataset that converts (``dtype``/``scale``/``offset``) or stacks
+    channels is read on the host (pinned) and copied, since those happen in the engine's CPU
+    copy. GPU decoding needs the main process: use DataLoader workers for CPU
     decoding instead (docs/guide/training.md compares the two).
 
     sampler: yields keys (e.g. :class:`CropSampler`); default: the dataset's records in order.
@@ -436,9 +448,14 @@ class CropLoader:
         if not batches:
             return
         src = self.dataset.source
-        if self.device.type != "cuda":
+        cuda = self.device.type == "cuda"
+        # Conversions and channel stacking happen in the engine's CPU copy: such batches are
+        # read on the host (pinned) and copied, not decoded on the GPU.
+        gpu_decode = cuda and not src.stacked and all(
+            d == np.dtype(a.dtype) for d, a in zip(src.out_dtypes, src.arrays))
+        if not gpu_decode:
             def host(keys: List[Any], slot: int) -> Any:
-                tensors = [torch.empty((len(keys), *c), dtype=d) for c, d in zip(src.crop_shapes, self.dataset._tdtypes)]
+                tensors = self.dataset._new_batch(len(keys), pin_memory=cuda)
                 src.read_batch_arrays(keys, outs=[t.numpy() for t in tensors])
                 return tensors
         else:
@@ -463,8 +480,8 @@ class CropLoader:
                 got = fut.result()
                 if k + 1 < len(batches):
                     fut = pool.submit(host, batches[k + 1], (k + 1) % 2)
-                if self.device.type != "cuda":
-                    yield src._structure(got)
+                if not gpu_decode:
+                    yield src._structure([t.to(self.device, non_blocking=True) for t in got] if cuda else got)
                     continue
                 outs = []
                 for (st, plan), arr, crop, dt in zip(got, src.arrays, src.crop_shapes, self.dataset._tdtypes):

@@ -138,3 +138,52 @@ def test_named_single_array_keeps_its_origins(tmp_path):
     named = CropSource(a, (2, 5, 5), length=16, seed=9).starts(range(16))[0]
     unnamed = CropSource(u, (2, 5, 5), length=16, seed=9).starts(range(16))[0]
     np.testing.assert_array_equal(named, unnamed)
+
+
+def test_normalised_channels_in_one_tensor(tmp_path):
+    """Per-variable normalisation and channel stacking happen in the engine's copy: each
+    variable is converted (value * scale + offset, in double precision, rounded once) straight
+    into its channel of one (N, C, *crop) batch."""
+    p = tmp_path / "era5.zarr"
+    ds = era5_like(p, 3)
+    names = ["t2m", "u10", "v10"]
+    stats = {v: (float(ds[v].mean()), float(ds[v].std())) for v in names}
+    src = CropSource({v: lsio.open(str(p), v) for v in names}, CROP, length=10, seed=1, dtype="float32",
+                     scale={v: 1 / s for v, (m, s) in stats.items()},
+                     offset={v: -m / s for v, (m, s) in stats.items()}, stack=True)
+    assert src.stacked and src.out_dtypes == [np.dtype("float32")] * 3
+    keys = list(range(10))
+    batch = src.read_batch(keys)
+    assert batch.shape == (10, 3, 3, 16, 24) and batch.dtype == np.float32
+    starts = src.starts(keys)
+    for i in keys:
+        for c, v in enumerate(names):
+            m, s = stats[v]
+            want = (isel(ds, v, starts[c][i]).astype(np.float64) * (1 / s) + (-m / s)).astype(np.float32)
+            np.testing.assert_array_equal(batch[i, c], want, err_msg=f"{i} {v}")
+    assert src[3].shape == (3, 3, 16, 24)
+    with pytest.raises(ValueError, match="stack=True needs one crop shape"):
+        CropSource({v: lsio.open(str(p), v) for v in ("t2m", "z")}, CROP, length=2, stack=True)
+
+
+def test_torch_dataset_converts_and_stacks(tmp_path):
+    torch = pytest.importorskip("torch")
+    from lsio.torch import CropDataset, CropLoader
+
+    p = tmp_path / "era5.zarr"
+    era5_like(p, 3)
+    data = CropDataset({v: lsio.open(str(p), v) for v in ("t2m", "v10")}, CROP, length=8, seed=2,
+                       dtype="float32", scale={"v10": 0.01}, stack=True)  # v10 is stored as float64
+    batch = data.read_batch(list(range(4)))
+    assert isinstance(batch, torch.Tensor) and batch.shape == (4, 2, 3, 16, 24) and batch.dtype == torch.float32
+    ref = data.source.read_batch(list(range(4)))
+    np.testing.assert_array_equal(batch.numpy(), ref)
+    got = list(CropLoader(data, batch_size=4, device="cpu"))
+    np.testing.assert_array_equal(got[0].numpy(), ref)
+    # out= may be a CPU torch tensor: filled in place, returned itself.
+    arr = lsio.open(str(p), "t2m")
+    t = torch.empty((2, 3, 16, 24))
+    assert arr.read_crops([[0, 0, 0], [1, 2, 3]], (3, 16, 24), out=t) is t
+    np.testing.assert_array_equal(t.numpy(), arr.read_crops([[0, 0, 0], [1, 2, 3]], (3, 16, 24)))
+    with pytest.raises(TypeError):
+        arr.read_crops([[0, 0, 0]], (3, 16, 24), out=torch.empty((1, 3, 16, 24), dtype=torch.float64))
