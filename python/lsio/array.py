@@ -359,6 +359,9 @@ class Array:
         (:mod:`lsio.gpu`), on ``stream`` (default the current torch stream).
         """
         if _cuda_out(out):
+            from .gpu import require
+
+            require()
             from .gpu._cuda import read_into
 
             return read_into(self, key, _normalize_key(key, self._shape), out, dtype, scale, offset, stream)
@@ -490,6 +493,9 @@ class Array:
             raise BoundsError(f"crop shape {crop} does not fit in the array's shape {self._shape}")
         st64 = np.ascontiguousarray(st, dtype=np.int64)
         if _cuda_out(out):
+            from .gpu import require
+
+            require()
             from .gpu._cuda import read_crops_into
 
             return read_crops_into(self, st64, crop, out, dtype, scale, offset, stream)

@@ -21,6 +21,7 @@ With CUDA: the same reads into CUDA tensors through nvCOMP, ``read(key, out=cuda
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -347,6 +348,20 @@ def test_import_lsio_does_not_touch_the_gpu_stack():
 
 GPU_OK, GPU_WHY = lsio.gpu.available()
 needs_gpu = pytest.mark.skipif(not GPU_OK, reason=f"no GPU decoding here: {GPU_WHY}")
+
+
+@pytest.mark.skipif(GPU_OK, reason="checks the message of a process that cannot decode on the GPU")
+def test_a_cuda_out_without_gpu_support_says_why(tmp_path):
+    class CudaLike:  # what cupy / numba arrays expose
+        __cuda_array_interface__ = {"shape": (1, 2, 10, 10), "typestr": "<f4", "data": (0, False), "version": 3}
+
+    p = tmp_path / "z.zarr"
+    write_zstd(p)
+    arr = lsio.open(str(p))
+    with pytest.raises(RuntimeError, match="cannot decode on the GPU: " + GPU_WHY[:20].replace("(", r"\(")):
+        arr.read_crops([[0, 0, 0]], (2, 10, 10), out=CudaLike())
+    with pytest.raises(RuntimeError, match="cannot decode on the GPU"):
+        arr.read((slice(0, 2), slice(0, 10), slice(0, 10)), out=CudaLike())
 
 
 @needs_gpu

@@ -54,6 +54,21 @@ def available() -> Tuple[bool, str]:
     return True, ""
 
 
+_ready = False
+
+
+def require() -> None:
+    """Raises RuntimeError saying what is missing unless :func:`available` (checked once per
+    process while it fails, then cached)."""
+    global _ready
+    if _ready:
+        return
+    ok, why = available()
+    if not ok:
+        raise RuntimeError(f"lsio: out= is a CUDA array, but this process cannot decode on the GPU: {why}")
+    _ready = True
+
+
 def stats() -> Dict[str, int]:
     """Counters of this process's GPU reads: batches, frames decoded on the GPU and staged
     decoded by the CPU, bytes copied to the device, batches redone on the CPU (``cpu_redos``)
