@@ -32,6 +32,7 @@ from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .array import Array
+from .group import Group
 
 __all__ = ["CropSource", "GrainCropSource", "with_options", "crop_origins"]
 
@@ -98,8 +99,9 @@ class CropSource:
     Parameters
     ----------
     arrays:
-        An :class:`lsio.Array`, a sequence of them, or a mapping name -> Array. Records have
-        the same structure.
+        An :class:`lsio.Array`, a sequence of them, or a mapping name -> Array (records have
+        the same structure); or an :class:`lsio.Group` with ``variables=[names]`` (records
+        are dicts by name).
     crop_shape:
         One shape for every array, or a sequence / mapping of per-array shapes (matching
         ``arrays``), with one entry per dimension of its array; a ``None`` entry takes the
@@ -159,7 +161,15 @@ class CropSource:
         scale: Any = None,
         offset: Any = None,
         stack: bool = False,
+        variables: Optional[Sequence[str]] = None,
     ) -> None:
+        if isinstance(arrays, Group):
+            if variables is None:
+                raise ValueError(f"a group needs variables=[...] naming the arrays to crop; it has "
+                                 f"{[n for n, _ in arrays.walk_arrays()]}")
+            arrays = {str(v): arrays[v] for v in variables}
+        elif variables is not None:
+            raise ValueError("variables= names arrays of a group: pass the group (lsio.open_group) as arrays")
         if isinstance(arrays, Array):
             kind, names, arrs = "single", None, [arrays]
         elif isinstance(arrays, Mapping):

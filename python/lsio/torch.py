@@ -113,7 +113,7 @@ class CropDataset(torch.utils.data.Dataset):
 
     def __init__(
         self,
-        arrays: Union[Array, Sequence[Array], Mapping[str, Array]],
+        arrays: Any,
         crop_shape: Any,
         *,
         length: Optional[int] = None,
@@ -127,10 +127,11 @@ class CropDataset(torch.utils.data.Dataset):
         scale: Any = None,
         offset: Any = None,
         stack: bool = False,
+        variables: Optional[Sequence[str]] = None,
     ) -> None:
         self.source = CropSource(
             arrays, crop_shape, length=length, seed=seed, epoch=epoch, shared_dims=shared_dims, origins=origins,
-            dtype=dtype, scale=scale, offset=offset, stack=stack,
+            dtype=dtype, scale=scale, offset=offset, stack=stack, variables=variables,
         )
         self.worker_threads = worker_threads
         if int(pool_batches) < 0:

@@ -187,3 +187,17 @@ def test_torch_dataset_converts_and_stacks(tmp_path):
     np.testing.assert_array_equal(t.numpy(), arr.read_crops([[0, 0, 0], [1, 2, 3]], (3, 16, 24)))
     with pytest.raises(TypeError):
         arr.read_crops([[0, 0, 0]], (3, 16, 24), out=torch.empty((1, 3, 16, 24), dtype=torch.float64))
+
+
+def test_a_group_and_variable_names(tmp_path):
+    p = tmp_path / "era5.zarr"
+    ds = era5_like(p, 3)
+    g = lsio.open_group(str(p))
+    src = CropSource(g, CROP, variables=["t2m", "z"], length=5, seed=4)
+    batch = src.read_batch(list(range(5)))
+    starts = src.starts(list(range(5)))
+    for i in range(5):
+        np.testing.assert_array_equal(batch["z"][i], isel(ds, "z", starts[1][i]))
+        np.testing.assert_array_equal(batch["t2m"][i], isel(ds, "t2m", starts[0][i]))
+    with pytest.raises(ValueError, match="variables="):
+        CropSource(g, CROP, length=5)
