@@ -174,6 +174,9 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
 def _raise_if_not_in_group(base: str, name: str) -> None:
     """lsio.open(group, name) where the group has no node `name`: a NotFoundError that lists
     the arrays it does have (a typo then shows its fix)."""
+    member = os.path.join(base, name)
+    if any(os.path.lexists(os.path.join(member, f)) for f in ("zarr.json", ".zarray", ".zgroup", ".zattrs")):
+        return  # the member exists but could not be read: the engine says why
     try:
         node = _core.read_node(base, "", False)
     except (Error, OSError, ValueError):
@@ -190,7 +193,7 @@ def _raise_if_not_in_group(base: str, name: str) -> None:
         listing += f", ... ({len(names)} in all)"
     hint = f"; did you mean {close[0]!r}?" if close else ""
     err = NotFoundError(errno.ENOENT, f"group {base!r} has no array {name!r} (arrays: {listing}){hint}")
-    err.path = os.path.join(base, name)  # type: ignore[attr-defined]
+    err.path = member  # type: ignore[attr-defined]
     raise err
 
 

@@ -44,6 +44,7 @@ Importing this module imports torch (``import lsio`` alone never does)::
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import sys
@@ -273,6 +274,7 @@ class CropSampler(torch.utils.data.Sampler):
         self.epoch = 0
         self.yielded = 0
         self._resume_at: Optional[int] = None
+        self._resume_epoch = 0
         self._plain_loader = False  # the keys are drawn by a plain DataLoader (state_dict warns)
         if self.drop_last:
             self.num_samples = self.length // self.num_replicas
@@ -300,7 +302,9 @@ class CropSampler(torch.utils.data.Sampler):
     def __iter__(self) -> Iterator[Tuple[int, int]]:
         start = 0
         if self._resume_at is not None:
-            start, self._resume_at = self._resume_at, None
+            if self._resume_epoch == self.epoch:
+                start = self._resume_at
+            self._resume_at = None
         self.yielded = start
         self._plain_loader = _drawn_by_plain_loader()
         epoch = self.epoch
@@ -318,15 +322,17 @@ class CropSampler(torch.utils.data.Sampler):
         With torchdata's ``StatefulDataLoader`` call it without arguments (the loader asks at
         the right moment). A plain ``DataLoader`` draws keys ahead of the loop (prefetching,
         workers), so the keys handed out are more than the loop has used: pass
-        ``consumed``, the samples of this epoch the loop has used (e.g. ``steps_this_epoch *
-        batch_size``; at an epoch's end ``len(sampler)``), or a resume skips the prefetched
-        ones. Without ``consumed``, once a plain DataLoader has drawn keys, a UserWarning says so.
+        ``consumed``, the samples of this epoch the loop has used, counted from the epoch's
+        start (a resumed epoch included; at its end ``len(sampler)``, which saves the next
+        epoch's start), or a resume skips the prefetched ones. Without ``consumed``, once a plain DataLoader has drawn keys, a UserWarning says so.
         """
         if consumed is not None:
             consumed = int(consumed)
             if not 0 <= consumed <= self.num_samples:
                 raise ValueError(f"consumed must be in [0, {self.num_samples}] (this rank's samples per epoch), "
                                  f"got {consumed}")
+            if consumed == self.num_samples:  # the epoch is done: resume at the next one's start
+                return {"epoch": self.epoch + 1, "yielded": 0, "seed": self.seed}
             return {"epoch": self.epoch, "yielded": consumed, "seed": self.seed}
         if self.yielded > 0 and self._plain_loader:  # all drawn may still be mid-epoch for the loop
             warnings.warn(
@@ -344,12 +350,16 @@ class CropSampler(torch.utils.data.Sampler):
         self.epoch = int(state.get("epoch", self.epoch))
         self.yielded = int(state["yielded"])
         self._resume_at = self.yielded
+        self._resume_epoch = self.epoch  # a set_epoch to another epoch drops the position
 
 
 def _drawn_by_plain_loader() -> bool:
     """True when the calling code is torch's own DataLoader machinery and not torchdata's
     StatefulDataLoader (which records sampler states at the right moment itself)."""
-    f = sys._getframe(2)
+    try:
+        f = sys._getframe(2)
+    except ValueError:  # a shallow stack: no loader above
+        return False
     torch_data = False
     for _ in range(16):
         if f is None:
@@ -424,6 +434,7 @@ class CropLoader:
         self.device = torch.device(device)
         self.drop_last = bool(drop_last)
         self.stream = stream
+        self._consumed = 0  # samples of the current epoch handed out (state_dict)
         if self.device.type == "cuda":
             from . import gpu
 
@@ -431,12 +442,26 @@ class CropLoader:
             if not ok:
                 raise RuntimeError(f"lsio: CropLoader(device='cuda') cannot decode on the GPU: {why}")
 
-    def _batches(self) -> List[List[Any]]:
-        keys = list(self.sampler) if self.sampler is not None else list(range(len(self.dataset)))
-        out = [keys[i: i + self.batch_size] for i in range(0, len(keys), self.batch_size)]
-        if self.drop_last and out and len(out[-1]) < self.batch_size:
-            out.pop()
-        return out
+    def _batches(self) -> Iterator[List[Any]]:
+        """Batches of keys, drawn from the sampler one batch at a time (its position then
+        stays one batch ahead of the loop at most)."""
+        it = iter(self.sampler) if self.sampler is not None else iter(range(len(self.dataset)))
+        while True:
+            keys = list(itertools.islice(it, self.batch_size))
+            if not keys or (self.drop_last and len(keys) < self.batch_size):
+                return
+            yield keys
+
+    def state_dict(self) -> Dict[str, Any]:
+        """The sampler's state at the first sample this loader has not handed out yet (resume
+        with :meth:`load_state_dict`; needs a sampler with ``state_dict(consumed=)``, e.g.
+        :class:`CropSampler`)."""
+        if self.sampler is None or not hasattr(self.sampler, "state_dict"):
+            raise TypeError("CropLoader.state_dict needs a sampler with state_dict (e.g. CropSampler)")
+        return self.sampler.state_dict(consumed=self._consumed)
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self.sampler.load_state_dict(state)
 
     def __len__(self) -> int:
         n = len(self.sampler) if self.sampler is not None else len(self.dataset)
@@ -445,15 +470,17 @@ class CropLoader:
     def __iter__(self) -> Iterator[Any]:
         from concurrent.futures import ThreadPoolExecutor
 
+        start = getattr(self.sampler, "_resume_at", None) or 0  # a resumed epoch counts from there
+        self._consumed = start
         batches = self._batches()
-        if not batches:
+        first = next(batches, None)
+        if first is None:
             return
         src = self.dataset.source
         cuda = self.device.type == "cuda"
         # Conversions and channel stacking happen in the engine's CPU copy: such batches are
         # read on the host (pinned) and copied, not decoded on the GPU.
-        gpu_decode = cuda and not src.stacked and all(
-            d == np.dtype(a.dtype) for d, a in zip(src.out_dtypes, src.arrays))
+        gpu_decode = cuda and not src.stacked and all(all(v is None for v in t) for t in src._transforms)
         if not gpu_decode:
             def host(keys: List[Any], slot: int) -> Any:
                 tensors = self.dataset._new_batch(len(keys), pin_memory=cuda)
@@ -476,12 +503,17 @@ class CropLoader:
 
             stream = self.stream if self.stream is not None else torch.cuda.Stream(self.device)
         with ThreadPoolExecutor(1, thread_name_prefix="lsio-loader") as pool:
-            fut = pool.submit(host, batches[0], 0)
-            for k in range(len(batches)):
+            keys = first
+            fut = pool.submit(host, keys, 0)
+            k = 0
+            while fut is not None:
                 got = fut.result()
-                if k + 1 < len(batches):
-                    fut = pool.submit(host, batches[k + 1], (k + 1) % 2)
+                n = len(keys)
+                keys = next(batches, None)
+                fut = None if keys is None else pool.submit(host, keys, (k + 1) % 2)
+                k += 1
                 if not gpu_decode:
+                    self._consumed += n
                     yield src._structure([t.to(self.device, non_blocking=True) for t in got] if cuda else got)
                     continue
                 outs = []
@@ -498,4 +530,5 @@ class CropLoader:
                 current.wait_stream(stream)
                 for t in outs:
                     t.record_stream(current)
+                self._consumed += n
                 yield src._structure(outs)

@@ -585,3 +585,14 @@ def test_missing_paths_are_file_not_found_errors(tmp_path):
         lsio.open(str(tmp_path / "g.zarr"), "t2")
     with pytest.raises(FileNotFoundError):
         lsio.open_group(str(tmp_path / "nothing.zarr"))
+
+
+def test_a_broken_member_is_not_reported_missing(tmp_path):
+    import zarr
+
+    g = zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
+    g.create_array("t", shape=(4,), dtype="f4")
+    g.create_array("u", shape=(4,), dtype="f4")
+    (tmp_path / "g.zarr" / "t" / "zarr.json").write_text("{not json")
+    with pytest.raises(lsio.FormatError):
+        lsio.open(str(tmp_path / "g.zarr"), "t")

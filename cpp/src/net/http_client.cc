@@ -1178,6 +1178,7 @@ Status Runner::HttpError(Transfer& t, bool* retryable) {
 void Runner::OnAttemptDone(Transfer& t, CURLcode rc, Clock::time_point now) {
   HttpRequest& r = *t.req;
   if (t.status != 0) r.http_status = t.status;
+  if (t.status != 0 && opt_.endpoint_answered != nullptr) opt_.endpoint_answered->store(true, std::memory_order_relaxed);
   if (!t.request_id.empty()) r.request_id = t.request_id;
   // A HEAD or an empty body never reached the write callback.
   if (rc == CURLE_OK && !t.begun && !BeginBody(t)) rc = CURLE_WRITE_ERROR;
@@ -1263,9 +1264,11 @@ void Runner::OnAttemptDone(Transfer& t, CURLcode rc, Clock::time_point now) {
 void Runner::Retry(Transfer& t, Status err, bool immediate, Clock::time_point now) {
   HttpRequest& r = *t.req;
   const std::string after = " after " + std::to_string(r.attempts) + (r.attempts == 1 ? " attempt" : " attempts");
-  // Nothing listening at the address is far more often a wrong endpoint than a server
-  // restarting: a few quick attempts, not the full schedule (which took 17 s to say so).
-  const bool refused = err.error_number() == ECONNREFUSED;
+  // Nothing listening at an address that never answered is far more often a wrong endpoint
+  // than a server restarting: a few quick attempts, not the full schedule (17 s to say so).
+  // Once the endpoint has answered, a refusal is a restart and gets the whole schedule.
+  const bool refused = err.error_number() == ECONNREFUSED &&
+                       !(opt_.endpoint_answered != nullptr && opt_.endpoint_answered->load(std::memory_order_relaxed));
   const unsigned max_attempts = refused ? std::min(kRefusedAttempts, opt_.max_attempts) : opt_.max_attempts;
   if (r.attempts >= std::max(1u, max_attempts)) {
     Finish(t, Reworded(err, err.message() + after +

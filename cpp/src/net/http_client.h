@@ -97,6 +97,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <atomic>
 #include <memory>
 #include <span>
 #include <string>
@@ -129,6 +130,10 @@ struct ErrorDialect {
 };
 
 struct HttpClientOptions {
+  /// Set once any request of these options got an HTTP answer: a refused connection is then
+  /// a server restarting (the full retry schedule), before it a likely wrong endpoint (a few
+  /// quick attempts). Shared by copies of the options (one store's requests).
+  std::shared_ptr<std::atomic<bool>> endpoint_answered = std::make_shared<std::atomic<bool>>(false);
   unsigned max_in_flight = 32;          ///< requests in flight per Run call
   uint64_t timeout_ms = 30000;          ///< one attempt, connect to last byte
   uint64_t connect_timeout_ms = 5000;

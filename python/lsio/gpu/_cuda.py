@@ -57,6 +57,18 @@ def _unit(itemsize: int) -> int:
     return u
 
 
+def _check_ops(ops: np.ndarray, unit: int, work_bytes: int, out_bytes: int) -> None:
+    """Every op's first and last element inside the work buffer and the output: the kernel
+    trusts them (one vectorised check per batch)."""
+    if ops.shape[0] == 0:
+        return
+    src, dst, run, n1, ss1, ds1, n2, ss2, ds2 = (ops[:, c] for c in range(9))
+    last_src = src + (n2 - 1) * ss2 + (n1 - 1) * ss1 + run
+    last_dst = dst + (n2 - 1) * ds2 + (n1 - 1) * ds1 + run
+    if (src < 0).any() or (dst < 0).any() or (last_src * unit > work_bytes).any() or (last_dst * unit > out_bytes).any():
+        raise RuntimeError("lsio: a staged scatter op leaves its buffers (an engine bug; nothing was written)")
+
+
 def _round_up(n: int) -> int:
     # Grow in steps of 1/4 above 1 MiB boundaries: few regrowths, little slack.
     mib = 1 << 20
@@ -148,6 +160,15 @@ class Executor:
                 e.record(stream)
                 marks.append(e)
 
+        try:
+            return self._run(plan, out, stream, profile, marks, mark)
+        except BaseException:
+            if self.cuda:  # work queued before the failure must not outlive this call's buffers
+                stream.synchronize()
+            raise
+
+    def _run(self, plan: _plan.StagedPlan, out: torch.Tensor, stream: Any, profile: Any, marks: list,
+             mark: Any) -> bool:
         staging: torch.Tensor = plan.staging
         zs = plan.compressed(_plan.CODEC_ZSTD)
         nz = int(zs.size)
@@ -183,6 +204,7 @@ class Executor:
             unit = _unit(out.element_size())
             utype = _UNIT_TYPES[unit]
             ops = plan.op_table(unit)
+            _check_ops(ops, unit, plan.work_bytes, out.numel() * out.element_size())
             if ops.shape[0]:
                 ops_d = self._upload(ops)
                 elems = int((ops[:, 2] * ops[:, 3] * ops[:, 6]).max())
@@ -231,7 +253,12 @@ def as_cuda_tensor(out: Any) -> Optional[torch.Tensor]:
     if isinstance(out, torch.Tensor):
         return out if out.is_cuda else None
     if hasattr(out, "__cuda_array_interface__"):
-        return torch.as_tensor(out, device="cuda")
+        # No device argument: torch.as_tensor(..., device=) copies an array of another GPU,
+        # and the copy would be filled instead of `out`.
+        t = torch.as_tensor(out)
+        if t.data_ptr() != int(out.__cuda_array_interface__["data"][0]):
+            raise ValueError("out: torch cannot view this CUDA array without a copy")
+        return t
     dev = getattr(out, "__dlpack_device__", None)
     if dev is not None:
         try:
@@ -309,8 +336,18 @@ def read_crops_into(arr: Any, starts: np.ndarray, crop: Sequence[int], out_obj: 
     box = int(np.prod(crop, dtype=np.int64)) * itemsize
     staging = thread_staging(arr.options.get("memory_limit") or 0)
     plan = stage_for(arr, starts, crop, None, box, strides, box * starts.shape[0], staging)
-    execute(arr, plan, t, lambda: arr.read_crops(starts, crop), stream)
+    execute(arr, plan, t, lambda: arr.read_crops(starts, crop), _ordered(stream, t))
     return out_obj
+
+
+def _ordered(stream: Any, t: torch.Tensor) -> Any:
+    """A caller's stream made to wait for the work queued on the current one (which may still
+    read or write ``t``) before lsio writes ``t`` there."""
+    if stream is not None:
+        current = torch.cuda.current_stream(t.device)
+        if stream != current:
+            stream.wait_stream(current)
+    return stream
 
 
 def read_into(arr: Any, key: Any, selection: Any, out_obj: Any, dtype: Any, scale: Any, offset: Any,
@@ -337,5 +374,5 @@ def read_into(arr: Any, key: Any, selection: Any, out_obj: Any, dtype: Any, scal
     staging = thread_staging(arr.options.get("memory_limit") or 0)
     st = np.asarray([starts], dtype=np.int64)
     plan = stage_for(arr, st, counts, steps, 0, strides, t.numel() * itemsize, staging)
-    execute(arr, plan, t, lambda: arr.read(key), stream)
+    execute(arr, plan, t, lambda: arr.read(key), _ordered(stream, t))
     return out_obj
