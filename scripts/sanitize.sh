@@ -103,7 +103,7 @@ run_asan_python() {
   log "asan-python: pytest (test_goldens, test_errors, test_file_changes, test_remote_http, signal handlers and exit in test_interrupt; LSIO_IO=pread)"
   local rc=0
   LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libubsan.so)" \
-  ASAN_OPTIONS="log_path=$reports/report:detect_leaks=0:halt_on_error=1" \
+  ASAN_OPTIONS="log_path=$reports/report:detect_leaks=0:halt_on_error=1:suppressions=$LSIO_ROOT/scripts/asan.supp" \
   UBSAN_OPTIONS="log_path=$reports/report:halt_on_error=1:print_stacktrace=1" \
   PYTHONPATH="$dir/pkg" LSIO_IO=pread \
     "$py" -m pytest -q -p no:cacheprovider -k "not uring and not ctrl_c" \
