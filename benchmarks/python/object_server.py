@@ -111,13 +111,22 @@ class Stats:
         self.paths: dict[str, list[int]] = {}
         self.in_flight = 0
         self.in_flight_max = 0
+        self.t0 = time.perf_counter()
+        # [start ms, end ms, method, status, path, range] per request since the reset: when each request
+        # arrived and was answered, to see a call's round trips.
+        self.timeline: list[list] = []
 
-    def begin(self) -> None:
+    def begin(self) -> float:
         self.in_flight += 1
         self.in_flight_max = max(self.in_flight_max, self.in_flight)
+        return time.perf_counter()
 
-    def end(self, path: str, status: int, nbytes: int) -> None:
+    def end(self, path: str, status: int, nbytes: int, began: float = 0.0, method: str = "GET",
+            range_: str = "") -> None:
         self.in_flight = max(0, self.in_flight - 1)
+        if began:
+            self.timeline.append([round((began - self.t0) * 1e3, 1), round((time.perf_counter() - self.t0) * 1e3, 1),
+                                  method, status, path, range_])
         self.requests += 1
         self.bytes += nbytes
         self.status[status] = self.status.get(status, 0) + 1
@@ -128,7 +137,7 @@ class Stats:
     def json(self) -> dict:
         return {"requests": self.requests, "bytes": self.bytes,
                 "status": {str(k): v for k, v in sorted(self.status.items())},
-                "in_flight_max": self.in_flight_max,
+                "in_flight_max": self.in_flight_max, "timeline": self.timeline,
                 "paths": {k: {"requests": v[0], "bytes": v[1]} for k, v in sorted(self.paths.items())}}
 
 
@@ -156,7 +165,7 @@ def make_app(root: Path, latency_s: float, rate: float | None) -> web.Applicatio
 
     async def serve(request: web.Request) -> web.StreamResponse:
         rel = request.match_info["path"]
-        stats.begin()
+        began = stats.begin()
         status, sent = 500, 0
         try:
             if latency_s > 0:
@@ -215,7 +224,7 @@ def make_app(root: Path, latency_s: float, rate: float | None) -> web.Applicatio
                     await resp.write_eof()
             return resp
         finally:
-            stats.end("/" + rel, status, sent)
+            stats.end("/" + rel, status, sent, began, request.method, request.headers.get("Range", ""))
 
     app = web.Application()
     app.router.add_get("/__stats", stats_get)

@@ -100,6 +100,8 @@ def main(argv=None) -> int:
         blocks = sum(p.stat().st_size for p in disk.rglob("*.blk"))
         shutil.rmtree(disk, ignore_errors=True)
     log(f"  disk cache held {blocks / 2**20:.0f} MiB of blocks")
+    if "warm" in results and "no cache" in results:
+        log(f"  warm vs no cache: {results['warm']['crops_s'] / results['no cache']['crops_s']:.2f}x crops/s")
     if "warm" in results and "cold" in results:
         log(f"  warm vs cold: {results['warm']['crops_s'] / results['cold']['crops_s']:.2f}x crops/s, "
             f"{results['warm']['requests_per_batch']:.0f} vs {results['cold']['requests_per_batch']:.0f} requests per batch")

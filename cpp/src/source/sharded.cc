@@ -24,6 +24,12 @@ Status ShardedSource::Resolve(std::span<Shard> shards, const std::function<bool(
   // Shards whose index must be read, with the read that fetches it.
   std::vector<RangeRead> reqs;
   std::vector<size_t> req_shard;
+  // Shards that took a remembered version: with a store that confirms early (a disk cache
+  // serves their bytes), their confirmations go out with this call's index reads, so a call
+  // that reads some indexes and adopts others waits one round trip before its chunk reads,
+  // and none behind them (before: the HEADs followed the chunk reads' disk hits).
+  std::vector<ObjectRef> adopted;
+  const bool confirm_early = remote && store.traits().confirm_early;
   for (size_t s = 0; s < shards.size(); ++s) {
     Shard& sh = shards[s];
     sh.object.reset();
@@ -51,6 +57,7 @@ Status ShardedSource::Resolve(std::span<Shard> shards, const std::function<bool(
       // else the index is read with a suffix (or prefix) range, which tells both.
       if (auto hit = cache_->FindAny(sh.id); hit && store.AdoptVersion(f, hit->version, hit->object_size)) {
         sh.index = hit->index;
+        if (confirm_early) adopted.push_back(sh.object);
         continue;
       }
       if (shard_.index_at_end) {
@@ -78,7 +85,7 @@ Status ShardedSource::Resolve(std::span<Shard> shards, const std::function<bool(
   }
   Status first_error;
   std::vector<size_t> absent;  // let go of after the reads (their RangeReads point at them)
-  store.Read(reqs, [&](size_t i) {
+  auto on_index = [&](size_t i) {
     if (!first_error.ok()) return;
     Shard& sh = shards[req_shard[i]];
     const RangeRead& r = reqs[i];
@@ -105,7 +112,15 @@ Status ShardedSource::Resolve(std::span<Shard> shards, const std::function<bool(
     sh.index = std::make_shared<const std::vector<ShardIndexEntry>>(std::move(decoded).value());
     if (remote) store.stats().bytes_used.fetch_add(shard_.index_size, std::memory_order_relaxed);
     cache_->Insert(sh.id, sh.index, obj.version, obj.size);
-  }, cancelled);
+  };
+  if (adopted.empty()) {
+    store.Read(reqs, on_index, cancelled);
+  } else {
+    size_t at = 0;
+    store.ReadStream([&]() -> RangeRead* { return at < reqs.size() ? &reqs[at++] : nullptr; },
+                     [&](RangeRead& r) { on_index(static_cast<size_t>(&r - reqs.data())); }, cancelled,
+                     std::span<const ObjectRef>(adopted));
+  }
   for (size_t s : absent) shards[s].object.reset();
   return first_error;
 }

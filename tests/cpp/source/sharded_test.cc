@@ -11,6 +11,9 @@
 
 #include "io/fd_cache.h"
 #include "io/io_backend.h"
+#include "net/test_object_server.h"
+#include "store/disk_cache_store.h"
+#include "store/http_store.h"
 #include "store/local_store.h"
 #include "test_util.h"
 #include "zarr/layout.h"
@@ -116,6 +119,51 @@ TEST(ShardedSourceTest, ShortAndCorruptShardsAreDataLossNamingTheShardAndItsInde
   EXPECT_NE(st.ToString().find(std::to_string(bad.size() - 68)), std::string::npos)
       << "the index's byte range: " << st.ToString();
   EXPECT_EQ(cache.size(), 0u) << "a bad index is never cached";
+}
+
+TEST(ShardedSourceTest, AdoptedVersionsAreConfirmedAlongsideTheIndexReadsOfTheSameCall) {
+  // Over a disk cache, a call that adopts one shard's remembered version and reads another's
+  // index sends the confirming HEAD with that index read: one round trip before the chunk
+  // reads, not a second one behind them.
+  testing::TestObjectServer srv;
+  const std::string v0 = srv.Put("/bucket/arr/c/0/0", lsio_test::Shard69ZarrPythonEnd());
+  srv.Put("/bucket/arr/c/0/1", lsio_test::Shard69ZarrPythonEnd());
+  HttpStoreConfig c;
+  c.scheme = "http";
+  c.host = srv.host();
+  c.root = "/bucket/arr";
+  c.client.timeout_ms = 2000;
+  c.client.connect_timeout_ms = 1000;
+  TempDir dir;
+  auto disk = SharedDiskCache(dir.path() + "/cache", 1 << 20);
+  ASSERT_TRUE(disk.ok());
+  auto store = std::make_shared<DiskCacheStore>(std::make_shared<HttpStore>(c), disk.value());
+  const ArrayLayout l = Layout69("/bucket/arr");
+  IndexCache cache(1 << 20);
+  ShardedSource source(l.shard, &cache, store.get());
+  std::vector<ShardedSource::Shard> first = {{0, "c/0/0"}};
+  ASSERT_TRUE(source.Resolve(first, {}).ok());
+
+  const size_t before = srv.request_count();
+  std::vector<ShardedSource::Shard> shards = {{0, "c/0/0"}, {1, "c/0/1"}};
+  ASSERT_TRUE(source.Resolve(shards, {}).ok());
+  EXPECT_EQ(shards[0].index, first[0].index) << "the remembered index, adopted";
+  ASSERT_NE(shards[1].index, nullptr);
+  const auto seen = srv.requests();
+  ASSERT_EQ(seen.size(), before + 2);
+  bool head = false, index_read = false;
+  for (size_t i = before; i < seen.size(); ++i) {
+    if (seen[i].method == "HEAD" && seen[i].target == "/bucket/arr/c/0/0") {
+      head = true;
+      EXPECT_EQ(seen[i].Header("If-None-Match"), v0);
+    }
+    if (seen[i].method == "GET" && seen[i].target == "/bucket/arr/c/0/1") index_read = true;
+  }
+  EXPECT_TRUE(head) << "the adopted version is confirmed within Resolve";
+  EXPECT_TRUE(index_read);
+  // Confirmed now: the end of the wave asks nothing more.
+  ASSERT_TRUE(store->ConfirmServed(std::vector<ObjectRef>{shards[0].object, shards[1].object}).ok());
+  EXPECT_EQ(srv.request_count(), before + 2);
 }
 
 }  // namespace
