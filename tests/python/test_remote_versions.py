@@ -240,3 +240,32 @@ def test_cache_max_age_trusts_a_confirmed_version_for_that_long(server, tmp_path
     time.sleep(2.2)
     assert _outcome(arr, fs.v1, fs.v2) in ("new", "stale-error")
     np.testing.assert_array_equal(arr[...], fs.v2)
+
+
+def _stored_sizes(path: Path) -> list[int]:
+    """Stored bytes of every inner chunk of a local shard directory, read by lsio locally."""
+    return np.asarray(lsio.open(str(path))._native().stored_chunk_nbytes()).ravel().tolist()
+
+
+@pytest.mark.parametrize("disk", ["no_disk_cache", "disk_cache"])
+def test_chunk_size_survey_confirms_remembered_indexes(server, tmp_path, disk):
+    """`lsio info`'s chunk sizes come from shard indexes alone (no chunk is read). A remembered
+    index of a rewritten shard must not give the old sizes as current: the survey confirms
+    the versions it used, like a read does (an ESTALE error, then the new sizes)."""
+    fs = server
+    so = dict(OPTS)
+    if disk == "disk_cache":
+        so.update(cache_dir=str(tmp_path / "cache"), disk_cache_bytes=1 << 24)
+    arr = lsio.open(fs.url("a.zarr"), storage_options=so)
+    v1_sizes = _stored_sizes(fs.root / "a.zarr")
+    v2_sizes = _stored_sizes(fs.v2_dir)
+    assert v1_sizes != v2_sizes
+    np.testing.assert_array_equal(arr[...], fs.v1)  # the indexes are now remembered
+    assert np.asarray(arr._native().stored_chunk_nbytes()).ravel().tolist() == v1_sizes
+    _rewrite_now(fs)
+    try:
+        got = np.asarray(arr._native().stored_chunk_nbytes()).ravel().tolist()
+    except lsio.StorageError as e:
+        assert e.errno == errno.ESTALE, e
+        got = np.asarray(arr._native().stored_chunk_nbytes()).ravel().tolist()
+    assert got == v2_sizes

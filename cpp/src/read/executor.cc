@@ -494,6 +494,15 @@ Status SurveyChunks(const ReadContext& ctx, std::vector<int64_t>* nbytes) {
   for (;;) {
     LSIO_ASSIGN_OR_RETURN(bool more, waves.Next(&first, &last));
     if (!more) break;
+    // Sizes from a remembered index (an adopted version) are reported only once the server
+    // confirmed that version, as a read's bytes are.
+    Status served = ctx.store->ConfirmServed(std::span<const ObjectRef>(plan.file_refs), [&ctx] {
+      return ctx.interrupt_probe != nullptr && ctx.interrupt_probe();
+    });
+    if (!served.ok()) {
+      if (served.error_number() == ESTALE) ShardedSource::Forget(ctx.index_cache, plan.shard_ids);
+      return served;
+    }
     for (uint32_t i = first; i < last; ++i) {
       const ChunkTask& t = plan.tasks[i];
       if (!t.missing) (*nbytes)[i] = static_cast<int64_t>(t.nbytes);
