@@ -8,9 +8,11 @@
 namespace lsio {
 namespace {
 
-// Metadata above this is refused unread (as Array::Open does): real metadata is kilobytes,
-// and a huge file there is a mistake that would otherwise be read whole into memory.
-constexpr uint64_t kMaxMetadataBytes = uint64_t{64} << 20;
+// Metadata above this is refused unread: real metadata is kilobytes (consolidated metadata of
+// ten thousand arrays a few MiB), and a huge file there is a mistake that would otherwise be
+// read whole into memory. A body sent without a Content-Length is buffered up to this bound,
+// so it is also the most a refused metadata read can cost in memory (kept under 64 MiB).
+constexpr uint64_t kMaxMetadataBytes = uint64_t{32} << 20;
 
 std::string Join(const std::string& prefix, const char* name) {
   return prefix.empty() ? std::string(name) : prefix + "/" + name;
@@ -27,7 +29,7 @@ Result<bool> Read(Store& store, const std::string& prefix, const char* name, std
   if (!read.ok()) {
     // The store's only kInvalidFormat is "larger than max_bytes" (store.h): say what it was.
     if (read.status().code() == StatusCode::kInvalidFormat) {
-      return Status::InvalidFormat("metadata file is larger than 64 MiB").WithPath(store.Location(key));
+      return Status::InvalidFormat("metadata file is larger than " + std::to_string(kMaxMetadataBytes >> 20) + " MiB").WithPath(store.Location(key));
     }
     return read.status();
   }

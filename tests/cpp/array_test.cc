@@ -401,11 +401,11 @@ TEST(ArrayTest, OpenErrors) {
   {
     // Read through the store, which refuses it unread: a sparse file one byte over the cap.
     const std::string big = dir.Write("bigmeta/zarr.json", std::string());
-    ASSERT_EQ(truncate(big.c_str(), (off_t{64} << 20) + 1), 0);
+    ASSERT_EQ(truncate(big.c_str(), (off_t{32} << 20) + 1), 0);
     auto a = Array::Open(dir.Join("bigmeta"), {});
     ASSERT_FALSE(a.ok());
     EXPECT_EQ(a.status().code(), StatusCode::kInvalidFormat);
-    EXPECT_EQ(a.status().message(), "metadata file is larger than 64 MiB");
+    EXPECT_EQ(a.status().message(), "metadata file is larger than 32 MiB");
     EXPECT_EQ(a.status().path(), big);
   }
   {

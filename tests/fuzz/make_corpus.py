@@ -6,6 +6,9 @@ temporary directory:
 * ``metadata_fuzzer``: the ``zarr.json`` of a few arrays (sharded with the index at the
   start and the end, big-endian, transpose, gzip, crc32c, v2 key encoding, NaN fill,
   dimension names, TensorStore's spelling).
+* ``node_fuzzer``: a mode byte (0 zarr.json, 1 .zarray, 2 .zgroup, 3 .zmetadata) then the
+  text: a v3 group's zarr.json with inline consolidated metadata, an array's zarr.json with
+  dimension names, v2 .zarray/.zgroup each followed by NUL and their .zattrs, a v2 .zmetadata.
 * ``shard_index_fuzzer``: the header described in shard_index_fuzzer.cc (flags, rank,
   chunks per shard, data size) followed by the index bytes of a real shard.
 * ``codec_chain_fuzzer``: the chain number of codec_chain_fuzzer.cc's table followed by a
@@ -13,7 +16,8 @@ temporary directory:
   (truncated with the header's compressed size patched to match, a c-blosc2 version byte,
   a header claiming another decoded size).
 
-Usage (from the repository root, in the test venv):  python tests/fuzz/make_corpus.py
+Usage (from the repository root, in the test venv):  python tests/fuzz/make_corpus.py [TARGET ...]
+(no target: all of them)
 The corpora are committed; rerun only when a fuzzer's input format or chain table changes.
 Writers are deterministic, so a rerun rewrites the same files.
 """
@@ -98,6 +102,27 @@ def metadata_seeds(tmp: Path) -> dict[str, bytes]:
             "create": True, "delete_existing": True}
     ts.open(spec).result()
     out["ts_shard.json"] = (tmp / "m5" / "zarr.json").read_bytes()
+    return out
+
+
+# ------------------------------------------------------------------ node seeds
+def node_seeds(tmp: Path) -> dict[str, bytes]:
+    out = {}
+    g = zarr.open_group(str(tmp / "g3"), mode="w", zarr_format=3, attributes={"title": "t"})
+    g.create_array("t2m", shape=(4, 6), chunks=(2, 3), dtype="float32", dimension_names=["lat", "lon"])
+    g.create_group("sub").create_array("z", shape=(3,), chunks=(3,), dtype="int8")
+    zarr.consolidate_metadata(str(tmp / "g3"))
+    out["v3_group_consolidated"] = b"\0" + (tmp / "g3" / "zarr.json").read_bytes()
+    out["v3_array_dims"] = b"\0" + (tmp / "g3" / "t2m" / "zarr.json").read_bytes()
+    g2 = zarr.open_group(str(tmp / "g2"), mode="w", zarr_format=2, attributes={"title": "t"})
+    a = g2.create_array("u10", shape=(4, 6), chunks=(2, 3), dtype="<f4", fill_value=None)
+    a.attrs["_ARRAY_DIMENSIONS"] = ["lat", "lon"]
+    zarr.consolidate_metadata(str(tmp / "g2"))
+    out["v2_array_zattrs"] = (b"\1" + (tmp / "g2" / "u10" / ".zarray").read_bytes() + b"\0" +
+                              (tmp / "g2" / "u10" / ".zattrs").read_bytes())
+    out["v2_group_zattrs"] = (b"\2" + (tmp / "g2" / ".zgroup").read_bytes() + b"\0" +
+                              (tmp / "g2" / ".zattrs").read_bytes())
+    out["v2_zmetadata"] = b"\3" + (tmp / "g2" / ".zmetadata").read_bytes()
     return out
 
 
@@ -210,12 +235,19 @@ def codec_chain_seeds(tmp: Path) -> dict[str, bytes]:
     return out
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    makers = {"metadata_fuzzer": metadata_seeds, "shard_index_fuzzer": shard_index_seeds,
+              "codec_chain_fuzzer": codec_chain_seeds, "node_fuzzer": node_seeds}
+    wanted = (argv if argv is not None else sys.argv[1:]) or list(makers)
+    unknown = [t for t in wanted if t not in makers]
+    if unknown:
+        print(f"unknown targets {unknown}; known: {sorted(makers)}", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        for target, seeds in (("metadata_fuzzer", metadata_seeds(tmp)),
-                              ("shard_index_fuzzer", shard_index_seeds(tmp)),
-                              ("codec_chain_fuzzer", codec_chain_seeds(tmp))):
+        for target in wanted:
+            (tmp / target).mkdir()
+            seeds = makers[target](tmp / target)
             out_dir = CORPUS / target
             # Keep committed regression inputs (crash-*, regress-*): only the seeds are rewritten.
             if out_dir.exists():

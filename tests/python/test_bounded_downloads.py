@@ -78,9 +78,9 @@ def test_an_oversized_zarr_json_is_refused_unbuffered(fault_server, framing):
         # Refused from the Content-Length: not a byte of the body is kept.
         assert got["growth"] < 64 * MiB, got
     else:
-        # Without a Content-Length the body is taken up to the metadata limit (64 MiB) and no
+        # Without a Content-Length the body is taken up to the metadata limit (32 MiB) and no
         # further: never the object's 300 MB.
-        assert got["growth"] < 64 * MiB + 16 * MiB, got
+        assert got["growth"] < 64 * MiB, got
 
 
 @pytest.mark.parametrize("framing", ["content-length", "no-length"])

@@ -159,7 +159,7 @@ TEST(LocalStoreTest, ObjectsOverTheCapAreRefusedUnread) {
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidFormat);
   EXPECT_EQ(r.status().path(), dir.Join("small"));
 
-  // The facade's 64 MiB metadata cap, on a sparse file one byte over it (nothing is read).
+  // A 64 MiB cap (the facade's metadata cap is 32 MiB), on a sparse file one byte over it (nothing is read).
   const std::string big = dir.Write("big", std::string());
   ASSERT_EQ(truncate(big.c_str(), (off_t{64} << 20) + 1), 0);
   auto b = store.ReadAll("big", uint64_t{64} << 20);
