@@ -16,6 +16,7 @@
 #include "io/select_backend.h"
 #include "lsio/node.h"
 #include "read/chunk_cache.h"
+#include "read/coalescing_tuner.h"
 #include "read/executor.h"
 #include "store/local_store.h"
 #include "util/process_local.h"
@@ -38,26 +39,32 @@ struct Array::Impl {
   std::shared_ptr<Store> store;
   bool remote = false;  // the store's traits().remote, read once at open
   ProcessLocal<IndexCache> index_cache;
+  // Adaptive coalescing (remote stores): learned per array, from its own calls.
+  ProcessLocal<CoalescingTuner> tuner;
   // Chunk-cache keys start with this: what decoding depends on (metadata fingerprint).
   std::string cache_namespace;
 
   Impl(const OpenOptions& o, std::shared_ptr<Store> s)
-      : options(o), store(std::move(s)), remote(store->traits().remote), index_cache([this] { return new IndexCache(options.index_cache_bytes); }) {}
+      : options(o), store(std::move(s)), remote(store->traits().remote), index_cache([this] { return new IndexCache(options.index_cache_bytes); }),
+        tuner([] { return new CoalescingTuner(); }) {}
+
+  // The tuner when this array coalesces adaptively, else null.
+  CoalescingTuner* Tuner() { return options.adaptive_coalescing && remote ? &tuner.Get() : nullptr; }
 
   Result<ReadContext> PrepareRead(const std::function<bool()>& interrupted, const ElementTransform* transform);
 
-  // Runs a read; with adaptive coalescing, tells the store what the call achieved with the
-  // coalescing it was given (bytes_used is store-wide: concurrent calls blur it, which the
-  // store's averaging tolerates).
+  // Runs a read; with adaptive coalescing, tells the tuner what the call achieved with the
+  // coalescing it was given (bytes_used is the store's, shared with other arrays and calls:
+  // concurrent calls blur it, which the tuner's averaging over epochs tolerates).
   template <typename F>
   Status Timed(const ReadContext& ctx, F&& run) {
-    if (!options.adaptive_coalescing) return run();
+    if (ctx.tuner == nullptr) return run();
     const uint64_t used0 = store->stats().bytes_used.load(std::memory_order_relaxed);
     const auto t0 = std::chrono::steady_clock::now();
     Status st = run();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const uint64_t used = store->stats().bytes_used.load(std::memory_order_relaxed) - used0;
-    if (st.ok()) store->ReportCall(used, seconds, ctx.plan.max_gap);
+    if (st.ok()) ctx.tuner->ReportCall(used, seconds, ctx.plan.max_gap);
     return st;
   }
 
@@ -72,9 +79,8 @@ struct Array::Impl {
     ctx.index_cache = &index_cache.Get();
     ctx.plan.max_gap = options.max_gap;
     ctx.plan.max_request = options.max_request;
-    if (options.adaptive_coalescing) {
-      store->CoalescingHint(options.max_gap, options.max_request, &ctx.plan.max_gap, &ctx.plan.max_request);
-    }
+    ctx.tuner = Tuner();
+    if (ctx.tuner != nullptr) ctx.tuner->Hint(options.max_gap, options.max_request, &ctx.plan.max_gap, &ctx.plan.max_request);
     ctx.threads = options.threads > 0 ? options.threads : AvailableCpus();
     ctx.interrupt_probe = g_interrupt_probe.load(std::memory_order_relaxed);
     // Remote workers keep many coalesced requests (up to max_request each) in flight; the
@@ -212,9 +218,7 @@ StoreCounters Array::Stats() const {
   StoreCounters c = Snapshot(impl_->store->stats());
   c.max_gap = impl_->options.max_gap;
   c.max_request = impl_->options.max_request;
-  if (impl_->options.adaptive_coalescing) {
-    impl_->store->CoalescingHint(impl_->options.max_gap, impl_->options.max_request, &c.max_gap, &c.max_request);
-  }
+  if (CoalescingTuner* t = impl_->Tuner()) t->Hint(impl_->options.max_gap, impl_->options.max_request, &c.max_gap, &c.max_request);
   return c;
 }
 

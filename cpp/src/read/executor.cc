@@ -85,6 +85,7 @@ Status Resolve(const ReadContext& ctx, bool one_read, uint32_t first, uint32_t l
     store.Read(reads, [&](size_t k) {
       ChunkTask& t = plan->tasks[unsized[k]];
       RangeRead& r = reads[k];
+      if (ctx.tuner != nullptr && r.status.ok()) ctx.tuner->AddSample(r.transferred, r.first_byte_s, r.total_s);
       if (!first_error.ok()) return;
       if (r.too_large) {
         first_error = Status::DataLoss("stored chunk is larger than its codecs (" + l.chain->description() +

@@ -49,6 +49,7 @@
 #include "lsio/box.h"
 #include "lsio/profile.h"
 #include "read/chunk_cache.h"
+#include "read/coalescing_tuner.h"
 #include "read/convert.h"
 #include "source/index_cache.h"
 #include "read/planner.h"
@@ -95,6 +96,9 @@ struct ReadContext {
   std::string cache_namespace;
   /// Set by ExecuteStage only: chunks go to this staging sink instead of the output.
   StageSink* stage = nullptr;
+  /// Optional (adaptive coalescing, remote): every finished chunk request's timings are
+  /// fed to it; the facade asks it for the next call's coalescing.
+  CoalescingTuner* tuner = nullptr;
 };
 
 /// Reads a validated batch of boxes (see Array::ReadBoxes) / an outer selection.

@@ -103,6 +103,7 @@ void RemoteWorkerLoop(CallState& cs) {
   const std::function<void(RangeRead&)> on_done = [&](RangeRead& r) {
     const size_t slot = static_cast<size_t>(&r - reads.data());
     const IoUnit& unit = plan.units[read_unit[slot]];
+    if (ctx.tuner != nullptr && r.status.ok()) ctx.tuner->AddSample(r.transferred, r.first_byte_s, r.total_s);
     FinishRead(cs, unit, r);
     buffered -= unit_buffer(unit);
     --in_flight;

@@ -56,13 +56,6 @@ class DiskCacheStore final : public Store {
   }
   void Close() override { inner_->Close(); }
   Result<std::string> TransportName() override { return inner_->TransportName(); }
-  bool CoalescingHint(uint64_t max_gap_bound, uint64_t max_request_bound, uint64_t* max_gap,
-                      uint64_t* max_request) override {
-    return inner_->CoalescingHint(max_gap_bound, max_request_bound, max_gap, max_request);
-  }
-  void ReportCall(uint64_t used_bytes, double seconds, uint64_t max_gap) override {
-    inner_->ReportCall(used_bytes, seconds, max_gap);
-  }
   bool AdoptVersion(StoreObject& obj, const std::string& version, uint64_t size) override {
     return inner_->AdoptVersion(obj, version, size);
   }

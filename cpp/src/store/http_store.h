@@ -35,20 +35,9 @@
 // still unconfirmed at the end of a wave and fails the call with ESTALE for any that changed.
 // cache_max_age_s lets a confirmation seen within that many seconds stand instead.
 //
-// Coalescing (CoalescingHint): merging a gap of G bytes into a request saves one request
-// (a first-byte latency L in one of the C concurrency slots) and costs G bytes of transfer
-// at the per-request rate r (the link's bandwidth shared by the requests in flight). So
-// merging pays while G < L * r: the bytes one latency is worth. Every completed request of
-// at least 32 KiB gives libcurl's first-byte time and its rate after that; the store keeps
-// L as the floor of the first-byte times (on a saturated link the first byte also waits
-// behind other transfers, which a merge does not save) and r as a running mean in the log
-// domain, and suggests max_gap = L * r (16 KiB .. the bound) and max_request = 16 x max_gap
-// (1 MiB .. the bound). That estimate assumes requests, not bytes, are what is scarce;
-// on a saturated link the opposite holds and it over-merges. So it only picks the starting
-// point: from then on ReportCall's useful bytes per second of each read call steer max_gap
-// by hill climbing over 16 KiB .. 1 MiB in factors of 2 (epochs of a few calls per level,
-// moving on while a step helps by 3%, turning back when it does not). Measured in W7
-// (benchmarks/RESULTS.md).
+// Request timings: each range read's answer reports its first-byte and total seconds
+// (RangeRead::first_byte_s / total_s) for the read layer's coalescing tuner
+// (read/coalescing_tuner.h); the store itself keeps no estimate.
 //
 // Errors name Location(key): display_root + "/" + key (e.g. "s3://bucket/x.zarr/c/0"), never
 // a signature, token or secret; the HTTP client's messages add the status and request id.
@@ -142,12 +131,6 @@ class HttpStore final : public Store {
   /// The URL of `key` (percent-encoded path; no credentials in it).
   std::string Url(std::string_view key) const;
 
-  bool CoalescingHint(uint64_t max_gap_bound, uint64_t max_request_bound, uint64_t* max_gap,
-                      uint64_t* max_request) override;
-  /// Feeds one completed request's timings to the coalescing estimate (tests call it).
-  void AddTimingSample(uint64_t bytes, double first_byte_s, double total_s);
-  void ReportCall(uint64_t used_bytes, double seconds, uint64_t max_gap) override;
-
  private:
   // Prepares `r` for the key's object: URL, headers, signing callback.
   void Prepare(std::string_view key, HttpRequest* r, const std::shared_ptr<const HttpCredentials>& creds) const;
@@ -180,21 +163,6 @@ class HttpStore final : public Store {
   std::shared_ptr<const Signer> signer_;  // from config_.signing
   mutable std::mutex mu_;
   std::shared_ptr<const HttpCredentials> credentials_;
-  // Coalescing estimate, guarded by mu_: floor of the first-byte times, mean log rate.
-  double latency_floor_s_ = 0;
-  double log_rate_ = 0;
-  uint64_t gap_samples_ = 0;
-  // Hill climbing over max_gap = 16 KiB << level (level 0..6), guarded by mu_: calls are
-  // grouped in epochs of kEpochCalls at one level; useful bytes/s per level decide where to
-  // go next. level_ < 0: not started (the estimate above picks the first level).
-  int level_ = -1;
-  int direction_ = -1;
-  int hold_ = 0;
-  uint64_t hinted_gap_ = 0;  // the max_gap of the current level's hints
-  uint64_t epoch_calls_ = 0;
-  double epoch_bytes_ = 0;
-  double epoch_seconds_ = 0;
-  double level_rate_[7] = {0, 0, 0, 0, 0, 0, 0};
   std::unordered_map<std::string, Confirmation> confirmed_;  // guarded by mu_
 };
 

@@ -123,6 +123,11 @@ struct RangeRead {
   bool inline_hit = false;   ///< local: served from the page cache without queueing
   std::string body;          ///< kWhole
   bool too_large = false;    ///< kWhole: larger than max_length (status kInvalidFormat)
+  /// Remote: seconds from sending the request that served this read to its first byte and
+  /// to its end (0 when not measured: local reads, disk-cache hits, failures), for the read
+  /// layer's coalescing tuner (read/coalescing_tuner.h).
+  double first_byte_s = 0;
+  double total_s = 0;
 };
 
 /// What the executor tunes by (never which store it is).
@@ -254,25 +259,6 @@ class Store {
 
   /// The transport reads use, for reports ("pread", "uring", "http").
   virtual Result<std::string> TransportName() = 0;
-
-  /// Coalescing measured for this store, within the given upper bounds: false when the
-  /// store has no opinion (local files) or no measurement yet. See http_store.h.
-  virtual bool CoalescingHint(uint64_t max_gap_bound, uint64_t max_request_bound, uint64_t* max_gap,
-                              uint64_t* max_request) {
-    (void)max_gap_bound;
-    (void)max_request_bound;
-    (void)max_gap;
-    (void)max_request;
-    return false;
-  }
-
-  /// After a read call that used CoalescingHint: the call's useful bytes, wall time and the
-  /// max_gap it ran with, so the store can tune its next hint.
-  virtual void ReportCall(uint64_t used_bytes, double seconds, uint64_t max_gap) {
-    (void)used_bytes;
-    (void)seconds;
-    (void)max_gap;
-  }
 
   /// What identifies `obj`'s bytes across calls and processes (a cache key: the endpoint's
   /// URL of a remote object); "" when nothing may keep copies of them.
