@@ -1,17 +1,17 @@
-// The facade of remote stores (lsio/remote.h) over store/http_store, wrapped in the disk
+// The facade of remote stores (lsio/remote.h) over store/object_store, wrapped in the disk
 // cache (store/disk_cache_store.h) when cache_dir is given.
 #include "lsio/remote.h"
 
 #include <cmath>
 
 #include "store/disk_cache_store.h"
-#include "store/http_store.h"
+#include "store/object_store.h"
 
 namespace lsio {
 
 struct RemoteStore::Impl {
-  RemoteOptions options;  // credentials blanked; the live ones are in the HttpStore
-  std::shared_ptr<HttpStore> http;
+  RemoteOptions options;  // credentials blanked; the live ones are in the ObjectStore
+  std::shared_ptr<ObjectStore> http;
   std::shared_ptr<Store> store;  // what arrays read through: http, or the disk cache over it
 };
 
@@ -22,8 +22,8 @@ uint64_t Millis(double seconds) {
   return static_cast<uint64_t>(std::llround(std::min(seconds, 1e9) * 1000.0));
 }
 
-Result<HttpStoreConfig> ToConfig(const RemoteOptions& o) {
-  HttpStoreConfig c;
+Result<ObjectStoreConfig> ToConfig(const RemoteOptions& o) {
+  ObjectStoreConfig c;
   c.scheme = o.scheme;
   c.host = o.host;
   c.root = o.root;
@@ -33,11 +33,11 @@ Result<HttpStoreConfig> ToConfig(const RemoteOptions& o) {
   else if (o.signing == "bearer") c.signing = HttpSigning::kBearer;
   else return Status::InvalidArgument("signing must be 'none', 'sigv4' or 'bearer', got '" + o.signing + "'");
   if (o.provider == "s3" || (o.provider.empty() && (c.signing == HttpSigning::kSigV4 || o.listable))) {
-    c.provider = ObjectProvider::kS3;
+    c.provider = ProviderOf(ObjectProvider::kS3);
   } else if (o.provider == "gcs" || o.provider == "gs") {
-    c.provider = ObjectProvider::kGcs;
+    c.provider = ProviderOf(ObjectProvider::kGcs);
   } else if (o.provider == "http" || o.provider.empty()) {
-    c.provider = ObjectProvider::kHttp;
+    c.provider = ProviderOf(ObjectProvider::kHttp);
   } else {
     return Status::InvalidArgument("provider must be 's3', 'gcs' or 'http', got '" + o.provider + "'");
   }
@@ -71,7 +71,7 @@ Result<HttpStoreConfig> ToConfig(const RemoteOptions& o) {
 }
 
 // The store arrays read through: the HTTP store, wrapped in the disk cache if one is asked for.
-Result<std::shared_ptr<Store>> ReadingStore(const RemoteOptions& o, const std::shared_ptr<HttpStore>& http) {
+Result<std::shared_ptr<Store>> ReadingStore(const RemoteOptions& o, const std::shared_ptr<ObjectStore>& http) {
   if (o.cache_dir.empty()) return std::shared_ptr<Store>(http);
   LSIO_ASSIGN_OR_RETURN(std::shared_ptr<DiskCache> cache, SharedDiskCache(o.cache_dir, o.cache_bytes));
   return std::shared_ptr<Store>(std::make_shared<DiskCacheStore>(http, std::move(cache)));
@@ -83,8 +83,8 @@ RemoteStore::RemoteStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 RemoteStore::~RemoteStore() = default;
 
 Result<std::shared_ptr<RemoteStore>> RemoteStore::Create(const RemoteOptions& options) {
-  LSIO_ASSIGN_OR_RETURN(HttpStoreConfig config, ToConfig(options));
-  auto http = std::make_shared<HttpStore>(std::move(config));
+  LSIO_ASSIGN_OR_RETURN(ObjectStoreConfig config, ToConfig(options));
+  auto http = std::make_shared<ObjectStore>(std::move(config));
   LSIO_RETURN_IF_ERROR(http->Check());
   auto impl = std::make_unique<Impl>();
   impl->options = options;
@@ -111,8 +111,8 @@ Result<std::shared_ptr<RemoteStore>> RemoteStore::Sub(const std::string& path) c
   RemoteOptions o = impl_->options;
   o.root += clean;
   o.display_root = impl_->http->config().display_root + clean;
-  LSIO_ASSIGN_OR_RETURN(HttpStoreConfig config, ToConfig(o));
-  auto http = std::make_shared<HttpStore>(std::move(config));
+  LSIO_ASSIGN_OR_RETURN(ObjectStoreConfig config, ToConfig(o));
+  auto http = std::make_shared<ObjectStore>(std::move(config));
   http->SetCredentials(impl_->http->CurrentCredentials());
   auto impl = std::make_unique<Impl>();
   impl->options = o;

@@ -81,7 +81,7 @@ class Array {
   /// nullptr to read them here.
   static Result<std::unique_ptr<Array>> Open(const std::string& path, const OpenOptions& options,
                                              const std::vector<NodeFile>* files = nullptr);
-  /// Opens the array at the root of `store` (a remote store: store/http_store.h).
+  /// Opens the array at the root of `store` (a remote store: store/object_store.h).
   /// `location` names the array in info().path and messages (a URL without secrets).
   /// options.io, queue_depth and direct concern local files and are ignored here.
   static Result<std::unique_ptr<Array>> Open(std::shared_ptr<Store> store, const std::string& location,

@@ -22,7 +22,7 @@ struct OpenOptions {
   uint64_t max_gap = 16 << 10;
   uint64_t max_request = 1 << 20;
   /// Remote stores: let the store choose max_gap/max_request from its measurements (the
-  /// bytes one first-byte latency is worth; store/http_store.h), with the two values above
+  /// bytes one first-byte latency is worth; store/object_store.h), with the two values above
   /// as upper bounds. Python sets it unless max_gap or max_request was given.
   bool adaptive_coalescing = false;
   /// Bytes of decoded shard indexes kept per array.

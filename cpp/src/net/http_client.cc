@@ -848,7 +848,7 @@ void Runner::Run() {
       curl_multi_remove_handle(lease_.multi(), msg->easy_handle);
       if (t != nullptr && rc == CURLE_OK) {
         // Timings of the attempt that delivered the body: the stores estimate from them
-        // how many bytes one first-byte latency is worth (coalescing, http_store.cc).
+        // how many bytes one first-byte latency is worth (coalescing, object_store.cc).
         double first = 0, total = 0;
         curl_easy_getinfo(msg->easy_handle, CURLINFO_STARTTRANSFER_TIME, &first);
         curl_easy_getinfo(msg->easy_handle, CURLINFO_TOTAL_TIME, &total);

@@ -1,6 +1,6 @@
 // HttpClient: many HTTP(S) GET/HEAD requests in flight at once over libcurl's multi interface,
 // with connection reuse, retries and byte-range checks. The transport under the remote stores
-// (store/http_store.*); it knows nothing of Zarr, S3 or keys.
+// (store/object_store.*); it knows nothing of Zarr, S3 or keys.
 //
 // Usage:
 //   1. HttpClientOptions opt;  opt.max_in_flight = 32;  ...

@@ -3,20 +3,20 @@
 // NVIDIA's VDisc: a remote store reads a block from disk when it has it and from the network
 // otherwise, then keeps it.
 //
-// Usage (store/http_store.cc):
+// Usage (store/object_store.cc):
 //   1. auto cache = SharedDiskCache("/scratch/lsio-cache", 64ull << 30);  // Result: one per dir per process
 //   2. before a read pinned to a known version (ETag):
 //        if (cache->Get(url, etag, offset, length, dst)) ... // served, no request
 //   3. after a successful network read: cache->Put(url, etag, offset, length, dst);
 //
-// The HTTP store caches aligned 64 KiB blocks of objects (store/http_store.cc: reads are
+// The HTTP store caches aligned 64 KiB blocks of objects (store/object_store.cc: reads are
 // served when every block holding needed bytes is here, else the missing span is fetched as
 // whole blocks). Blocks are keyed by (URL, ETag, offset, length): an object rewritten under
 // the same URL has another ETag, so its old blocks are never served again and age out.
 // The store serves blocks only for a strong ETag the server confirmed: in this read call
 // (the shard index read, or a conditional If-None-Match request for a cached index; a
 // read_ranges object's first request), or within the storage option cache_max_age
-// (default 0). A remembered version is never assumed current (HttpStore::AdoptVersion).
+// (default 0). A remembered version is never assumed current (ObjectStore::AdoptVersion).
 // Weak ETags and Last-Modified dates do not say the bytes are identical: such objects are
 // never cached.
 //

@@ -12,7 +12,7 @@
 // current, and a warm call still fetches no chunk byte.
 //
 // Usage (src/remote.cc):
-//   auto inner = std::make_shared<HttpStore>(config);
+//   auto inner = std::make_shared<ObjectStore>(config);
 //   auto store = std::make_shared<DiskCacheStore>(inner, SharedDiskCache(dir, bytes).value());
 //   Array::Open(store, ...);   // counters: inner->stats() (hits counted there too)
 //

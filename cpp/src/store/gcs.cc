@@ -13,4 +13,16 @@ std::shared_ptr<const ErrorDialect> GcsErrorDialect() {
   return kDialect;
 }
 
+// The XML API lists buckets with S3's ListObjectsV2 (list-type=2) and takes suffix ranges.
+std::shared_ptr<const Provider> GcsProvider() {
+  static const std::shared_ptr<const Provider> kProvider = [] {
+    auto p = std::make_shared<Provider>();
+    p->name = "gcs";
+    p->dialect = GcsErrorDialect();
+    p->lister = ListObjectsV2Lister();
+    return p;
+  }();
+  return kProvider;
+}
+
 }  // namespace lsio

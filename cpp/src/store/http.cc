@@ -14,4 +14,15 @@ std::shared_ptr<const ErrorDialect> HttpErrorDialect() {
   return kDialect;
 }
 
+// No listing: a plain server has no way to enumerate what is below a path.
+std::shared_ptr<const Provider> HttpProvider() {
+  static const std::shared_ptr<const Provider> kProvider = [] {
+    auto p = std::make_shared<Provider>();
+    p->name = "http";
+    p->dialect = HttpErrorDialect();
+    return p;
+  }();
+  return kProvider;
+}
+
 }  // namespace lsio

@@ -145,13 +145,41 @@ Status ParseListPage(std::string_view xml, std::string_view key_prefix, std::vec
   return Status::Ok();
 }
 
-std::shared_ptr<const ErrorDialect> ProviderErrorDialect(ObjectProvider provider) {
-  switch (provider) {
-    case ObjectProvider::kS3: return S3ErrorDialect();
-    case ObjectProvider::kGcs: return GcsErrorDialect();
-    case ObjectProvider::kHttp: break;
+namespace {
+// ListObjectsV2 with delimiter '/': the child "directories" come back as CommonPrefixes.
+class ListObjectsV2 final : public Lister {
+ public:
+  std::vector<std::pair<std::string, std::string>> PageQuery(std::string_view key_prefix,
+                                                             std::string_view token) const override {
+    std::vector<std::pair<std::string, std::string>> q;
+    if (!token.empty()) q.emplace_back("continuation-token", std::string(token));
+    q.emplace_back("delimiter", "/");
+    q.emplace_back("list-type", "2");
+    q.emplace_back("prefix", std::string(key_prefix));
+    return q;
   }
-  return HttpErrorDialect();
+  Status ParsePage(std::string_view body, std::string_view key_prefix, std::vector<std::string>* names,
+                   std::string* next_token) const override {
+    return ParseListPage(body, key_prefix, names, next_token);
+  }
+  const char* name() const override { return "S3's ListObjectsV2"; }
+};
+}  // namespace
+
+std::shared_ptr<const Lister> ListObjectsV2Lister() {
+  static const std::shared_ptr<const Lister> kLister = std::make_shared<ListObjectsV2>();
+  return kLister;
+}
+
+std::shared_ptr<const Provider> S3Provider() {
+  static const std::shared_ptr<const Provider> kProvider = [] {
+    auto p = std::make_shared<Provider>();
+    p->name = "s3";
+    p->dialect = S3ErrorDialect();
+    p->lister = ListObjectsV2Lister();
+    return p;
+  }();
+  return kProvider;
 }
 
 }  // namespace lsio

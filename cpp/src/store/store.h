@@ -8,7 +8,7 @@
 //     it completes. The executor never learns which store it reads from.
 //
 // Usage (metadata):
-//   1. LocalStore store("/data/array");                 // or HttpStore(config)
+//   1. LocalStore store("/data/array");                 // or ObjectStore(config)
 //   2. LSIO_ASSIGN_OR_RETURN(ObjectInfo info, store.Stat("zarr.json"));
 //      if (!info.found) ...                              // missing is a value, not an error
 //   3. LSIO_ASSIGN_OR_RETURN(std::optional<std::string> text, store.ReadAll("zarr.json", 64 << 20));

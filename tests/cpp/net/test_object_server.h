@@ -8,7 +8,7 @@
 // Usage:
 //   TestObjectServer srv;
 //   srv.Put("/bucket/arr/c/0/0", bytes);            // ETag "\"1\"", then "\"2\"", ... per Put
-//   HttpStoreConfig c; c.scheme = "http"; c.host = srv.host(); c.root = "/bucket/arr";
+//   ObjectStoreConfig c; c.scheme = "http"; c.host = srv.host(); c.root = "/bucket/arr";
 //   ... srv.requests() lists every request seen (method, target, headers), in arrival order.
 //   srv.set_ignore_if_match(true);                  // a server that ignores If-Match
 //   srv.set_hook([](const SeenRequest& q, ServerConnection& c) { ...; return true; });
@@ -41,7 +41,7 @@ class TestObjectServer {
 
   TestObjectServer() : server_([this](const SeenRequest& q, ServerConnection& c) { Serve(q, c); }) {}
 
-  /// "127.0.0.1:port", for HttpStoreConfig::host.
+  /// "127.0.0.1:port", for ObjectStoreConfig::host.
   std::string host() const { return "127.0.0.1:" + std::to_string(server_.port()); }
 
   /// Stores (or replaces) the object at `path` (as sent: percent-encoded) and returns its new

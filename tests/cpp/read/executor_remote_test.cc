@@ -1,4 +1,4 @@
-// ExecuteRead and SurveyChunks through HttpStore, served by the scripted loopback server
+// ExecuteRead and SurveyChunks through ObjectStore, served by the scripted loopback server
 // (net/test_object_server.h: objects in memory with Range, suffix, ETag and If-Match): the
 // §6.9 shard blobs (index at the end and at the start) read identically to the local store;
 // each shard index costs ONE request (a suffix, or a prefix range) and no HEAD; a second
@@ -22,7 +22,7 @@
 #include "net/test_object_server.h"
 #include "read/coalescing_tuner.h"
 #include "source/index_cache.h"
-#include "store/http_store.h"
+#include "store/object_store.h"
 #include "store/local_store.h"
 #include "test_util.h"
 #include "zarr/metadata.h"
@@ -85,8 +85,8 @@ ReadContext Context(Opened& o, Store& store, int threads) {
   return ctx;
 }
 
-HttpStoreConfig Config(const TestObjectServer& srv) {
-  HttpStoreConfig c;
+ObjectStoreConfig Config(const TestObjectServer& srv) {
+  ObjectStoreConfig c;
   c.scheme = "http";
   c.host = srv.host();
   c.root = kRoot;
@@ -159,7 +159,7 @@ TEST(ExecutorRemoteTest, ShardedReadsMatchTheLocalReadWithOneIndexRequestPerShar
       SCOPED_TRACE(std::string(b.location) + " threads=" + std::to_string(threads));
       TestObjectServer srv;
       const std::string etag = srv.Put(Path("c/0/0"), b.bytes);
-      HttpStore store(Config(srv));
+      ObjectStore store(Config(srv));
       auto o = Open(Sharded69Json(b.location), "s3://bucket/arr");
       ASSERT_NE(o, nullptr);
       std::vector<uint16_t> out;
@@ -200,7 +200,7 @@ TEST(ExecutorRemoteTest, SecondReadTakesTheCachedIndexAndPinsChunkReads) {
       SCOPED_TRACE(std::string(b.location) + " threads=" + std::to_string(threads));
       TestObjectServer srv;
       const std::string etag = srv.Put(Path("c/0/0"), b.bytes);
-      HttpStore store(Config(srv));
+      ObjectStore store(Config(srv));
       auto o = Open(Sharded69Json(b.location), "s3://bucket/arr");
       ASSERT_NE(o, nullptr);
       std::vector<uint16_t> out;
@@ -240,7 +240,7 @@ TEST(ExecutorRemoteTest, ShardReplacedBetweenReadsIsEstaleNeverMixed) {
       TestObjectServer srv;
       srv.set_ignore_if_match(!server_checks_if_match);
       srv.Put(Path("c/0/0"), lsio_test::Shard69ZarrPythonEnd());
-      HttpStore store(Config(srv));
+      ObjectStore store(Config(srv));
       auto o = Open(Sharded69Json("end"), "s3://bucket/arr");
       ASSERT_NE(o, nullptr);
       std::vector<uint16_t> out;
@@ -266,7 +266,7 @@ TEST(ExecutorRemoteTest, ShardReplacedBetweenReadsIsEstaleNeverMixed) {
 TEST(ExecutorRemoteTest, ShardRemovedBetweenReadsIsEstale) {
   TestObjectServer srv;
   srv.Put(Path("c/0/0"), lsio_test::Shard69ZarrPythonEnd());
-  HttpStore store(Config(srv));
+  ObjectStore store(Config(srv));
   auto o = Open(Sharded69Json("end"), "s3://bucket/arr");
   ASSERT_NE(o, nullptr);
   std::vector<uint16_t> out;
@@ -287,7 +287,7 @@ TEST(ExecutorRemoteTest, AbsentShardReadsAsFill) {
       // [8, 4]: shard c/0/0 holds rows 0-3, shard c/1/0 (rows 4-7) does not exist.
       TestObjectServer srv;
       srv.Put(Path("c/0/0"), b.bytes);
-      HttpStore store(Config(srv));
+      ObjectStore store(Config(srv));
       auto o = Open(Sharded69Json(b.location, "[8, 4]"), "s3://bucket/arr");
       ASSERT_NE(o, nullptr);
       std::vector<uint16_t> out;
@@ -331,7 +331,7 @@ TEST(ExecutorRemoteTest, UnshardedChunksAreFetchedWholeOnceEach) {
     SCOPED_TRACE("threads=" + std::to_string(threads));
     TestObjectServer srv;
     for (const auto& [key, bytes] : objects) srv.Put(Path(key), bytes);
-    HttpStore store(Config(srv));
+    ObjectStore store(Config(srv));
     auto o = Open(kUnshardedJson, "s3://bucket/arr");
     ASSERT_NE(o, nullptr);
     std::vector<uint16_t> out;
@@ -371,7 +371,7 @@ TEST(ExecutorRemoteTest, SurveyChunksWorksRemotely) {
     SCOPED_TRACE(b.location);
     TestObjectServer srv;
     srv.Put(Path("c/0/0"), b.bytes);
-    HttpStore store(Config(srv));
+    ObjectStore store(Config(srv));
     auto o = Open(Sharded69Json(b.location, "[8, 4]"), "s3://bucket/arr");
     ASSERT_NE(o, nullptr);
     std::vector<int64_t> nbytes;
@@ -406,7 +406,7 @@ TEST(ExecutorRemoteTest, SurveyChunksWorksRemotely) {
   TestObjectServer srv;
   srv.Put(Path("c/0/0"), Bytes(8, 1));
   srv.Put(Path("c/1/1"), Bytes(8, 2));
-  HttpStore store(Config(srv));
+  ObjectStore store(Config(srv));
   auto o = Open(kUnshardedJson, "s3://bucket/arr");
   ASSERT_NE(o, nullptr);
   std::vector<int64_t> nbytes;
@@ -424,7 +424,7 @@ TEST(ExecutorRemoteTest, EveryChunkRequestsTimingsReachTheCoalescingTuner) {
     "chunk_key_encoding": {"name": "default"}, "fill_value": 0, "codecs": ["bytes"]})";
   TestObjectServer srv;
   for (const char* key : {"c/0/0", "c/0/1", "c/1/0", "c/1/1"}) srv.Put(Path(key), std::string(128 * 128 * 2, 'x'));
-  HttpStore store(Config(srv));
+  ObjectStore store(Config(srv));
   auto o = Open(kJson, "s3://bucket/arr");
   ASSERT_NE(o, nullptr);
   CoalescingTuner tuner;
@@ -448,7 +448,7 @@ TEST(ExecutorRemoteTest, ServerErrorsNameTheObject) {
     conn.Send(testing::HttpResponse(403, {{"x-amz-request-id", "RID7"}}, "<Error><Code>AccessDenied</Code></Error>"));
     return true;
   });
-  HttpStore store(Config(srv));
+  ObjectStore store(Config(srv));
   auto o = Open(Sharded69Json("end"), "s3://bucket/arr");
   ASSERT_NE(o, nullptr);
   std::vector<uint16_t> out;
@@ -456,7 +456,7 @@ TEST(ExecutorRemoteTest, ServerErrorsNameTheObject) {
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.code(), StatusCode::kIoError);
   EXPECT_EQ(st.error_number(), EACCES);
-  // The object's URL (not yet its display location: see HttpStoreTest.
+  // The object's URL (not yet its display location: see ObjectStoreTest.
   // DISABLED_ClientErrorsNameTheDisplayLocation).
   const std::string tail = "/bucket/arr/c/0/0";
   ASSERT_GE(st.path().size(), tail.size());
@@ -484,9 +484,9 @@ TEST(ExecutorRemoteTest, ASlowResponseDoesNotHoldBackTheRequestsBehindIt) {
     seen_at_answer = static_cast<long>(srv.request_count());
     return false;  // then served normally
   });
-  HttpStoreConfig c = Config(srv);
+  ObjectStoreConfig c = Config(srv);
   c.client.max_in_flight = 2;
-  HttpStore store(c);
+  ObjectStore store(c);
   const std::string json = Sharded69Json("end", "[4, 48]");
   auto o = Open(json, "s3://bucket/arr");
   ASSERT_NE(o, nullptr);

@@ -1,7 +1,7 @@
 // PlanRanges (sorting, deduplication, coalescing within max_gap/max_request, splitting of
 // long ranges, direct vs staged units) and ExecuteRanges on local files (pread, and
 // io_uring where the kernel allows it; 1 and 4 threads; more files than the open budget)
-// and through HttpStore on the scripted loopback server (sized by the first request, no
+// and through ObjectStore on the scripted loopback server (sized by the first request, no
 // HEAD; chunk requests pinned with If-Match; an object replaced mid-call is ESTALE). Errors
 // (missing file, range past the end) come before any byte of the buffers is written.
 #include "read/ranges.h"
@@ -20,7 +20,7 @@
 #include "io/io_backend.h"
 #include "io/select_backend.h"
 #include "net/test_object_server.h"
-#include "store/http_store.h"
+#include "store/object_store.h"
 #include "store/local_store.h"
 #include "test_util.h"
 
@@ -238,8 +238,8 @@ TEST(ExecuteRangesTest, InterruptedStopsWithCancelledAndIsPolledOnTheCallingThre
 
 // --- remote ---
 
-HttpStoreConfig Config(const TestObjectServer& srv) {
-  HttpStoreConfig c;
+ObjectStoreConfig Config(const TestObjectServer& srv) {
+  ObjectStoreConfig c;
   c.scheme = "http";
   c.host = srv.host();
   c.root = "/bucket";
@@ -259,7 +259,7 @@ TEST(ExecuteRangesRemoteTest, RangesEqualTheObjectsWithoutAHeadAndLaterRequestsA
   const Bytes a = PatternBytes(300000, 1), b = PatternBytes(5000, 2);
   srv.Put("/bucket/a", a);
   srv.Put("/bucket/b", b);
-  HttpStore store(Config(srv));
+  ObjectStore store(Config(srv));
   ASSERT_TRUE(store.Check().ok());
   std::vector<RangeObject> objects = {{&store, "a"}, {&store, "b"}};
   std::vector<uint8_t> out(300000 + 100 + 10);
@@ -285,7 +285,7 @@ TEST(ExecuteRangesRemoteTest, RangesEqualTheObjectsWithoutAHeadAndLaterRequestsA
 TEST(ExecuteRangesRemoteTest, PastTheEndAndMissingObjectsFailBeforeAnythingIsWritten) {
   TestObjectServer srv;
   srv.Put("/bucket/a", PatternBytes(1000, 1));
-  HttpStore store(Config(srv));
+  ObjectStore store(Config(srv));
   std::vector<RangeObject> objects = {{&store, "a"}, {&store, "gone"}};
   std::vector<uint8_t> out(300, 0xAB);
   // The first request of "a" ([0, 100)) learns its size; [990, 1090) is then refused.
@@ -317,7 +317,7 @@ TEST(ExecuteRangesRemoteTest, AnObjectReplacedDuringTheCallIsEstale) {
   TestObjectServer srv;
   const Bytes a = PatternBytes(4000, 1);
   srv.Put("/bucket/a", a);
-  HttpStore store(Config(srv));
+  ObjectStore store(Config(srv));
   std::vector<RangeObject> objects = {{&store, "a"}};
   // Replace the object as soon as its first (sizing) request was answered.
   std::atomic<int> seen{0};

@@ -13,7 +13,7 @@
 #include "io/io_backend.h"
 #include "net/test_object_server.h"
 #include "store/disk_cache_store.h"
-#include "store/http_store.h"
+#include "store/object_store.h"
 #include "store/local_store.h"
 #include "test_util.h"
 #include "zarr/layout.h"
@@ -128,7 +128,7 @@ TEST(ShardedSourceTest, AdoptedVersionsAreConfirmedAlongsideTheIndexReadsOfTheSa
   testing::TestObjectServer srv;
   const std::string v0 = srv.Put("/bucket/arr/c/0/0", lsio_test::Shard69ZarrPythonEnd());
   srv.Put("/bucket/arr/c/0/1", lsio_test::Shard69ZarrPythonEnd());
-  HttpStoreConfig c;
+  ObjectStoreConfig c;
   c.scheme = "http";
   c.host = srv.host();
   c.root = "/bucket/arr";
@@ -137,7 +137,7 @@ TEST(ShardedSourceTest, AdoptedVersionsAreConfirmedAlongsideTheIndexReadsOfTheSa
   TempDir dir;
   auto disk = SharedDiskCache(dir.path() + "/cache", 1 << 20);
   ASSERT_TRUE(disk.ok());
-  auto store = std::make_shared<DiskCacheStore>(std::make_shared<HttpStore>(c), disk.value());
+  auto store = std::make_shared<DiskCacheStore>(std::make_shared<ObjectStore>(c), disk.value());
   const ArrayLayout l = Layout69("/bucket/arr");
   IndexCache cache(1 << 20);
   ShardedSource source(l.shard, &cache, store.get());

@@ -1,4 +1,4 @@
-// HttpStore against the scripted loopback server (net/test_object_server.h): URLs (each path
+// ObjectStore against the scripted loopback server (net/test_object_server.h): URLs (each path
 // segment percent-encoded once), Stat (HEAD), ReadAll (missing, size cap), range reads
 // (suffix learns size and ETag, pinned reads send If-Match, 412 / an ignored If-Match / a
 // vanished object are ESTALE), whole-object reads, SigV4 signatures recomputed from what the
@@ -6,7 +6,7 @@
 // refusals.
 //
 // Every test is bounded: attempts time out after a second or two, backoff is milliseconds.
-#include "store/http_store.h"
+#include "store/object_store.h"
 #include "store/disk_cache_store.h"
 
 #include <atomic>
@@ -44,8 +44,8 @@ std::string Pattern(size_t n, unsigned seed = 1) {
   return s;
 }
 
-HttpStoreConfig Config(const TestObjectServer& srv, std::string root = "/bucket/arr") {
-  HttpStoreConfig c;
+ObjectStoreConfig Config(const TestObjectServer& srv, std::string root = "/bucket/arr") {
+  ObjectStoreConfig c;
   c.scheme = "http";
   c.host = srv.host();
   c.root = std::move(root);
@@ -80,15 +80,15 @@ RangeRead ReadOne(Store& store, StoreObject* obj, ReadKind kind, uint64_t offset
   return r;
 }
 
-TEST(HttpStoreTest, EncodesEachSegmentOfRootAndKeyOnce) {
+TEST(ObjectStoreTest, EncodesEachSegmentOfRootAndKeyOnce) {
   TestObjectServer srv;
   // root "/my bucket/données", key "c/a b+é~_.-": spaces, '+', UTF-8 bytes are %XX (uppercase),
   // unreserved characters and '/' are kept.
   const std::string path = "/my%20bucket/donn%C3%A9es/c/a%20b%2B%C3%A9~_.-";
   srv.Put(path, std::string("payload"));
-  HttpStoreConfig c = Config(srv, "/my bucket/données/");  // a trailing '/' is dropped
+  ObjectStoreConfig c = Config(srv, "/my bucket/données/");  // a trailing '/' is dropped
   c.display_root = "s3://my bucket/données";
-  HttpStore store(c);
+  ObjectStore store(c);
   ASSERT_TRUE(store.Check().ok());
   EXPECT_EQ(store.Url("c/a b+é~_.-"), "http://" + srv.host() + path);
   EXPECT_EQ(store.Location("c/a b+é~_.-"), "s3://my bucket/données/c/a b+é~_.-");
@@ -108,7 +108,7 @@ TEST(HttpStoreTest, EncodesEachSegmentOfRootAndKeyOnce) {
   EXPECT_EQ(seen[1].target, path);
 
   // An empty root: the key alone.
-  HttpStore bare(Config(srv, ""));
+  ObjectStore bare(Config(srv, ""));
   EXPECT_EQ(bare.Url("x y/z"), "http://" + srv.host() + "/x%20y/z");
   // Keys that could escape the root are refused before any request.
   EXPECT_EQ(store.Open("../x").status().code(), StatusCode::kInvalidArgument);
@@ -117,10 +117,10 @@ TEST(HttpStoreTest, EncodesEachSegmentOfRootAndKeyOnce) {
   EXPECT_EQ(srv.request_count(), 2u);
 }
 
-TEST(HttpStoreTest, StatIsAHeadGivingSizeAndETag) {
+TEST(ObjectStoreTest, StatIsAHeadGivingSizeAndETag) {
   TestObjectServer srv;
   const std::string etag = srv.Put("/bucket/arr/zarr.json", Pattern(1234));
-  HttpStore store(Config(srv));
+  ObjectStore store(Config(srv));
   auto info = store.Stat("zarr.json");
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   EXPECT_TRUE(info.value().found);
@@ -135,10 +135,10 @@ TEST(HttpStoreTest, StatIsAHeadGivingSizeAndETag) {
   EXPECT_EQ(store.stats().bytes_fetched.load(), 0u);
 }
 
-TEST(HttpStoreTest, ReadAllMissingIsNulloptAndLargerThanTheCapIsInvalidFormat) {
+TEST(ObjectStoreTest, ReadAllMissingIsNulloptAndLargerThanTheCapIsInvalidFormat) {
   TestObjectServer srv;
   srv.Put("/bucket/arr/zarr.json", Pattern(100));
-  HttpStore store(Config(srv));
+  ObjectStore store(Config(srv));
   auto missing = store.ReadAll("absent.json", 1000);
   ASSERT_TRUE(missing.ok()) << missing.status().ToString();
   EXPECT_FALSE(missing.value().has_value());
@@ -156,11 +156,11 @@ TEST(HttpStoreTest, ReadAllMissingIsNulloptAndLargerThanTheCapIsInvalidFormat) {
   for (const SeenRequest& q : srv.requests()) EXPECT_FALSE(q.HasHeader("Range")) << q.target;
 }
 
-TEST(HttpStoreTest, SuffixLearnsSizeAndVersionThenPinnedRangesSendIfMatch) {
+TEST(ObjectStoreTest, SuffixLearnsSizeAndVersionThenPinnedRangesSendIfMatch) {
   TestObjectServer srv;
   const std::string data = Pattern(1000);
   const std::string etag = srv.Put("/bucket/arr/c/0", data);
-  HttpStore store(Config(srv));
+  ObjectStore store(Config(srv));
   auto obj = store.Open("c/0");  // no I/O
   ASSERT_TRUE(obj.ok());
   ASSERT_NE(obj.value(), nullptr);
@@ -205,10 +205,10 @@ TEST(HttpStoreTest, SuffixLearnsSizeAndVersionThenPinnedRangesSendIfMatch) {
   EXPECT_TRUE(m.missing);
 }
 
-TEST(HttpStoreTest, ObjectReplacedUnderAPinnedReadIsEstale) {
+TEST(ObjectStoreTest, ObjectReplacedUnderAPinnedReadIsEstale) {
   TestObjectServer srv;
   srv.Put("/bucket/arr/c/0", Pattern(500, 1));
-  HttpStore store(Config(srv));
+  ObjectStore store(Config(srv));
   auto obj = store.Open("c/0");
   std::string buf;
   ASSERT_TRUE(ReadOne(store, obj.value().get(), ReadKind::kSuffix, 0, 10, &buf).status.ok());
@@ -257,11 +257,11 @@ TEST(HttpStoreTest, ObjectReplacedUnderAPinnedReadIsEstale) {
   EXPECT_EQ(store.stats().errors.load(), 3u);
 }
 
-TEST(HttpStoreTest, WholeReadFillsBodyAndLearnsSizeAndVersion) {
+TEST(ObjectStoreTest, WholeReadFillsBodyAndLearnsSizeAndVersion) {
   TestObjectServer srv;
   const std::string data = Pattern(777);
   const std::string etag = srv.Put("/bucket/arr/c/1/2", data);
-  HttpStore store(Config(srv));
+  ObjectStore store(Config(srv));
   auto obj = store.Open("c/1/2");
   RangeRead r;
   r.object = obj.value().get();
@@ -351,12 +351,12 @@ std::string ExpectedAuthorization(const SeenRequest& q, const std::string& host,
   return {};
 }
 
-TEST(HttpStoreTest, WeakETagsAreComparedNeverSentInIfMatch) {
+TEST(ObjectStoreTest, WeakETagsAreComparedNeverSentInIfMatch) {
   // If-Match compares strongly: sending a weak tag there makes a conforming server answer
   // 412 to every pinned read (a sharded array behind such a server could never be read).
   TestObjectServer srv;
   srv.Put("/bucket/arr/c/0", Pattern(400, 1), "W/\"w1\"");
-  HttpStore store(Config(srv));
+  ObjectStore store(Config(srv));
   auto obj = store.Open("c/0");
   std::string buf;
   ASSERT_TRUE(ReadOne(store, obj.value().get(), ReadKind::kSuffix, 0, 10, &buf).status.ok());
@@ -376,10 +376,10 @@ RangeRead ReadPinned(Store& store, StoreObject* obj, uint64_t offset, uint64_t l
   return ReadOne(store, obj, ReadKind::kRange, offset, length, buf, /*pin=*/true);
 }
 
-TEST(HttpStoreTest, AdoptedVersionsAreConfirmedBeforeTheCallMaySucceed) {
+TEST(ObjectStoreTest, AdoptedVersionsAreConfirmedBeforeTheCallMaySucceed) {
   TestObjectServer srv;
   const std::string v1 = srv.Put("/bucket/arr/c/0", Pattern(300, 1));
-  HttpStore store(Config(srv));
+  ObjectStore store(Config(srv));
   auto fresh = store.Open("c/0");
   EXPECT_FALSE(store.AdoptVersion(*fresh.value(), "", 300)) << "no validator pins nothing";
 
@@ -439,7 +439,7 @@ TEST(DiskCacheStoreTest, HitsOfAnAdoptedVersionAreConfirmedAlongsideAndStaleOnes
   TempDir dir;
   auto cache = SharedDiskCache(dir.path() + "/cache", 16 << 20);
   ASSERT_TRUE(cache.ok());
-  auto http = std::make_shared<HttpStore>(Config(srv));
+  auto http = std::make_shared<ObjectStore>(Config(srv));
   DiskCacheStore store(http, cache.value());
   EXPECT_TRUE(store.traits().confirm_early);
   std::string buf;
@@ -487,12 +487,12 @@ TEST(DiskCacheStoreTest, HitsOfAnAdoptedVersionAreConfirmedAlongsideAndStaleOnes
   EXPECT_EQ(http->stats().disk_cache_hits.load(), hits);
 }
 
-TEST(HttpStoreTest, CacheMaxAgeTrustsARecentConfirmationWithoutAsking) {
+TEST(ObjectStoreTest, CacheMaxAgeTrustsARecentConfirmationWithoutAsking) {
   TestObjectServer srv;
   const std::string v1 = srv.Put("/bucket/arr/c/0", Pattern(300, 1));
-  HttpStoreConfig c = Config(srv);
+  ObjectStoreConfig c = Config(srv);
   c.cache_max_age_s = 60;
-  HttpStore store(c);
+  ObjectStore store(c);
   auto first = store.Open("c/0");
   std::string buf;
   ASSERT_TRUE(ReadOne(store, first.value().get(), ReadKind::kSuffix, 0, 10, &buf).status.ok());
@@ -506,11 +506,11 @@ TEST(HttpStoreTest, CacheMaxAgeTrustsARecentConfirmationWithoutAsking) {
   EXPECT_FALSE(store.ConfirmServed(std::vector<ObjectRef>{other.value()}).ok()) << "another version is asked";
 }
 
-TEST(HttpStoreTest, OversizedWholeObjectsAreRefusedFromTheirContentLength) {
+TEST(ObjectStoreTest, OversizedWholeObjectsAreRefusedFromTheirContentLength) {
   TestObjectServer srv;
   srv.Put("/bucket/arr/zarr.json", Pattern(1 << 20, 3));
   srv.Put("/bucket/arr/c/0", Pattern(5000, 4));
-  HttpStore store(Config(srv));
+  ObjectStore store(Config(srv));
   auto all = store.ReadAll("zarr.json", 1000);
   ASSERT_FALSE(all.ok());
   EXPECT_EQ(all.status().code(), StatusCode::kInvalidFormat);
@@ -534,10 +534,10 @@ TEST(HttpStoreTest, OversizedWholeObjectsAreRefusedFromTheirContentLength) {
   EXPECT_EQ(r.body.size(), 5000u);
 }
 
-TEST(HttpStoreTest, SigV4SignsEveryRequestAsTheServerReceivesIt) {
+TEST(ObjectStoreTest, SigV4SignsEveryRequestAsTheServerReceivesIt) {
   TestObjectServer srv;
   const std::string etag = srv.Put("/bucket/arr%20x/c/%C3%A9/0", Pattern(300));
-  HttpStoreConfig c = Config(srv, "/bucket/arr x");
+  ObjectStoreConfig c = Config(srv, "/bucket/arr x");
   c.signing = HttpSigning::kSigV4;
   c.region = "eu-west-3";
   c.service = "s3";
@@ -545,7 +545,7 @@ TEST(HttpStoreTest, SigV4SignsEveryRequestAsTheServerReceivesIt) {
   c.credentials.secret_access_key = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
   c.credentials.session_token = "SESSION/TOKEN+1==";
   c.headers = {{"X-Extra", "yes"}};
-  HttpStore store(c);
+  ObjectStore store(c);
   ASSERT_TRUE(store.Check().ok()) << store.Check().ToString();
 
   ASSERT_TRUE(store.Stat("c/é/0").ok());
@@ -601,7 +601,7 @@ TEST(HttpStoreTest, SigV4SignsEveryRequestAsTheServerReceivesIt) {
             ExpectedAuthorization(q, srv.host(), "/bucket/arr x/c/é/0", {"AKIDNEW", "newsecret", ""}, scope));
 }
 
-TEST(HttpStoreTest, SigV4SignsEachRetryAfresh) {
+TEST(ObjectStoreTest, SigV4SignsEachRetryAfresh) {
   TestObjectServer srv;
   srv.Put("/bucket/arr/k", std::string("data"));
   std::atomic<int> fails{1};
@@ -610,10 +610,10 @@ TEST(HttpStoreTest, SigV4SignsEachRetryAfresh) {
     conn.Send(HttpResponse(503, {}, "slow down"));
     return true;
   });
-  HttpStoreConfig c = Config(srv);
+  ObjectStoreConfig c = Config(srv);
   c.signing = HttpSigning::kSigV4;
   c.credentials = {"AKID", "SECRET", "", ""};
-  HttpStore store(c);
+  ObjectStore store(c);
   auto got = store.ReadAll("k", 100);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   const auto seen = srv.requests();
@@ -624,14 +624,14 @@ TEST(HttpStoreTest, SigV4SignsEachRetryAfresh) {
   }
 }
 
-TEST(HttpStoreTest, BearerTokenAndExtraHeadersGoWithEveryRequest) {
+TEST(ObjectStoreTest, BearerTokenAndExtraHeadersGoWithEveryRequest) {
   TestObjectServer srv;
   srv.Put("/bucket/arr/k", Pattern(64));
-  HttpStoreConfig c = Config(srv);
+  ObjectStoreConfig c = Config(srv);
   c.signing = HttpSigning::kBearer;
   c.credentials.token = "ya29.token-1";
   c.headers = {{"x-goog-user-project", "proj"}, {"X-Empty", ""}};
-  HttpStore store(c);
+  ObjectStore store(c);
   ASSERT_TRUE(store.Check().ok());
   ASSERT_TRUE(store.Stat("k").ok());
   ASSERT_TRUE(store.ReadAll("k", 100).ok());
@@ -652,12 +652,12 @@ TEST(HttpStoreTest, BearerTokenAndExtraHeadersGoWithEveryRequest) {
   }
 
   // Unsigned stores send no Authorization at all.
-  HttpStore plain(Config(srv));
+  ObjectStore plain(Config(srv));
   ASSERT_TRUE(plain.Stat("k").ok());
   EXPECT_FALSE(srv.requests().back().HasHeader("Authorization"));
 }
 
-TEST(HttpStoreTest, StatsCountRequestsRetriesAndBytes) {
+TEST(ObjectStoreTest, StatsCountRequestsRetriesAndBytes) {
   TestObjectServer srv;
   srv.Put("/bucket/arr/k", Pattern(100));
   std::atomic<int> fails{1};
@@ -666,7 +666,7 @@ TEST(HttpStoreTest, StatsCountRequestsRetriesAndBytes) {
     conn.Send(HttpResponse(503, {}, "busy"));
     return true;
   });
-  HttpStore store(Config(srv));
+  ObjectStore store(Config(srv));
   ASSERT_TRUE(store.ReadAll("k", 1000).ok());  // 503, then 200
   EXPECT_EQ(store.stats().requests.load(), 2u);
   EXPECT_EQ(store.stats().retries.load(), 1u);
@@ -691,16 +691,16 @@ TEST(HttpStoreTest, StatsCountRequestsRetriesAndBytes) {
   EXPECT_EQ(srv.request_count(), 6u);
 }
 
-TEST(HttpStoreTest, ErrorsNameTheObjectAndNoSecret) {
+TEST(ObjectStoreTest, ErrorsNameTheObjectAndNoSecret) {
   TestObjectServer srv;
   srv.set_hook([](const SeenRequest&, ServerConnection& conn) {
     conn.Send(HttpResponse(403, {{"x-amz-request-id", "RID42"}}, "<Error><Code>AccessDenied</Code></Error>"));
     return true;
   });
-  HttpStoreConfig c = Config(srv);
+  ObjectStoreConfig c = Config(srv);
   c.signing = HttpSigning::kBearer;
   c.credentials.token = "supersecret-token";
-  HttpStore store(c);
+  ObjectStore store(c);
   auto r = store.ReadAll("zarr.json", 100);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kIoError);
@@ -714,13 +714,13 @@ TEST(HttpStoreTest, ErrorsNameTheObjectAndNoSecret) {
 // Errors the HTTP client reports (403, 5xx after retries, timeouts, a bad Content-Range)
 // name the object as the user wrote it (Location(key): "s3://bucket/arr/c/0"), like the
 // errors the store words itself, not the transport's endpoint URL (Status::ReplacePath).
-TEST(HttpStoreTest, ClientErrorsNameTheDisplayLocation) {
+TEST(ObjectStoreTest, ClientErrorsNameTheDisplayLocation) {
   TestObjectServer srv;
   srv.set_hook([](const SeenRequest&, ServerConnection& conn) {
     conn.Send(HttpResponse(403, {}, "<Error><Code>AccessDenied</Code></Error>"));
     return true;
   });
-  HttpStore store(Config(srv));
+  ObjectStore store(Config(srv));
   auto all = store.ReadAll("zarr.json", 100);
   ASSERT_FALSE(all.ok());
   EXPECT_EQ(all.status().path(), "s3://bucket/arr/zarr.json");
@@ -729,50 +729,122 @@ TEST(HttpStoreTest, ClientErrorsNameTheDisplayLocation) {
   EXPECT_EQ(info.status().path(), "s3://bucket/arr/zarr.json");
 }
 
-TEST(HttpStoreTest, CheckRefusesUnusableConfigs) {
+TEST(ObjectStoreTest, CheckRefusesUnusableConfigs) {
   TestObjectServer srv;
-  EXPECT_TRUE(HttpStore(Config(srv)).Check().ok());
-  auto refused = [&](const std::function<void(HttpStoreConfig&)>& edit, const std::string& words) {
-    HttpStoreConfig c = Config(srv);
+  EXPECT_TRUE(ObjectStore(Config(srv)).Check().ok());
+  auto refused = [&](const std::function<void(ObjectStoreConfig&)>& edit, const std::string& words) {
+    ObjectStoreConfig c = Config(srv);
     edit(c);
-    Status st = HttpStore(c).Check();
+    Status st = ObjectStore(c).Check();
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << words << ": " << st.ToString();
     EXPECT_NE(st.message().find(words), std::string::npos) << st.message();
     EXPECT_EQ(st.message().find("s3cr3t"), std::string::npos) << st.message();
   };
-  refused([](HttpStoreConfig& c) { c.scheme = "ftp"; }, "scheme");
-  refused([](HttpStoreConfig& c) { c.scheme = "HTTP"; }, "scheme");
-  refused([](HttpStoreConfig& c) { c.host = ""; }, "host");
-  refused([](HttpStoreConfig& c) { c.host = "a/b"; }, "host");
-  refused([](HttpStoreConfig& c) { c.host = "evil\r\nX-Injected: 1"; }, "host");
-  refused([](HttpStoreConfig& c) { c.root = "no-slash"; }, "root");
-  refused([](HttpStoreConfig& c) { c.root = "/a\nb"; }, "root");
-  refused([](HttpStoreConfig& c) { c.headers = {{"X-A", "ok\r\nX-Injected: s3cr3t"}}; }, "header");
-  refused([](HttpStoreConfig& c) { c.headers = {{"X-A\r\nX-B", "v"}}; }, "header");
-  refused([](HttpStoreConfig& c) { c.headers = {{"X-A:", "v"}}; }, "header");
-  refused([](HttpStoreConfig& c) { c.headers = {{"", "v"}}; }, "header");
-  refused([](HttpStoreConfig& c) {
+  refused([](ObjectStoreConfig& c) { c.scheme = "ftp"; }, "scheme");
+  refused([](ObjectStoreConfig& c) { c.scheme = "HTTP"; }, "scheme");
+  refused([](ObjectStoreConfig& c) { c.host = ""; }, "host");
+  refused([](ObjectStoreConfig& c) { c.host = "a/b"; }, "host");
+  refused([](ObjectStoreConfig& c) { c.host = "evil\r\nX-Injected: 1"; }, "host");
+  refused([](ObjectStoreConfig& c) { c.root = "no-slash"; }, "root");
+  refused([](ObjectStoreConfig& c) { c.root = "/a\nb"; }, "root");
+  refused([](ObjectStoreConfig& c) { c.headers = {{"X-A", "ok\r\nX-Injected: s3cr3t"}}; }, "header");
+  refused([](ObjectStoreConfig& c) { c.headers = {{"X-A\r\nX-B", "v"}}; }, "header");
+  refused([](ObjectStoreConfig& c) { c.headers = {{"X-A:", "v"}}; }, "header");
+  refused([](ObjectStoreConfig& c) { c.headers = {{"", "v"}}; }, "header");
+  refused([](ObjectStoreConfig& c) {
     c.signing = HttpSigning::kSigV4;
     c.credentials = {"AKID", "", "", ""};
   }, "SigV4");
-  refused([](HttpStoreConfig& c) {
+  refused([](ObjectStoreConfig& c) {
     c.signing = HttpSigning::kSigV4;
     c.credentials = {"", "s3cr3t", "", ""};
   }, "SigV4");
-  refused([](HttpStoreConfig& c) { c.signing = HttpSigning::kBearer; }, "bearer");
+  refused([](ObjectStoreConfig& c) { c.signing = HttpSigning::kBearer; }, "bearer");
   EXPECT_EQ(srv.request_count(), 0u);
 }
 
-TEST(HttpStoreTest, TraitsAreRemote) {
+TEST(ObjectStoreTest, TraitsAreRemote) {
   TestObjectServer srv;
-  HttpStoreConfig c = Config(srv);
+  ObjectStoreConfig c = Config(srv);
   c.client.max_in_flight = 7;
-  HttpStore store(c);
+  ObjectStore store(c);
   const StoreTraits t = store.traits();
   EXPECT_TRUE(t.remote);
   EXPECT_FALSE(t.one_at_a_time);
   EXPECT_EQ(t.max_in_flight, 7u);
   EXPECT_EQ(store.TransportName().value(), "http");
+}
+
+TEST(ObjectStoreTest, AProviderWithoutSuffixRangesSizesTheObjectWithAHeadFirst) {
+  // Azure Blob, say, answers no "bytes=-N": the store asks HEAD for size and ETag, then reads
+  // the last bytes with a plain range pinned (If-Match) to that ETag. Batch and stream alike.
+  TestObjectServer srv;
+  const std::string data = Pattern(5000, 7);
+  const std::string v1 = srv.Put("/bucket/arr/c/0", data);
+  srv.Put("/bucket/arr/c/small", std::string("abc"));
+  srv.Put("/bucket/arr/c/empty", std::string());
+  ObjectStoreConfig c = Config(srv);
+  auto provider = std::make_shared<Provider>(*ProviderOf(ObjectProvider::kHttp));
+  provider->suffix_ranges = false;
+  c.provider = provider;
+  ObjectStore store(c);
+  std::string buf;
+  {
+    auto obj = store.Open("c/0");
+    RangeRead r = ReadOne(store, obj.value().get(), ReadKind::kSuffix, 0, 100, &buf);
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    EXPECT_EQ(r.transferred, 100u);
+    EXPECT_EQ(buf, data.substr(4900));
+    EXPECT_TRUE(obj.value()->size_known);
+    EXPECT_EQ(obj.value()->size, 5000u);
+    EXPECT_EQ(obj.value()->version, v1);
+    const auto seen = srv.requests();
+    ASSERT_EQ(seen.size(), 2u);
+    EXPECT_EQ(seen[0].method, "HEAD");
+    EXPECT_EQ(seen[1].method, "GET");
+    EXPECT_EQ(seen[1].Header("Range"), "bytes=4900-4999");
+    EXPECT_EQ(seen[1].Header("If-Match"), v1);
+  }
+  {  // Shorter than asked: the whole object, as a suffix range gives it; empty: nothing.
+    auto small = store.Open("c/small");
+    RangeRead r = ReadOne(store, small.value().get(), ReadKind::kSuffix, 0, 100, &buf);
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    EXPECT_EQ(r.transferred, 3u);
+    EXPECT_EQ(buf.substr(0, 3), "abc");
+    auto empty = store.Open("c/empty");
+    const size_t before = srv.request_count();
+    RangeRead e = ReadOne(store, empty.value().get(), ReadKind::kSuffix, 0, 100, &buf);
+    ASSERT_TRUE(e.status.ok()) << e.status.ToString();
+    EXPECT_EQ(e.transferred, 0u);
+    EXPECT_EQ(srv.request_count(), before + 1) << "the HEAD only";
+    auto gone = store.Open("c/none");
+    RangeRead m = ReadOne(store, gone.value().get(), ReadKind::kSuffix, 0, 100, &buf);
+    ASSERT_TRUE(m.status.ok()) << m.status.ToString();
+    EXPECT_TRUE(m.missing);
+  }
+  {  // The stream: several suffix reads, each HEAD then GET, all delivered once.
+    std::vector<ObjectRef> objs;
+    std::vector<RangeRead> reads(3);
+    std::vector<std::string> bufs(3, std::string(10, '\0'));
+    for (size_t i = 0; i < reads.size(); ++i) {
+      objs.push_back(store.Open("c/0").value());
+      reads[i].object = objs.back().get();
+      reads[i].kind = ReadKind::kSuffix;
+      reads[i].length = 10;
+      reads[i].dst = reinterpret_cast<uint8_t*>(bufs[i].data());
+    }
+    size_t at = 0, done = 0;
+    store.ReadStream([&]() -> RangeRead* { return at < reads.size() ? &reads[at++] : nullptr; },
+                     [&](RangeRead& r) {
+                       ++done;
+                       EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+                     });
+    EXPECT_EQ(done, 3u);
+    for (const std::string& b : bufs) EXPECT_EQ(b, data.substr(4990));
+  }
+  for (const SeenRequest& q : srv.requests()) {
+    EXPECT_EQ(q.Header("Range").rfind("bytes=-", 0), std::string::npos) << "no suffix range is ever sent";
+  }
 }
 
 }  // namespace

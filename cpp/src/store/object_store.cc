@@ -1,6 +1,6 @@
-// HttpStore (see http_store.h): URLs, versions, and RangeRead <-> HttpRequest (signing:
+// ObjectStore (see object_store.h): URLs, versions, and RangeRead <-> HttpRequest (signing:
 // store/signers.cc; the provider's error vocabulary and listing pages: store/s3.cc ...).
-#include "store/http_store.h"
+#include "store/object_store.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -55,7 +55,7 @@ HttpObject& AsHttp(StoreObject& o) { return static_cast<HttpObject&>(o); }
 // read (a server that ignores If-Match, or a weak or Last-Modified validator, which is
 // never sent as If-Match) fails instead of mixing versions.
 Status Learn(const HttpRequest& q, StoreObject* obj, bool pinned) {
-  const std::string version = HttpStore::VersionOf(q);
+  const std::string version = ObjectStore::VersionOf(q);
   if (pinned) {
     if (!version.empty() && !obj->version.empty() && version != obj->version) {
       return Status::IoError("object changed since its index was read (version " + obj->version + ", now " + version +
@@ -80,16 +80,17 @@ Status Learn(const HttpRequest& q, StoreObject* obj, bool pinned) {
 
 }  // namespace
 
-HttpStore::HttpStore(HttpStoreConfig config)
+ObjectStore::ObjectStore(ObjectStoreConfig config)
     : config_(std::move(config)), credentials_(std::make_shared<const HttpCredentials>(config_.credentials)) {
   config_.credentials = HttpCredentials{};  // the live copy is credentials_
-  if (config_.client.dialect == nullptr) config_.client.dialect = ProviderErrorDialect(config_.provider);
+  if (config_.provider == nullptr) config_.provider = HttpProvider();
+  if (config_.client.dialect == nullptr) config_.client.dialect = config_.provider->dialect;
   signer_ = MakeSigner(config_.signing, config_.host, config_.region, config_.service);
   while (!config_.root.empty() && config_.root.back() == '/') config_.root.pop_back();
   while (!config_.display_root.empty() && config_.display_root.back() == '/') config_.display_root.pop_back();
 }
 
-Status HttpStore::Check() const {
+Status ObjectStore::Check() const {
   if (config_.scheme != "http" && config_.scheme != "https") {
     return Status::InvalidArgument("URL scheme must be http or https, got '" + config_.scheme + "'");
   }
@@ -117,39 +118,39 @@ Status HttpStore::Check() const {
   return Status::Ok();
 }
 
-std::shared_ptr<const HttpCredentials> HttpStore::Credentials() const {
+std::shared_ptr<const HttpCredentials> ObjectStore::Credentials() const {
   std::lock_guard<std::mutex> lock(mu_);
   return credentials_;
 }
 
-void HttpStore::SetCredentials(HttpCredentials credentials) {
+void ObjectStore::SetCredentials(HttpCredentials credentials) {
   auto next = std::make_shared<const HttpCredentials>(std::move(credentials));
   std::lock_guard<std::mutex> lock(mu_);
   credentials_ = std::move(next);
 }
 
-std::string HttpStore::Location(std::string_view key) const {
+std::string ObjectStore::Location(std::string_view key) const {
   std::string s = config_.display_root;
   s += '/';
   s.append(key);
   return s;
 }
 
-std::string HttpStore::Url(std::string_view key) const {
+std::string ObjectStore::Url(std::string_view key) const {
   std::string path = config_.root;
   path += '/';
   path.append(key);
   return config_.scheme + "://" + config_.host + UriEncode(path, /*keep_slash=*/true);
 }
 
-void HttpStore::Prepare(std::string_view key, HttpRequest* r, const std::shared_ptr<const HttpCredentials>& creds) const {
+void ObjectStore::Prepare(std::string_view key, HttpRequest* r, const std::shared_ptr<const HttpCredentials>& creds) const {
   std::string path = config_.root;
   path += '/';
   path.append(key);
   PrepareAt(std::move(path), {}, r, creds);
 }
 
-void HttpStore::PrepareAt(std::string path, std::vector<std::pair<std::string, std::string>> query, HttpRequest* r,
+void ObjectStore::PrepareAt(std::string path, std::vector<std::pair<std::string, std::string>> query, HttpRequest* r,
                           const std::shared_ptr<const HttpCredentials>& creds) const {
   // The query in SigV4's canonical form (sorted, each part encoded once): the URL must carry
   // exactly the query that is signed.
@@ -163,7 +164,7 @@ void HttpStore::PrepareAt(std::string path, std::vector<std::pair<std::string, s
 
 // A server may echo a credential back in an error body (a proxy quoting the Authorization
 // header): mask this store's own secrets and header values in every status it returns.
-Status HttpStore::Scrub(Status st) const {
+Status ObjectStore::Scrub(Status st) const {
   if (st.ok()) return st;
   auto creds = Credentials();
   for (const std::string* s : {&creds->token, &creds->session_token, &creds->secret_access_key}) {
@@ -173,7 +174,7 @@ Status HttpStore::Scrub(Status st) const {
   return st;
 }
 
-void HttpStore::Count(const HttpRequest& r, bool failed) {
+void ObjectStore::Count(const HttpRequest& r, bool failed) {
   StoreStats& st = stats();
   st.requests.fetch_add(r.attempts, std::memory_order_relaxed);
   if (r.attempts > 1) st.retries.fetch_add(r.attempts - 1, std::memory_order_relaxed);
@@ -182,14 +183,17 @@ void HttpStore::Count(const HttpRequest& r, bool failed) {
 }
 
 namespace {
-// One ListObjectsV2 page (at most 1000 keys of at most 1 KiB each, XML-escaped) is well
-// under this; a larger answer is no listing page and is refused, not buffered.
+// One listing page (ListObjectsV2: at most 1000 keys of at most 1 KiB each, XML-escaped) is
+// well under this; a larger answer is no listing page and is refused, not buffered.
 constexpr uint64_t kListPageLimit = 16u << 20;
 }  // namespace
 
-Result<std::vector<std::string>> HttpStore::ListChildren(std::string_view prefix) {
-  if (!config_.listable) {
-    return Status::Unimplemented("this store cannot list its objects (plain HTTP)").WithPath(Location(prefix));
+Result<std::vector<std::string>> ObjectStore::ListChildren(std::string_view prefix) {
+  const Lister* lister = config_.provider->lister.get();
+  if (!config_.listable || lister == nullptr) {
+    return Status::Unimplemented(std::string("this store cannot list its objects (") +
+                                 (lister == nullptr ? config_.provider->name : "no listing endpoint") + ")")
+        .WithPath(Location(prefix));
   }
   LSIO_ASSIGN_OR_RETURN(HttpClient * client, ProcessHttpClient());
   // Key prefix within the bucket: the root below the listing endpoint, then `prefix`.
@@ -203,25 +207,20 @@ Result<std::vector<std::string>> HttpStore::ListChildren(std::string_view prefix
   std::vector<std::string> names;
   std::string token;
   for (int page = 0; page < 100000; ++page) {
-    std::vector<std::pair<std::string, std::string>> query;
-    if (!token.empty()) query.emplace_back("continuation-token", token);
-    query.emplace_back("delimiter", "/");
-    query.emplace_back("list-type", "2");
-    query.emplace_back("prefix", key_prefix);
     HttpRequest q;
-    PrepareAt(path, std::move(query), &q, Credentials());
+    PrepareAt(path, lister->PageQuery(key_prefix, token), &q, Credentials());
     q.max_body = kListPageLimit;
     client->Run(std::span<HttpRequest>(&q, 1), config_.client, [](size_t) {});
     Count(q, !q.status.ok());
     if (q.too_large) {
       return Status::DataLoss("listing answer is larger than " + std::to_string(kListPageLimit) +
-                              " bytes, far more than a page of S3's ListObjectsV2 holds")
+                              " bytes, far more than a page of " + lister->name() + " holds")
           .WithPath(Location(rel));
     }
     if (!q.status.ok()) return Scrub(Status(q.status).ReplacePath(Location(rel)));
     if (q.missing) return Status::IoError("the bucket does not exist (HTTP 404 listing it)", ENOENT).WithPath(Location(rel));
     std::string next;
-    Status page_status = ParseListPage(q.body, key_prefix, &names, &next);
+    Status page_status = lister->ParsePage(q.body, key_prefix, &names, &next);
     if (!page_status.ok()) return page_status.WithPath(Location(rel));
     if (next.empty()) break;
     token = std::move(next);
@@ -231,7 +230,7 @@ Result<std::vector<std::string>> HttpStore::ListChildren(std::string_view prefix
   return names;
 }
 
-StoreTraits HttpStore::traits() {
+StoreTraits ObjectStore::traits() {
   StoreTraits t;
   t.remote = true;
   t.one_at_a_time = false;
@@ -242,7 +241,7 @@ StoreTraits HttpStore::traits() {
   return t;
 }
 
-std::string HttpStore::VersionOf(const HttpRequest& q) {
+std::string ObjectStore::VersionOf(const HttpRequest& q) {
   if (!q.etag.empty()) return q.etag;
   // No ETag: the modification date stands in (1 s granularity: a rewrite within the same
   // second that keeps the size goes unseen; docs/guide/remote.md says so).
@@ -250,13 +249,13 @@ std::string HttpStore::VersionOf(const HttpRequest& q) {
   return std::string();
 }
 
-bool HttpStore::IsEtag(const std::string& v) {
+bool ObjectStore::IsEtag(const std::string& v) {
   return (v.size() >= 2 && v.front() == '"') || (v.size() >= 4 && v[0] == 'W' && v[1] == '/' && v[2] == '"');
 }
 
-bool HttpStore::IsStrongEtag(const std::string& v) { return v.size() >= 2 && v.front() == '"' && v.back() == '"'; }
+bool ObjectStore::IsStrongEtag(const std::string& v) { return v.size() >= 2 && v.front() == '"' && v.back() == '"'; }
 
-bool HttpStore::AdoptVersion(StoreObject& obj, const std::string& version, uint64_t size) {
+bool ObjectStore::AdoptVersion(StoreObject& obj, const std::string& version, uint64_t size) {
   if (version.empty()) return false;  // no validator: nothing would notice a rewrite
   HttpObject& h = AsHttp(obj);
   h.version = version;
@@ -276,7 +275,7 @@ bool HttpStore::AdoptVersion(StoreObject& obj, const std::string& version, uint6
   return true;
 }
 
-void HttpStore::NoteConfirmed(const std::string& key, const std::string& version) {
+void ObjectStore::NoteConfirmed(const std::string& key, const std::string& version) {
   if (!(config_.cache_max_age_s > 0) || !IsStrongEtag(version)) return;
   const auto now = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(mu_);
@@ -284,7 +283,7 @@ void HttpStore::NoteConfirmed(const std::string& key, const std::string& version
   confirmed_[key] = Confirmation{version, now};
 }
 
-void HttpStore::PrepareConfirm(StoreObject& obj, HttpRequest* q,
+void ObjectStore::PrepareConfirm(StoreObject& obj, HttpRequest* q,
                                const std::shared_ptr<const HttpCredentials>& creds) const {
   Prepare(AsHttp(obj).key, q, creds);
   q->method = "HEAD";
@@ -293,7 +292,7 @@ void HttpStore::PrepareConfirm(StoreObject& obj, HttpRequest* q,
   if (IsEtag(obj.version)) q->if_none_match = obj.version;
 }
 
-void HttpStore::FinishConfirm(StoreObject& obj, const HttpRequest& q) {
+void ObjectStore::FinishConfirm(StoreObject& obj, const HttpRequest& q) {
   HttpObject& h = AsHttp(obj);
   Count(q, !q.status.ok());
   Status st;
@@ -322,7 +321,7 @@ void HttpStore::FinishConfirm(StoreObject& obj, const HttpRequest& q) {
   }
 }
 
-Status HttpStore::ConfirmServed(std::span<const ObjectRef> objects, const std::function<bool()>& cancelled) {
+Status ObjectStore::ConfirmServed(std::span<const ObjectRef> objects, const std::function<bool()>& cancelled) {
   std::vector<StoreObject*> ask;
   for (const ObjectRef& o : objects) {
     if (o == nullptr) continue;
@@ -352,12 +351,12 @@ Status HttpStore::ConfirmServed(std::span<const ObjectRef> objects, const std::f
   return Status::Ok();
 }
 
-Result<ObjectRef> HttpStore::Open(std::string_view key) {
+Result<ObjectRef> ObjectStore::Open(std::string_view key) {
   LSIO_RETURN_IF_ERROR(ValidateKey(key));
   return ObjectRef(std::make_shared<HttpObject>(std::string(key)));
 }
 
-Result<ObjectInfo> HttpStore::Stat(std::string_view key) {
+Result<ObjectInfo> ObjectStore::Stat(std::string_view key) {
   LSIO_RETURN_IF_ERROR(ValidateKey(key));
   LSIO_ASSIGN_OR_RETURN(HttpClient * client, ProcessHttpClient());
   HttpRequest q;
@@ -374,7 +373,7 @@ Result<ObjectInfo> HttpStore::Stat(std::string_view key) {
   return info;
 }
 
-Result<std::optional<std::string>> HttpStore::ReadAll(std::string_view key, uint64_t max_bytes) {
+Result<std::optional<std::string>> ObjectStore::ReadAll(std::string_view key, uint64_t max_bytes) {
   LSIO_RETURN_IF_ERROR(ValidateKey(key));
   LSIO_ASSIGN_OR_RETURN(HttpClient * client, ProcessHttpClient());
   HttpRequest q;
@@ -397,7 +396,7 @@ Result<std::optional<std::string>> HttpStore::ReadAll(std::string_view key, uint
   return std::optional<std::string>(std::move(q.body));
 }
 
-void HttpStore::PrepareRead(const RangeRead& r, HttpRequest* q,
+void ObjectStore::PrepareRead(const RangeRead& r, HttpRequest* q,
                             const std::shared_ptr<const HttpCredentials>& creds) const {
   Prepare(static_cast<const HttpObject&>(*r.object).key, q, creds);
   switch (r.kind) {
@@ -422,7 +421,7 @@ void HttpStore::PrepareRead(const RangeRead& r, HttpRequest* q,
   if (r.pin_version && IsStrongEtag(r.object->version)) q->if_match = r.object->version;
 }
 
-void HttpStore::Complete(RangeRead& r, HttpRequest& q) {
+void ObjectStore::Complete(RangeRead& r, HttpRequest& q) {
   r.first_byte_s = q.status.ok() ? q.first_byte_s : 0;
   r.total_s = q.status.ok() ? q.total_s : 0;
   r.transferred = q.transferred;
@@ -472,7 +471,7 @@ void HttpStore::Complete(RangeRead& r, HttpRequest& q) {
   Count(q, !r.status.ok());
 }
 
-void HttpStore::Read(std::span<RangeRead> reads, const std::function<void(size_t)>& on_done,
+void ObjectStore::Read(std::span<RangeRead> reads, const std::function<void(size_t)>& on_done,
                      const std::function<bool()>& cancelled) {
   auto client = ProcessHttpClient();
   if (!client.ok()) {
@@ -480,6 +479,14 @@ void HttpStore::Read(std::span<RangeRead> reads, const std::function<void(size_t
       reads[i].status = client.status();
       on_done(i);
     }
+    return;
+  }
+  if (!config_.provider->suffix_ranges &&
+      std::any_of(reads.begin(), reads.end(), [](const RangeRead& r) { return r.kind == ReadKind::kSuffix; })) {
+    // A HEAD goes before each suffix read: ReadStream chains the two.
+    size_t at = 0;
+    ReadStream([&]() -> RangeRead* { return at < reads.size() ? &reads[at++] : nullptr; },
+               [&](RangeRead& r) { on_done(static_cast<size_t>(&r - reads.data())); }, cancelled);
     return;
   }
   const auto creds = Credentials();
@@ -491,23 +498,53 @@ void HttpStore::Read(std::span<RangeRead> reads, const std::function<void(size_t
   }, cancelled);
 }
 
-bool HttpStore::TakeConfirmation(StoreObject& obj) {
+bool ObjectStore::SuffixAsRange(RangeRead& r, const HttpRequest& q) {
+  const std::string& key = AsHttp(*r.object).key;
+  Count(q, !q.status.ok());
+  r.transferred = 0;
+  r.missing = false;
+  if (!q.status.ok()) {
+    r.status = Scrub(Status(q.status).ReplacePath(Location(key)));
+    return false;
+  }
+  if (q.missing) {  // as a 404 to the suffix read itself
+    r.missing = true;
+    return false;
+  }
+  if (!q.object_size_known) {
+    r.status = Status::IoError("the object's size is unknown (its HEAD answer has no Content-Length)", EPROTO)
+                   .WithPath(Location(key));
+    return false;
+  }
+  r.status = Learn(q, r.object, /*pinned=*/false);
+  const uint64_t n = std::min(r.length, r.object->size);
+  if (!r.status.ok() || n == 0) return false;  // an empty object: nothing to read
+  // The suffix's bytes as a plain range, pinned to the version the HEAD saw: the object
+  // cannot change between the two requests unnoticed.
+  r.kind = ReadKind::kRange;
+  r.offset = r.object->size - n;
+  r.length = n;
+  r.pin_version = true;
+  return true;
+}
+
+bool ObjectStore::TakeConfirmation(StoreObject& obj) {
   int expect = HttpObject::kUnconfirmed;
   return AsHttp(obj).state.compare_exchange_strong(expect, HttpObject::kAsking, std::memory_order_acq_rel);
 }
 
-std::string HttpStore::Identity(const StoreObject& obj) const {
+std::string ObjectStore::Identity(const StoreObject& obj) const {
   // The endpoint's URL, not the user's: two endpoints may show the same s3:// URL.
   return config_.scheme + "://" + config_.host + config_.root + "/" + AsHttp(const_cast<StoreObject&>(obj)).key;
 }
 
-bool HttpStore::VersionIdentifiesBytes(const StoreObject& obj) const {
+bool ObjectStore::VersionIdentifiesBytes(const StoreObject& obj) const {
   // A weak ETag or a Last-Modified date does not say the bytes are the same.
   return IsStrongEtag(obj.version) &&
          AsHttp(const_cast<StoreObject&>(obj)).state.load(std::memory_order_acquire) != HttpObject::kChanged;
 }
 
-void HttpStore::ReadStream(const std::function<RangeRead*()>& next, const std::function<void(RangeRead&)>& on_done,
+void ObjectStore::ReadStream(const std::function<RangeRead*()>& next, const std::function<void(RangeRead&)>& on_done,
                            const std::function<bool()>& cancelled, std::span<const ObjectRef> confirm) {
   auto client = ProcessHttpClient();
   if (!client.ok()) {
@@ -522,6 +559,11 @@ void HttpStore::ReadStream(const std::function<RangeRead*()>& next, const std::f
   // their addresses while they run).
   std::deque<HttpRequest> requests;
   std::unordered_map<const HttpRequest*, StoreObject*> confirming;  // HEADs confirming a version
+  // A provider without suffix ranges: HEADs learning the size for a suffix read, and those
+  // reads once sized (plain ranges now, sent before the caller's next read).
+  std::unordered_map<const HttpRequest*, RangeRead*> sizing;
+  std::deque<RangeRead*> sized;
+  const bool suffix_ranges = config_.provider->suffix_ranges;
   std::vector<HttpRequest*> free;
   auto take_slot = [&]() {
     HttpRequest* q;
@@ -556,9 +598,21 @@ void HttpStore::ReadStream(const std::function<RangeRead*()>& next, const std::f
           sent_confirmations = true;
           return HttpClient::kSendNow;
         }
-        RangeRead* r = next();
-        if (r == nullptr) return nullptr;
+        RangeRead* r;
+        if (!sized.empty()) {
+          r = sized.front();
+          sized.pop_front();
+        } else {
+          r = next();
+          if (r == nullptr) return nullptr;
+        }
         HttpRequest* q = take_slot();
+        if (r->kind == ReadKind::kSuffix && !suffix_ranges) {
+          Prepare(AsHttp(*r->object).key, q, creds);
+          q->method = "HEAD";
+          sizing[q] = r;
+          return q;
+        }
         PrepareRead(*r, q, creds);
         q->user = r;
         return q;
@@ -569,6 +623,15 @@ void HttpStore::ReadStream(const std::function<RangeRead*()>& next, const std::f
           FinishConfirm(*it->second, q);
           confirming.erase(it);
           free.push_back(&q);
+          return;
+        }
+        if (auto it = sizing.find(&q); it != sizing.end()) {
+          RangeRead& r = *it->second;
+          sizing.erase(it);
+          const bool ranged = SuffixAsRange(r, q);
+          free.push_back(&q);
+          if (ranged) sized.push_back(&r);
+          else on_done(r);
           return;
         }
         RangeRead& r = *static_cast<RangeRead*>(q.user);

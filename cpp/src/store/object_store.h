@@ -1,13 +1,13 @@
-// HttpStore: the Store over HTTP(S) objects: plain servers with Range support, S3 and
+// ObjectStore: the Store over HTTP(S) objects: plain servers with Range support, S3 and
 // S3-compatible stores (SigV4), GCS through its XML API (HMAC keys, a bearer token, or
 // anonymous). One class, because the three differ only in URL layout and signing.
 //
 // Usage:
-//   1. HttpStoreConfig c;                      // normally built from python/lsio/_storage.py
+//   1. ObjectStoreConfig c;                      // normally built from python/lsio/_storage.py
 //      c.scheme = "https"; c.host = "bucket.s3.us-west-2.amazonaws.com"; c.root = "/era5.zarr/t2m";
 //      c.signing = HttpSigning::kSigV4; c.region = "us-west-2"; c.credentials = {...};
 //      c.display_root = "s3://bucket/era5.zarr/t2m";
-//   2. auto store = std::make_shared<HttpStore>(c);
+//   2. auto store = std::make_shared<ObjectStore>(c);
 //      Array::Open(store, c.display_root, options);   // metadata and chunks through it
 //   3. store->SetCredentials(...) when a credentials callable refreshed them (any thread).
 //   4. store->stats() counts requests, bytes fetched and retries (Array::stats in Python).
@@ -65,7 +65,7 @@ namespace lsio {
 using HttpSigning = SigningKind;
 using HttpCredentials = SignerCredentials;
 
-struct HttpStoreConfig {
+struct ObjectStoreConfig {
   std::string scheme = "https";   ///< "http" or "https"
   std::string host;               ///< "host" or "host:port" (IPv6 in brackets)
   std::string root;               ///< unencoded path prefix, "" or starting with '/', no trailing '/'
@@ -75,11 +75,12 @@ struct HttpStoreConfig {
   HttpCredentials credentials;
   std::vector<std::pair<std::string, std::string>> headers;  ///< sent with every request
   std::string display_root;       ///< the user's URL for messages, without secrets
-  /// Whose servers these are: their error vocabulary and request ids (store/providers.h).
-  ObjectProvider provider = ObjectProvider::kHttp;
+  /// Whose servers these are (store/providers.h): error vocabulary and request ids, how
+  /// they list, whether they take suffix ranges. Null: plain HTTP.
+  std::shared_ptr<const Provider> provider;
   HttpClientOptions client;       ///< client.dialect, if unset, is the provider's
-  /// S3/GCS: unencoded path of the bucket's listing endpoint ("" virtual-hosted, "/bucket"
-  /// path style); listable false: the server cannot list (plain HTTP).
+  /// Unencoded path of the bucket's listing endpoint ("" virtual-hosted, "/bucket" path
+  /// style); listable false: not known, or the provider has no Lister.
   bool listable = false;
   std::string list_root;
   /// Seconds a version the server confirmed is trusted without asking again (storage option
@@ -88,10 +89,10 @@ struct HttpStoreConfig {
   double cache_max_age_s = 0;
 };
 
-class HttpStore final : public Store {
+class ObjectStore final : public Store {
  public:
   /// Fails (in Check()) for an unusable config: empty host, bad scheme, CR/LF in headers.
-  explicit HttpStore(HttpStoreConfig config);
+  explicit ObjectStore(ObjectStoreConfig config);
 
   /// kInvalidArgument describing what is wrong with the config, else Ok.
   Status Check() const;
@@ -126,7 +127,7 @@ class HttpStore final : public Store {
   void SetCredentials(HttpCredentials credentials);
   HttpCredentials CurrentCredentials() const { return *Credentials(); }
 
-  const HttpStoreConfig& config() const { return config_; }
+  const ObjectStoreConfig& config() const { return config_; }
 
   /// The URL of `key` (percent-encoded path; no credentials in it).
   std::string Url(std::string_view key) const;
@@ -153,13 +154,16 @@ class HttpStore final : public Store {
   bool TakeConfirmation(StoreObject& obj);
   void PrepareConfirm(StoreObject& obj, HttpRequest* q, const std::shared_ptr<const HttpCredentials>& creds) const;
   void FinishConfirm(StoreObject& obj, const HttpRequest& q);
+  // A provider without suffix ranges: turns a suffix read into a plain range pinned to the
+  // version its HEAD `q` saw (true: send it), or ends it (false: missing, empty, failed).
+  bool SuffixAsRange(RangeRead& r, const HttpRequest& q);
   struct Confirmation {
     std::string version;
     std::chrono::steady_clock::time_point at;
   };
   static constexpr size_t kMaxConfirmed = 1 << 16;
 
-  HttpStoreConfig config_;
+  ObjectStoreConfig config_;
   std::shared_ptr<const Signer> signer_;  // from config_.signing
   mutable std::mutex mu_;
   std::shared_ptr<const HttpCredentials> credentials_;
