@@ -275,31 +275,54 @@ def _disk_usage(path: str) -> Tuple[int, int]:
     return files, size
 
 
-def _unreadable_info(name: str, u: _Unreadable) -> Dict[str, Any]:
-    """What the metadata says of an array lsio cannot read (v3 zarr.json, or v2 .zarray)."""
-    m = u.meta
-    if m.get("zarr_format") == 2:
-        comp = m.get("compressor")
-        codecs = ", ".join([f["id"] for f in (m.get("filters") or []) if isinstance(f, dict) and "id" in f]
-                           + ([comp["id"]] if isinstance(comp, dict) and "id" in comp else []))
-        chunks = m.get("chunks")
-        dtype = m.get("dtype")
-    else:
-        def names(cs: Any) -> List[str]:
-            out = []
-            for c in cs or []:
-                n = c if isinstance(c, str) else c.get("name") if isinstance(c, dict) else None
-                cfg = c.get("configuration", {}) if isinstance(c, dict) else {}
-                out.append(f"{n}[{', '.join(names(cfg.get('codecs')))}]" if n == "sharding_indexed" else str(n))
-            return out
+# Configuration entries left out of codec descriptions: derived or default values.
+_QUIET_CONFIG = {"bytes": {"endian": "little"}, "blosc": {"typesize": None, "blocksize": 0}}
+# v2 filters and compressors as the engine names them in the v3 form -> numcodecs ids.
+_V2_NAMES = {"lsio.v2.delta": "delta", "numcodecs.shuffle": "shuffle", "numcodecs.lz4": "lz4"}
 
-        codecs = ", ".join(names(m.get("codecs")))
-        grid = m.get("chunk_grid")
-        chunks = grid.get("configuration", {}).get("chunk_shape") if isinstance(grid, dict) else None
-        dtype = m.get("data_type")
+
+def _codec_details(meta: Optional[Dict[str, Any]], engine_codecs: Any = None) -> Optional[str]:
+    """The codec chain of node metadata (the v3 form; a v2 .zarray as the engine translates
+    it) with each codec's configuration: ``bytes, blosc(cname=lz4, clevel=5, shuffle=shuffle)``,
+    ``v2[...]`` for Zarr v2, ``sharding_indexed[inner codecs]``."""
+    if not isinstance(meta, dict) or not isinstance(meta.get("codecs"), list):
+        return None
+    v2 = meta.get("zarr_format") == 2
+    zlib = v2 and isinstance(engine_codecs, str) and "zlib" in engine_codecs  # v2 zlib is read by gzip
+
+    def value(v: Any) -> str:
+        return v if isinstance(v, str) else json.dumps(_jsonable(v))
+
+    def text(cs: Any) -> str:
+        parts = []
+        for c in cs or []:
+            n = c if isinstance(c, str) else c.get("name") if isinstance(c, dict) else None
+            cfg = c.get("configuration", {}) if isinstance(c, dict) else {}
+            cfg = cfg if isinstance(cfg, dict) else {}
+            if n == "sharding_indexed":
+                parts.append(f"sharding_indexed[{text(cfg.get('codecs'))}]")
+                continue
+            if v2:
+                n = "zlib" if zlib and n == "gzip" else _V2_NAMES.get(str(n), n)
+            quiet = _QUIET_CONFIG.get(str(n), {})
+            shown = [f"{k}={value(v)}" for k, v in cfg.items() if not (k in quiet and quiet[k] in (None, v))]
+            parts.append(f"{n}({', '.join(shown)})" if shown else str(n))
+        return ", ".join(parts)
+
+    body = text(meta["codecs"])
+    return f"v2[{body}]" if v2 else body
+
+
+def _unreadable_info(name: str, u: _Unreadable) -> Dict[str, Any]:
+    """What the metadata says of an array lsio cannot read (its zarr.json, or its v2 .zarray
+    in the v3 form the engine translates it to)."""
+    m = u.meta
+    grid = m.get("chunk_grid")
+    chunks = grid.get("configuration", {}).get("chunk_shape") if isinstance(grid, dict) else None
+    dtype = m.get("data_type")
     return {"name": name, "path": u.path, "readable": False, "not_readable_because": u.why,
             "shape": m.get("shape"), "dtype": dtype if isinstance(dtype, str) else json.dumps(dtype),
-            "chunks": chunks, "codecs": codecs, "attributes": m.get("attributes") or {}}
+            "chunks": chunks, "codecs": _codec_details(m) or "", "attributes": m.get("attributes") or {}}
 
 
 def _print_info(d: Dict[str, Any]) -> None:
@@ -317,7 +340,7 @@ def _print_info(d: Dict[str, Any]) -> None:
     if d.get("dimension_names"):
         p(f"  dimensions     {', '.join(str(n) for n in d['dimension_names'])}")
     p(f"  chunks         {_fmt_shape(d['chunks'])}   shards {_fmt_shape(d['shards'])}")
-    p(f"  codecs         {d['codecs']}")
+    p(f"  codecs         {d.get('codec_details') or d['codecs']}")
     if not d.get("variable_length"):
         p(f"  size           {format_bytes(d['nbytes'])} uncompressed")
     if d.get("variable_length"):
@@ -350,14 +373,21 @@ def _print_info(d: Dict[str, Any]) -> None:
     if d["files"] is not None:
         p(f"  bytes on disk  {format_bytes(d['bytes_on_disk'])} in {d['files']:,} files (metadata and indexes included)")
     if d.get("attributes"):
-        text = json.dumps(_jsonable(d["attributes"]))
-        p(f"  attributes     {text if len(text) < 200 else text[:197] + '...'}")
+        p(f"  attributes     {_attrs_text(d['attributes'])}")
+
+
+def _attrs_text(attrs: Dict[str, Any]) -> str:
+    text = json.dumps(_jsonable(attrs))
+    return text if len(text) < 200 else text[:197] + "..."
 
 
 def cmd_info(args: argparse.Namespace) -> int:
     t = _open_targets(args.store, args.array, _opts(args), unreadable_ok=True)
     kind = t.kind
     infos = [_unreadable_info(n, a) if isinstance(a, _Unreadable) else _array_info(n, a) for n, a in t.arrays]
+    for (n, a), d in zip(t.arrays, infos):
+        if not isinstance(a, _Unreadable):  # each codec with its configuration (levels, blosc cname)
+            d["codec_details"] = _codec_details(t.metas.get(n), d.get("codecs"))
     remote = _storage.is_remote(args.store)
     doc: Dict[str, Any] = {"store": args.store if remote else _storage.local_path(args.store), "kind": kind, "arrays": infos}
     if kind == "group":
@@ -371,6 +401,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         n = len(infos)
         print(f"group {doc['store']}: {n} array{'' if n == 1 else 's'} "
               f"({'consolidated metadata' if doc['consolidated'] else 'listed'})")
+        if doc["attributes"]:
+            print(f"  attributes     {_attrs_text(doc['attributes'])}")
     for d in infos:
         _print_info(d)
     return EXIT_OK

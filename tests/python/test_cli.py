@@ -391,3 +391,35 @@ def test_info_and_verify_read_string_arrays_over_http(fault_server, capsys):
     assert res["chunks_checked"] == 2 and res["missing"] == [[2]]
     assert {r.path for r in fault_server.requests} >= {"/g.zarr/names/c/0", "/g.zarr/names/c/1"}
     np.testing.assert_array_equal(lsio.open(url + "/names")[...].astype(object), g["names"][...].astype(object))
+
+
+def test_info_shows_group_attributes_and_codec_configurations(tmp_path, capsys):
+    # Text output: the group's attributes (JSON had them, text did not), and each codec with its
+    # configuration: a v2 blosc's cname and level, zlib's level, v3 zstd's level.
+    import numcodecs
+
+    g = zarr.open_group(str(tmp_path / "v2.zarr"), mode="w", zarr_format=2, attributes={"title": "two", "n": 3})
+    g.create_array("bl", shape=(8,), chunks=(4,), dtype="f4",
+                   compressors=numcodecs.Blosc(cname="zstd", clevel=3, shuffle=2))[:] = 1
+    g.create_array("zl", shape=(8,), chunks=(4,), dtype="i2", compressors=numcodecs.Zlib(level=4),
+                   filters=[numcodecs.Delta(dtype="i2")])[:] = 1
+    g.create_array("bz", shape=(8,), chunks=(4,), dtype="f4", compressors=numcodecs.BZ2(level=3))[:] = 1  # unreadable
+    rc, out, err = _run(capsys, "info", tmp_path / "v2.zarr")
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert lines[1] == '  attributes     {"n": 3, "title": "two"}'
+    assert "  codecs         v2[bytes, blosc(clevel=3, cname=zstd, shuffle=bitshuffle)]" in lines
+    assert "  codecs         v2[bytes, delta(astype=<i2, dtype=<i2), zlib(level=4)]" in lines
+    # An array lsio cannot read still shows what its .zarray says.
+    at = lines.index("bz  (" + str(tmp_path / "v2.zarr" / "bz") + ")")
+    assert lines[at + 1].split() == ["shape", "(8,)", "dtype", "float32"]
+    assert lines[at + 2].split() == ["chunks", "(4,)"] and "bz2(level=3)" in lines[at + 3]
+    rc, out, _ = _run(capsys, "info", tmp_path / "v2.zarr", "--json")
+    by = {a["name"]: a for a in json.loads(out)["arrays"]}
+    assert by["bl"]["codecs"] == "v2[bytes, blosc]"  # the engine's description, as before
+    assert by["bl"]["codec_details"] == "v2[bytes, blosc(clevel=3, cname=zstd, shuffle=bitshuffle)]"
+    z = zarr.create_array(str(tmp_path / "v3.zarr"), shape=(8,), chunks=(2,), shards=(4,), dtype="f4",
+                          compressors=[ZstdCodec(level=3, checksum=True)])
+    z[:] = 1
+    rc, out, _ = _run(capsys, "info", tmp_path / "v3.zarr")
+    assert "  codecs         sharding_indexed[bytes, zstd(checksum=true, level=3)]" in out.splitlines()
