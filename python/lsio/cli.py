@@ -17,7 +17,8 @@ internal error (a bug in lsio: the traceback is printed; please report it).
 or one whose checksum does not match. Codecs with a checksum: v3 ``crc32c``, ``zstd`` with
 ``checksum: true``, ``gzip``; v2 ``zlib``, ``gzip``, ``zstd`` with ``checksum``. Without one
 (zarr-python's default zstd, blosc, lz4, uncompressed), flipped bits that still decode go
-unnoticed; ``verify`` says so for each such array.
+unnoticed; ``verify`` names such arrays and says once how to write checksummed chunks for
+their Zarr format. Chunks failing alike (one file, one kind of error) print as one line.
 Progress bars (tqdm, stderr) are drawn for ``verify`` when stderr is a terminal;
 ``--progress`` / ``--no-progress`` force them on or off.
 """
@@ -575,9 +576,9 @@ def _verify_strings(arr: StringArray, res: Dict[str, Any], bar_: Any) -> Dict[st
             else:
                 checked += 1
         except (CorruptDataError, FormatError) as e:  # FormatError: items that do not parse
-            bad["corrupt"].append({"chunk": list(coords), "error": f"{type(e).__name__}: {e}"})
+            _problem(bad["corrupt"], coords, e)
         except StorageError as e:
-            bad["unreadable"].append({"chunk": list(coords), "error": f"{type(e).__name__}: {e}"})
+            _problem(bad["unreadable"], coords, e)
         bar_.update(1)
     res["chunks_total"] = checked + len(missing) + len(bad["corrupt"]) + len(bad["unreadable"])
     res["missing_count"] = len(missing)
@@ -586,21 +587,84 @@ def _verify_strings(arr: StringArray, res: Dict[str, Any], bar_: Any) -> Dict[st
     res["chunks_checked"] = checked
     for kind in ("corrupt", "unreadable"):
         res[f"{kind}_count"] = len(bad[kind])
-        res[kind] = bad[kind][:_LIST_LIMIT]
+        res[kind] = bad[kind]  # capped by the caller, after grouping
     return res
+
+
+def _chunk_key(meta: Dict[str, Any], coords: Sequence[int]) -> str:
+    """The store key of chunk (for a sharded array: shard) ``coords`` under the array, from
+    the node metadata's chunk key encoding (v3 ``default``, or ``v2``)."""
+    enc = meta.get("chunk_key_encoding")
+    enc = enc if isinstance(enc, dict) else {}
+    cfg = enc.get("configuration") if isinstance(enc.get("configuration"), dict) else {}
+    if enc.get("name") == "v2":
+        return str(cfg.get("separator", ".")).join(str(int(c)) for c in coords) or "0"
+    return str(cfg.get("separator", "/")).join(["c", *(str(int(c)) for c in coords)])
+
+
+def _key_exists(arr: Array, key: str) -> Optional[bool]:
+    """Whether the object ``key`` below the array is stored (None: cannot tell)."""
+    if _storage.is_remote(arr.path):
+        try:
+            arr._native()
+            store = getattr(arr, "_store", None)
+            return None if store is None else bool(store.exists(key))
+        except Error:
+            return None
+    return os.path.exists(os.path.join(arr.path, *key.split("/")))
+
+
+def _problem(kind_list: List[Dict[str, Any]], idx: Sequence[int], e: Exception) -> None:
+    kind_list.append({"chunk": list(map(int, idx)), "error": f"{type(e).__name__}: {e}",
+                      "file": getattr(e, "path", None)})
+
+
+def _group_problems(kind: str, entries: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Problems of one kind grouped: chunks of one file failing with the same type of error
+    (a shard with a bad index fails for every chunk), or with the same message. Each group:
+    ``kind``, ``count``, ``first`` (chunk), ``lo``/``hi`` (bounding box of the chunks),
+    ``error`` (the first), ``same_error`` (all messages equal), ``file``."""
+    groups: Dict[Any, Dict[str, Any]] = {}
+    for c in entries:
+        key = (c["file"], c["error"].split(":", 1)[0]) if c.get("file") else (None, c["error"])
+        g = groups.get(key)
+        if g is None:
+            groups[key] = {"kind": kind, "count": 1, "first": list(c["chunk"]), "lo": list(c["chunk"]),
+                           "hi": list(c["chunk"]), "error": c["error"], "same_error": True, "file": c.get("file")}
+            continue
+        g["count"] += 1
+        g["lo"] = [min(a, b) for a, b in zip(g["lo"], c["chunk"])]
+        g["hi"] = [max(a, b) for a, b in zip(g["hi"], c["chunk"])]
+        g["same_error"] = g["same_error"] and c["error"] == g["error"]
+    return list(groups.values())
+
+
+def _group_text(g: Dict[str, Any]) -> str:
+    if g["count"] == 1:
+        return f"  {g['kind']} chunk {tuple(g['first'])}: {g['error']}"
+    box = "(" + ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in zip(g["lo"], g["hi"])) + ")"
+    where = f" in {g['file']!r}" if g["file"] else ""
+    first = "" if g["same_error"] else f"; first of {g['count']:,} errors"
+    return f"  {g['kind']} chunks {box}: {g['count']:,} chunks{where}{first}: {g['error']}"
 
 
 def _verify_array(name: str, arr: Array, meta: Dict[str, Any], bar_: Any) -> Dict[str, Any]:
     res: Dict[str, Any] = {"name": name, "path": arr.path, "corrupt": [], "unreadable": [], "missing": []}
     res["checksums"], res["integrity"] = _checksums(meta)
+    res["zarr_format"] = int(meta.get("zarr_format", 3))
     if isinstance(arr, StringArray):
-        return _verify_strings(arr, res, bar_)
+        res = _verify_strings(arr, res, bar_)
+        res["problems"] = _group_problems("corrupt", res["corrupt"]) + _group_problems("unreadable", res["unreadable"])
+        res["corrupt"] = res["corrupt"][:_LIST_LIMIT]
+        res["unreadable"] = res["unreadable"][:_LIST_LIMIT]
+        return res
     nd = arr.ndim
     try:
         sizes: Optional[np.ndarray] = np.asarray(arr._native().stored_chunk_nbytes())
         grid = tuple(int(s) for s in sizes.shape)
     except (CorruptDataError, StorageError) as e:
-        # an unreadable shard index: read everything and let the reads name the chunks
+        # An unreadable shard index: read shard by shard and let the reads name the chunks.
+        # Shards that are not stored are told apart by their key (a read gives the fill value).
         sizes = None
         grid = tuple(-(-s // c) for s, c in zip(arr.shape, arr.chunks))
         res["survey_error"] = f"{type(e).__name__}: {e}"
@@ -615,15 +679,17 @@ def _verify_array(name: str, arr: Array, meta: Dict[str, Any], bar_: Any) -> Dic
             try:
                 arr.read(())
             except (CorruptDataError, StorageError) as e:
-                res["corrupt" if isinstance(e, CorruptDataError) else "unreadable"].append(
-                    {"chunk": [], "error": f"{type(e).__name__}: {e}"}
-                )
+                _problem(res["corrupt" if isinstance(e, CorruptDataError) else "unreadable"], (), e)
         bar_.update(res["chunks_total"])
         res["chunks_checked"] = 1 if nd == 0 and not (res["corrupt"] or res["unreadable"]) else 0
         res["corrupt_count"] = len(res["corrupt"])
         res["unreadable_count"] = len(res["unreadable"])
+        res["problems"] = _group_problems("corrupt", res["corrupt"]) + _group_problems("unreadable", res["unreadable"])
         return res
     per = _verify_block_size(arr, grid)
+    by_shard = sizes is None and arr.shards is not None  # blocks are shards: look their keys up
+    missing_chunks: List[List[int]] = []
+    n_missing = 0
     buf = np.empty(tuple(min(p * c, s) for p, c, s in zip(per, arr.chunks, arr.shape)), dtype=arr.dtype)
     n_checked = 0
     for origin, count in _blocks(grid, per):
@@ -635,6 +701,13 @@ def _verify_array(name: str, arr: Array, meta: Dict[str, Any], bar_: Any) -> Dic
             if not n_stored:
                 bar_.update(n_block)
                 continue
+        elif by_shard and _key_exists(arr, _chunk_key(meta, [o // p for o, p in zip(origin, per)])) is False:
+            n_missing += n_block
+            if len(missing_chunks) < _LIST_LIMIT:
+                missing_chunks.extend(list(map(int, idx)) for idx in itertools.product(
+                    *(range(o, o + n) for o, n in zip(origin, count))))
+            bar_.update(n_block)
+            continue
         key = _chunk_slices(arr, origin, count)
         sub = buf[tuple(slice(0, k.stop - k.start) for k in key)]
         try:
@@ -650,16 +723,31 @@ def _verify_array(name: str, arr: Array, meta: Dict[str, Any], bar_: Any) -> Dic
                     arr.read(ck, out=buf[tuple(slice(0, k.stop - k.start) for k in ck)])
                     n_checked += 1
                 except CorruptDataError as e:
-                    res["corrupt"].append({"chunk": list(idx), "error": f"{type(e).__name__}: {e}"})
+                    _problem(res["corrupt"], idx, e)
                 except StorageError as e:
-                    res["unreadable"].append({"chunk": list(idx), "error": f"{type(e).__name__}: {e}"})
+                    _problem(res["unreadable"], idx, e)
         bar_.update(n_block)
+    if by_shard:
+        # Whole shards only: chunks missing inside a readable shard read as the fill value
+        # and count as read (their index is what could not be surveyed).
+        res["missing_count"] = n_missing
+        res["missing"] = missing_chunks[:_LIST_LIMIT]
+        res["chunks_present"] = res["chunks_total"] - n_missing
+        res["missing_by_shard"] = True
     res["chunks_checked"] = n_checked
     res["corrupt_count"] = len(res["corrupt"])
     res["unreadable_count"] = len(res["unreadable"])
+    res["problems"] = _group_problems("corrupt", res["corrupt"]) + _group_problems("unreadable", res["unreadable"])
     res["corrupt"] = res["corrupt"][:_LIST_LIMIT]
     res["unreadable"] = res["unreadable"][:_LIST_LIMIT]
     return res
+
+
+# How to write chunks verify can check, by Zarr format (zarr-python 3 spellings).
+_CHECKSUM_ADVICE = {
+    3: "v3: add the crc32c codec (compressors=[ZstdCodec(), Crc32cCodec()]) or use ZstdCodec(checksum=True)",
+    2: "v2: compress with numcodecs.Zstd(checksum=True), numcodecs.Zlib or numcodecs.GZip",
+}
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -676,7 +764,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
             results.append(_verify_array(n, a, t.metas[n], b))
     bad = sum(r["corrupt_count"] + r["unreadable_count"] for r in results)
     missing = sum(r.get("missing_count", 0) for r in results)
-    ok = bad == 0 and not (args.fail_on_missing and missing)
+    for r in results:  # the same rule as the summary's, per array
+        r["ok"] = r["corrupt_count"] + r["unreadable_count"] == 0 and not (
+            args.fail_on_missing and r.get("missing_count", 0))
+    ok = all(r["ok"] for r in results)
     doc = {"store": args.store if _storage.is_remote(args.store) else _storage.local_path(args.store), "ok": ok,
            "corrupt_chunks": bad, "missing_chunks": missing,
            "all_checksummed": all(r["checksums"] for r in results), "arrays": results}
@@ -684,22 +775,35 @@ def cmd_verify(args: argparse.Namespace) -> int:
         _emit_json(doc)
     else:
         for r in results:
-            status = "OK" if r["corrupt_count"] + r["unreadable_count"] == 0 else "CORRUPT"
+            if r["corrupt_count"] + r["unreadable_count"]:
+                status = "CORRUPT"
+            elif not r["ok"]:
+                status = "MISSING CHUNKS (--fail-on-missing)"
+            else:
+                status = "OK"
             extra = f", {r['missing_count']:,} missing (read as fill)" if "missing_count" in r else ""
             print(f"{r['name']}: {status}: {r['chunks_checked']:,} chunks read{extra}, {r['corrupt_count']} corrupt, {r['unreadable_count']} unreadable")
             if not r["checksums"]:
-                print(f"  no checksums ({r['integrity']}): only chunks that fail to decode can be found; "
-                      "flipped bits that still decode cannot (write with the crc32c codec, or zstd checksum=True)")
+                print(f"  no checksums ({r['integrity']})")
             if "survey_error" in r:
                 print(f"  shard index survey failed: {r['survey_error']}")
-            for kind_ in ("corrupt", "unreadable"):
-                for c in r[kind_][:20]:
-                    print(f"  {kind_} chunk {tuple(c['chunk'])}: {c['error']}")
-                if r[f"{kind_}_count"] > 20:
-                    print(f"  ... {r[f'{kind_}_count'] - 20} more {kind_} chunks (see --json)")
-        unchecked = sum(1 for r in results if not r["checksums"])
-        note = f"; {unchecked} of {len(results)} arrays without checksums" if unchecked else ""
+                if r.get("missing_by_shard"):
+                    print("  missing chunks counted by whole shards: chunks missing inside a readable shard "
+                          "read as the fill value and count as read")
+            problems = r["problems"]
+            for g in problems[:20]:
+                print(_group_text(g))
+            if len(problems) > 20:
+                print(f"  ... {len(problems) - 20} more groups of corrupt or unreadable chunks (see --json)")
+        unchecked = [r for r in results if not r["checksums"]]
+        note = f"; {len(unchecked)} of {len(results)} arrays without checksums" if unchecked else ""
         print("OK" if ok else "FAILED", f"({bad} corrupt or unreadable, {missing} missing{note})")
+        if unchecked:
+            # Said once: only chunks that fail to decode can be found in those arrays.
+            advice = "; ".join(_CHECKSUM_ADVICE[f] for f in sorted({r["zarr_format"] for r in unchecked}, reverse=True)
+                               if f in _CHECKSUM_ADVICE)
+            print(f"Without checksums only chunks that fail to decode can be found; flipped bits that still decode "
+                  f"cannot. To write chunks verify can check: {advice}.")
     return EXIT_OK if ok else EXIT_CORRUPT
 
 
