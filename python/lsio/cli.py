@@ -430,8 +430,29 @@ def _chunks_touched(starts: np.ndarray, crop: Tuple[int, ...], chunks: Tuple[int
     return len(seen)
 
 
+_STAT_COUNTERS = ("requests", "retries", "bytes_fetched", "bytes_used", "errors")
+
+
+def _coalescing(arr: Array, st: Dict[str, Any]) -> Dict[str, Any]:
+    """How a remote array merges byte ranges: the store's adaptive values (in its stats) or
+    the ones given (--max-gap / --max-request, or LSIO_MERGE_GAP / LSIO_MAX_READ)."""
+    opts = arr.options
+    adaptive = bool(opts.get("adaptive_coalescing", "max_gap" in st))
+    return {"max_gap": int(st.get("max_gap", opts.get("max_gap", 0))),
+            "max_request": int(st.get("max_request", opts.get("max_request", 0))), "adaptive": adaptive}
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
-    name, arr = _open_one(args.store, args.array, _opts(args))
+    opts = _opts(args)
+    from ._options import parse_size
+
+    for k in ("max_gap", "max_request"):
+        if getattr(args, k, None) is not None:
+            try:
+                opts[k] = parse_size(str(args.__dict__[k]).strip(), "--" + k.replace("_", "-"))
+            except ValueError as e:
+                raise _Usage(str(e)) from None
+    name, arr = _open_one(args.store, args.array, opts)
     if args.crop is None:
         crop = tuple(min(s, c) for s, c in zip(arr.shape, arr.shards or arr.chunks))
     else:
@@ -444,6 +465,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     hi = np.subtract(arr.shape, crop) + 1
     buf = np.empty((args.batch, *crop), dtype=arr.dtype)
     arr.read_crops(rng.integers(0, hi, size=(args.batch, arr.ndim)), crop, out=buf)  # warm-up
+    remote = _storage.is_remote(arr.path)
+    st0 = arr.stats() if remote else None  # the timed batches' counters start here
     times: List[float] = []
     touched = 0  # distinct chunks per batch, summed (counted outside the timed calls)
     t_end = time.perf_counter() + args.seconds if args.seconds else None
@@ -483,8 +506,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
         "batch_ms_p90": float(np.percentile(times, 90) * 1e3),
         "batch_ms_max": float(max(times) * 1e3),
     }
-    if _storage.is_remote(arr.path):
-        doc["store_stats"] = arr.stats()
+    if remote:
+        st1 = arr.stats()
+        doc["store_stats"] = st1  # since the open: metadata, warm-up batch and timed batches
+        timed = {k: int(st1.get(k, 0)) - int(st0.get(k, 0)) for k in _STAT_COUNTERS}
+        doc["timed_store_stats"] = timed
+        # What was received per byte the reads needed (chunks and shard indexes). Above 1: byte
+        # ranges of one object less than max_gap apart were fetched as one request (the gap
+        # too), and retried transfers; max_gap=0 fetches only what is used, in more requests.
+        doc["fetched_per_used"] = timed["bytes_fetched"] / timed["bytes_used"] if timed["bytes_used"] else None
+        doc["coalescing"] = _coalescing(arr, st1)
     if args.json:
         _emit_json(doc)
     else:
@@ -506,6 +537,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 f"included), {st['retries']:,} retries, fetched {format_bytes(st['bytes_fetched'])} for "
                 f"{format_bytes(st['bytes_used'])} used ({st['bytes_fetched'] / used:.2f}x)"
             )
+            tm, co, ratio = doc["timed_store_stats"], doc["coalescing"], doc["fetched_per_used"]
+            print(
+                f"  timed batches: {tm['requests']:,} requests ({tm['requests'] / max(1, len(times)):.1f} per batch), "
+                f"fetched {format_bytes(tm['bytes_fetched'])} for {format_bytes(tm['bytes_used'])} of chunks and "
+                f"indexes used" + ("" if ratio is None else f" ({ratio:.2f}x)")
+            )
+            if ratio is not None and ratio > 1.005:
+                why = "gap filling" + (f" and {tm['retries']:,} retried requests" if tm["retries"] else "")
+                print(
+                    f"  the {format_bytes(tm['bytes_fetched'] - tm['bytes_used'])} fetched beyond use is {why}: byte "
+                    f"ranges of one shard less than max_gap={format_bytes(co['max_gap'])} apart are fetched as one "
+                    f"request, up to max_request={format_bytes(co['max_request'])} "
+                    f"({'chosen by the store from its latency and throughput' if co['adaptive'] else 'fixed'}); "
+                    f"--max-gap 0 fetches only used bytes, in more requests"
+                )
     return EXIT_OK
 
 
@@ -841,6 +887,11 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--rounds", type=int, default=20, help="batches to time (default 20)")
     sp.add_argument("--seconds", type=float, default=None, help="time for this long instead of --rounds")
     sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--max-gap", dest="max_gap", default=None, metavar="BYTES",
+                    help="merge byte ranges at most this far apart into one read (e.g. 0, 64K, 1M; default: "
+                    "measured by remote stores, LSIO_MERGE_GAP or the storage kind's)")
+    sp.add_argument("--max-request", dest="max_request", default=None, metavar="BYTES",
+                    help="largest merged read (default: as --max-gap)")
     sp.set_defaults(func=cmd_bench)
 
     sp = sub.add_parser("verify", help="read every chunk; report corrupt and missing chunks (exit 1 on corruption)")
