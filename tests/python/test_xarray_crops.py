@@ -4,7 +4,8 @@ An ERA5-like Dataset (t2m, u10 over (time, lat, lon), an int16 count, a static o
 z(lat, lon), coordinates) written by ``xarray.to_zarr`` as Zarr v3 and v2, opened with
 ``engine="lsio"`` and with ``xr.open_zarr``, lazily and as dask arrays. Every record equals
 xarray's ``.isel`` of the same Dataset at the record's origin, also for a Dataset subset with
-``isel``/``sel`` and renamed dimensions, and through a torch DataLoader with two workers.
+``isel``/``sel`` and renamed dimensions, through a torch DataLoader with two workers, and
+opened from S3 (moto).
 Views lsio cannot reproduce exactly are refused with UnsupportedError naming the variable.
 """
 
@@ -265,3 +266,16 @@ def test_other_stores_and_bad_arguments_are_refused(store):
         CropSource(ds["t2m"], CROP, variables=["t2m"], length=2)
     with pytest.raises(ValueError, match="no size for dimension"):
         CropSource(ds, {"time": 2, "lat": 2}, variables=["t2m"], length=2)
+
+
+def test_a_dataset_opened_from_s3(store, moto_s3):
+    # engine="lsio" on a URL: the source's handles keep the URL and storage options (they
+    # pickle as such to DataLoader and Grain workers).
+    bucket = moto_s3.create_bucket("lsio-xr-crops", public=True)  # an existing one is fine
+    name = store.rstrip("/").rsplit("/", 1)[-1]
+    moto_s3.upload_dir(store, bucket, name)
+    so = {"anon": True, "endpoint_url": moto_s3.endpoint_url, "timeout": 5, "retries": 1}
+    ds = xr.open_dataset(f"s3://{bucket}/{name}", engine="lsio", storage_options=so).isel(lat=slice(3, None))
+    src = pickle.loads(pickle.dumps(CropSource(ds, CROP, variables=["t2m", "z"], length=6, seed=8)))
+    assert src.arrays[0].path.startswith("s3://")
+    assert_records_equal_isel(src, ds, ["t2m", "z"], CROP, 6)
