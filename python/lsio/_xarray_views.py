@@ -79,6 +79,9 @@ def _dask_source(name: str, data: Any) -> Any:
     ``original-`` layer), provided nothing was computed on it since."""
     layers = dict(getattr(getattr(data, "dask", None), "layers", {}) or {})
     originals = [k for k in layers if str(k).startswith("original-")]
+    if len(layers) == 1 and not originals:
+        raise _refuse(name, "it is a dask array built with inline_array=True, whose graph does not keep the array "
+                            "it reads; open with inline_array=False (the default) or without chunks=")
     if len(layers) != 2 or len(originals) != 1 or data.name not in layers:
         raise _refuse(name, f"it is a dask array computed after chunking ({len(layers)} graph layers: isel/sel, "
                             f"rechunking or arithmetic on the dask array), so lsio cannot tell which stored elements it holds; "

@@ -230,6 +230,7 @@ def test_views_that_are_not_a_window_are_refused(store):
     refused("dask array computed after chunking", xr.open_dataset(store, engine="lsio", chunks={}).isel(time=slice(1, 5)))
     refused("dask array computed after chunking", xr.open_zarr(store).sel(lat=slice(0, None)))
     refused("dask array computed after chunking", xr.open_dataset(store, engine="lsio", chunks={})["t2m"] * 2)
+    refused("inline_array=True", xr.open_dataset(store, engine="lsio", chunks={}, inline_array=True))
 
 
 def test_decoded_values_are_refused(tmp_path):
