@@ -41,6 +41,9 @@ from .errors import (
 
 __version__ = "0.1.0"
 
+# `from __future__ import annotations` (above) binds `annotations` here: not part of the API.
+del annotations
+
 __all__ = [
     "Array",
     "StringArray",

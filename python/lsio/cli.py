@@ -17,7 +17,8 @@ internal error (a bug in lsio: the traceback is printed; please report it).
 or one whose checksum does not match. Codecs with a checksum: v3 ``crc32c``, ``zstd`` with
 ``checksum: true``, ``gzip``; v2 ``zlib``, ``gzip``, ``zstd`` with ``checksum``. Without one
 (zarr-python's default zstd, blosc, lz4, uncompressed), flipped bits that still decode go
-unnoticed; ``verify`` says so for each such array.
+unnoticed; ``verify`` names such arrays and says once how to write checksummed chunks for
+their Zarr format. Chunks failing alike (one file, one kind of error) print as one line.
 Progress bars (tqdm, stderr) are drawn for ``verify`` when stderr is a terminal;
 ``--progress`` / ``--no-progress`` force them on or off.
 """
@@ -275,31 +276,54 @@ def _disk_usage(path: str) -> Tuple[int, int]:
     return files, size
 
 
-def _unreadable_info(name: str, u: _Unreadable) -> Dict[str, Any]:
-    """What the metadata says of an array lsio cannot read (v3 zarr.json, or v2 .zarray)."""
-    m = u.meta
-    if m.get("zarr_format") == 2:
-        comp = m.get("compressor")
-        codecs = ", ".join([f["id"] for f in (m.get("filters") or []) if isinstance(f, dict) and "id" in f]
-                           + ([comp["id"]] if isinstance(comp, dict) and "id" in comp else []))
-        chunks = m.get("chunks")
-        dtype = m.get("dtype")
-    else:
-        def names(cs: Any) -> List[str]:
-            out = []
-            for c in cs or []:
-                n = c if isinstance(c, str) else c.get("name") if isinstance(c, dict) else None
-                cfg = c.get("configuration", {}) if isinstance(c, dict) else {}
-                out.append(f"{n}[{', '.join(names(cfg.get('codecs')))}]" if n == "sharding_indexed" else str(n))
-            return out
+# Configuration entries left out of codec descriptions: derived or default values.
+_QUIET_CONFIG = {"bytes": {"endian": "little"}, "blosc": {"typesize": None, "blocksize": 0}}
+# v2 filters and compressors as the engine names them in the v3 form -> numcodecs ids.
+_V2_NAMES = {"lsio.v2.delta": "delta", "numcodecs.shuffle": "shuffle", "numcodecs.lz4": "lz4"}
 
-        codecs = ", ".join(names(m.get("codecs")))
-        grid = m.get("chunk_grid")
-        chunks = grid.get("configuration", {}).get("chunk_shape") if isinstance(grid, dict) else None
-        dtype = m.get("data_type")
+
+def _codec_details(meta: Optional[Dict[str, Any]], engine_codecs: Any = None) -> Optional[str]:
+    """The codec chain of node metadata (the v3 form; a v2 .zarray as the engine translates
+    it) with each codec's configuration: ``bytes, blosc(cname=lz4, clevel=5, shuffle=shuffle)``,
+    ``v2[...]`` for Zarr v2, ``sharding_indexed[inner codecs]``."""
+    if not isinstance(meta, dict) or not isinstance(meta.get("codecs"), list):
+        return None
+    v2 = meta.get("zarr_format") == 2
+    zlib = v2 and isinstance(engine_codecs, str) and "zlib" in engine_codecs  # v2 zlib is read by gzip
+
+    def value(v: Any) -> str:
+        return v if isinstance(v, str) else json.dumps(_jsonable(v))
+
+    def text(cs: Any) -> str:
+        parts = []
+        for c in cs or []:
+            n = c if isinstance(c, str) else c.get("name") if isinstance(c, dict) else None
+            cfg = c.get("configuration", {}) if isinstance(c, dict) else {}
+            cfg = cfg if isinstance(cfg, dict) else {}
+            if n == "sharding_indexed":
+                parts.append(f"sharding_indexed[{text(cfg.get('codecs'))}]")
+                continue
+            if v2:
+                n = "zlib" if zlib and n == "gzip" else _V2_NAMES.get(str(n), n)
+            quiet = _QUIET_CONFIG.get(str(n), {})
+            shown = [f"{k}={value(v)}" for k, v in cfg.items() if not (k in quiet and quiet[k] in (None, v))]
+            parts.append(f"{n}({', '.join(shown)})" if shown else str(n))
+        return ", ".join(parts)
+
+    body = text(meta["codecs"])
+    return f"v2[{body}]" if v2 else body
+
+
+def _unreadable_info(name: str, u: _Unreadable) -> Dict[str, Any]:
+    """What the metadata says of an array lsio cannot read (its zarr.json, or its v2 .zarray
+    in the v3 form the engine translates it to)."""
+    m = u.meta
+    grid = m.get("chunk_grid")
+    chunks = grid.get("configuration", {}).get("chunk_shape") if isinstance(grid, dict) else None
+    dtype = m.get("data_type")
     return {"name": name, "path": u.path, "readable": False, "not_readable_because": u.why,
             "shape": m.get("shape"), "dtype": dtype if isinstance(dtype, str) else json.dumps(dtype),
-            "chunks": chunks, "codecs": codecs, "attributes": m.get("attributes") or {}}
+            "chunks": chunks, "codecs": _codec_details(m) or "", "attributes": m.get("attributes") or {}}
 
 
 def _print_info(d: Dict[str, Any]) -> None:
@@ -317,7 +341,7 @@ def _print_info(d: Dict[str, Any]) -> None:
     if d.get("dimension_names"):
         p(f"  dimensions     {', '.join(str(n) for n in d['dimension_names'])}")
     p(f"  chunks         {_fmt_shape(d['chunks'])}   shards {_fmt_shape(d['shards'])}")
-    p(f"  codecs         {d['codecs']}")
+    p(f"  codecs         {d.get('codec_details') or d['codecs']}")
     if not d.get("variable_length"):
         p(f"  size           {format_bytes(d['nbytes'])} uncompressed")
     if d.get("variable_length"):
@@ -350,14 +374,21 @@ def _print_info(d: Dict[str, Any]) -> None:
     if d["files"] is not None:
         p(f"  bytes on disk  {format_bytes(d['bytes_on_disk'])} in {d['files']:,} files (metadata and indexes included)")
     if d.get("attributes"):
-        text = json.dumps(_jsonable(d["attributes"]))
-        p(f"  attributes     {text if len(text) < 200 else text[:197] + '...'}")
+        p(f"  attributes     {_attrs_text(d['attributes'])}")
+
+
+def _attrs_text(attrs: Dict[str, Any]) -> str:
+    text = json.dumps(_jsonable(attrs))
+    return text if len(text) < 200 else text[:197] + "..."
 
 
 def cmd_info(args: argparse.Namespace) -> int:
     t = _open_targets(args.store, args.array, _opts(args), unreadable_ok=True)
     kind = t.kind
     infos = [_unreadable_info(n, a) if isinstance(a, _Unreadable) else _array_info(n, a) for n, a in t.arrays]
+    for (n, a), d in zip(t.arrays, infos):
+        if not isinstance(a, _Unreadable):  # each codec with its configuration (levels, blosc cname)
+            d["codec_details"] = _codec_details(t.metas.get(n), d.get("codecs"))
     remote = _storage.is_remote(args.store)
     doc: Dict[str, Any] = {"store": args.store if remote else _storage.local_path(args.store), "kind": kind, "arrays": infos}
     if kind == "group":
@@ -371,6 +402,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         n = len(infos)
         print(f"group {doc['store']}: {n} array{'' if n == 1 else 's'} "
               f"({'consolidated metadata' if doc['consolidated'] else 'listed'})")
+        if doc["attributes"]:
+            print(f"  attributes     {_attrs_text(doc['attributes'])}")
     for d in infos:
         _print_info(d)
     return EXIT_OK
@@ -397,8 +430,29 @@ def _chunks_touched(starts: np.ndarray, crop: Tuple[int, ...], chunks: Tuple[int
     return len(seen)
 
 
+_STAT_COUNTERS = ("requests", "retries", "bytes_fetched", "bytes_used", "errors")
+
+
+def _coalescing(arr: Array, st: Dict[str, Any]) -> Dict[str, Any]:
+    """How a remote array merges byte ranges: the store's adaptive values (in its stats) or
+    the ones given (--max-gap / --max-request, or LSIO_MERGE_GAP / LSIO_MAX_READ)."""
+    opts = arr.options
+    adaptive = bool(opts.get("adaptive_coalescing", "max_gap" in st))
+    return {"max_gap": int(st.get("max_gap", opts.get("max_gap", 0))),
+            "max_request": int(st.get("max_request", opts.get("max_request", 0))), "adaptive": adaptive}
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
-    name, arr = _open_one(args.store, args.array, _opts(args))
+    opts = _opts(args)
+    from ._options import parse_size
+
+    for k in ("max_gap", "max_request"):
+        if getattr(args, k, None) is not None:
+            try:
+                opts[k] = parse_size(str(args.__dict__[k]).strip(), "--" + k.replace("_", "-"))
+            except ValueError as e:
+                raise _Usage(str(e)) from None
+    name, arr = _open_one(args.store, args.array, opts)
     if args.crop is None:
         crop = tuple(min(s, c) for s, c in zip(arr.shape, arr.shards or arr.chunks))
     else:
@@ -411,6 +465,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     hi = np.subtract(arr.shape, crop) + 1
     buf = np.empty((args.batch, *crop), dtype=arr.dtype)
     arr.read_crops(rng.integers(0, hi, size=(args.batch, arr.ndim)), crop, out=buf)  # warm-up
+    remote = _storage.is_remote(arr.path)
+    st0 = arr.stats() if remote else None  # the timed batches' counters start here
     times: List[float] = []
     touched = 0  # distinct chunks per batch, summed (counted outside the timed calls)
     t_end = time.perf_counter() + args.seconds if args.seconds else None
@@ -450,8 +506,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
         "batch_ms_p90": float(np.percentile(times, 90) * 1e3),
         "batch_ms_max": float(max(times) * 1e3),
     }
-    if _storage.is_remote(arr.path):
-        doc["store_stats"] = arr.stats()
+    if remote:
+        st1 = arr.stats()
+        doc["store_stats"] = st1  # since the open: metadata, warm-up batch and timed batches
+        timed = {k: int(st1.get(k, 0)) - int(st0.get(k, 0)) for k in _STAT_COUNTERS}
+        doc["timed_store_stats"] = timed
+        # What was received per byte the reads needed (chunks and shard indexes). Above 1: byte
+        # ranges of one object less than max_gap apart were fetched as one request (the gap
+        # too), and retried transfers; max_gap=0 fetches only what is used, in more requests.
+        doc["fetched_per_used"] = timed["bytes_fetched"] / timed["bytes_used"] if timed["bytes_used"] else None
+        doc["coalescing"] = _coalescing(arr, st1)
     if args.json:
         _emit_json(doc)
     else:
@@ -473,6 +537,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 f"included), {st['retries']:,} retries, fetched {format_bytes(st['bytes_fetched'])} for "
                 f"{format_bytes(st['bytes_used'])} used ({st['bytes_fetched'] / used:.2f}x)"
             )
+            tm, co, ratio = doc["timed_store_stats"], doc["coalescing"], doc["fetched_per_used"]
+            print(
+                f"  timed batches: {tm['requests']:,} requests ({tm['requests'] / max(1, len(times)):.1f} per batch), "
+                f"fetched {format_bytes(tm['bytes_fetched'])} for {format_bytes(tm['bytes_used'])} of chunks and "
+                f"indexes used" + ("" if ratio is None else f" ({ratio:.2f}x)")
+            )
+            if ratio is not None and ratio > 1.005:
+                why = "gap filling" + (f" and {tm['retries']:,} retried requests" if tm["retries"] else "")
+                print(
+                    f"  the {format_bytes(tm['bytes_fetched'] - tm['bytes_used'])} fetched beyond use is {why}: byte "
+                    f"ranges of one shard less than max_gap={format_bytes(co['max_gap'])} apart are fetched as one "
+                    f"request, up to max_request={format_bytes(co['max_request'])} "
+                    f"({'chosen by the store from its latency and throughput' if co['adaptive'] else 'fixed'}); "
+                    f"--max-gap 0 fetches only used bytes, in more requests"
+                )
     return EXIT_OK
 
 
@@ -543,9 +622,9 @@ def _verify_strings(arr: StringArray, res: Dict[str, Any], bar_: Any) -> Dict[st
             else:
                 checked += 1
         except (CorruptDataError, FormatError) as e:  # FormatError: items that do not parse
-            bad["corrupt"].append({"chunk": list(coords), "error": f"{type(e).__name__}: {e}"})
+            _problem(bad["corrupt"], coords, e)
         except StorageError as e:
-            bad["unreadable"].append({"chunk": list(coords), "error": f"{type(e).__name__}: {e}"})
+            _problem(bad["unreadable"], coords, e)
         bar_.update(1)
     res["chunks_total"] = checked + len(missing) + len(bad["corrupt"]) + len(bad["unreadable"])
     res["missing_count"] = len(missing)
@@ -554,21 +633,84 @@ def _verify_strings(arr: StringArray, res: Dict[str, Any], bar_: Any) -> Dict[st
     res["chunks_checked"] = checked
     for kind in ("corrupt", "unreadable"):
         res[f"{kind}_count"] = len(bad[kind])
-        res[kind] = bad[kind][:_LIST_LIMIT]
+        res[kind] = bad[kind]  # capped by the caller, after grouping
     return res
+
+
+def _chunk_key(meta: Dict[str, Any], coords: Sequence[int]) -> str:
+    """The store key of chunk (for a sharded array: shard) ``coords`` under the array, from
+    the node metadata's chunk key encoding (v3 ``default``, or ``v2``)."""
+    enc = meta.get("chunk_key_encoding")
+    enc = enc if isinstance(enc, dict) else {}
+    cfg = enc.get("configuration") if isinstance(enc.get("configuration"), dict) else {}
+    if enc.get("name") == "v2":
+        return str(cfg.get("separator", ".")).join(str(int(c)) for c in coords) or "0"
+    return str(cfg.get("separator", "/")).join(["c", *(str(int(c)) for c in coords)])
+
+
+def _key_exists(arr: Array, key: str) -> Optional[bool]:
+    """Whether the object ``key`` below the array is stored (None: cannot tell)."""
+    if _storage.is_remote(arr.path):
+        try:
+            arr._native()
+            store = getattr(arr, "_store", None)
+            return None if store is None else bool(store.exists(key))
+        except Error:
+            return None
+    return os.path.exists(os.path.join(arr.path, *key.split("/")))
+
+
+def _problem(kind_list: List[Dict[str, Any]], idx: Sequence[int], e: Exception) -> None:
+    kind_list.append({"chunk": list(map(int, idx)), "error": f"{type(e).__name__}: {e}",
+                      "file": getattr(e, "path", None)})
+
+
+def _group_problems(kind: str, entries: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Problems of one kind grouped: chunks of one file failing with the same type of error
+    (a shard with a bad index fails for every chunk), or with the same message. Each group:
+    ``kind``, ``count``, ``first`` (chunk), ``lo``/``hi`` (bounding box of the chunks),
+    ``error`` (the first), ``same_error`` (all messages equal), ``file``."""
+    groups: Dict[Any, Dict[str, Any]] = {}
+    for c in entries:
+        key = (c["file"], c["error"].split(":", 1)[0]) if c.get("file") else (None, c["error"])
+        g = groups.get(key)
+        if g is None:
+            groups[key] = {"kind": kind, "count": 1, "first": list(c["chunk"]), "lo": list(c["chunk"]),
+                           "hi": list(c["chunk"]), "error": c["error"], "same_error": True, "file": c.get("file")}
+            continue
+        g["count"] += 1
+        g["lo"] = [min(a, b) for a, b in zip(g["lo"], c["chunk"])]
+        g["hi"] = [max(a, b) for a, b in zip(g["hi"], c["chunk"])]
+        g["same_error"] = g["same_error"] and c["error"] == g["error"]
+    return list(groups.values())
+
+
+def _group_text(g: Dict[str, Any]) -> str:
+    if g["count"] == 1:
+        return f"  {g['kind']} chunk {tuple(g['first'])}: {g['error']}"
+    box = "(" + ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in zip(g["lo"], g["hi"])) + ")"
+    where = f" in {g['file']!r}" if g["file"] else ""
+    first = "" if g["same_error"] else f"; first of {g['count']:,} errors"
+    return f"  {g['kind']} chunks {box}: {g['count']:,} chunks{where}{first}: {g['error']}"
 
 
 def _verify_array(name: str, arr: Array, meta: Dict[str, Any], bar_: Any) -> Dict[str, Any]:
     res: Dict[str, Any] = {"name": name, "path": arr.path, "corrupt": [], "unreadable": [], "missing": []}
     res["checksums"], res["integrity"] = _checksums(meta)
+    res["zarr_format"] = int(meta.get("zarr_format", 3))
     if isinstance(arr, StringArray):
-        return _verify_strings(arr, res, bar_)
+        res = _verify_strings(arr, res, bar_)
+        res["problems"] = _group_problems("corrupt", res["corrupt"]) + _group_problems("unreadable", res["unreadable"])
+        res["corrupt"] = res["corrupt"][:_LIST_LIMIT]
+        res["unreadable"] = res["unreadable"][:_LIST_LIMIT]
+        return res
     nd = arr.ndim
     try:
         sizes: Optional[np.ndarray] = np.asarray(arr._native().stored_chunk_nbytes())
         grid = tuple(int(s) for s in sizes.shape)
     except (CorruptDataError, StorageError) as e:
-        # an unreadable shard index: read everything and let the reads name the chunks
+        # An unreadable shard index: read shard by shard and let the reads name the chunks.
+        # Shards that are not stored are told apart by their key (a read gives the fill value).
         sizes = None
         grid = tuple(-(-s // c) for s, c in zip(arr.shape, arr.chunks))
         res["survey_error"] = f"{type(e).__name__}: {e}"
@@ -583,15 +725,17 @@ def _verify_array(name: str, arr: Array, meta: Dict[str, Any], bar_: Any) -> Dic
             try:
                 arr.read(())
             except (CorruptDataError, StorageError) as e:
-                res["corrupt" if isinstance(e, CorruptDataError) else "unreadable"].append(
-                    {"chunk": [], "error": f"{type(e).__name__}: {e}"}
-                )
+                _problem(res["corrupt" if isinstance(e, CorruptDataError) else "unreadable"], (), e)
         bar_.update(res["chunks_total"])
         res["chunks_checked"] = 1 if nd == 0 and not (res["corrupt"] or res["unreadable"]) else 0
         res["corrupt_count"] = len(res["corrupt"])
         res["unreadable_count"] = len(res["unreadable"])
+        res["problems"] = _group_problems("corrupt", res["corrupt"]) + _group_problems("unreadable", res["unreadable"])
         return res
     per = _verify_block_size(arr, grid)
+    by_shard = sizes is None and arr.shards is not None  # blocks are shards: look their keys up
+    missing_chunks: List[List[int]] = []
+    n_missing = 0
     buf = np.empty(tuple(min(p * c, s) for p, c, s in zip(per, arr.chunks, arr.shape)), dtype=arr.dtype)
     n_checked = 0
     for origin, count in _blocks(grid, per):
@@ -603,6 +747,13 @@ def _verify_array(name: str, arr: Array, meta: Dict[str, Any], bar_: Any) -> Dic
             if not n_stored:
                 bar_.update(n_block)
                 continue
+        elif by_shard and _key_exists(arr, _chunk_key(meta, [o // p for o, p in zip(origin, per)])) is False:
+            n_missing += n_block
+            if len(missing_chunks) < _LIST_LIMIT:
+                missing_chunks.extend(list(map(int, idx)) for idx in itertools.product(
+                    *(range(o, o + n) for o, n in zip(origin, count))))
+            bar_.update(n_block)
+            continue
         key = _chunk_slices(arr, origin, count)
         sub = buf[tuple(slice(0, k.stop - k.start) for k in key)]
         try:
@@ -618,16 +769,31 @@ def _verify_array(name: str, arr: Array, meta: Dict[str, Any], bar_: Any) -> Dic
                     arr.read(ck, out=buf[tuple(slice(0, k.stop - k.start) for k in ck)])
                     n_checked += 1
                 except CorruptDataError as e:
-                    res["corrupt"].append({"chunk": list(idx), "error": f"{type(e).__name__}: {e}"})
+                    _problem(res["corrupt"], idx, e)
                 except StorageError as e:
-                    res["unreadable"].append({"chunk": list(idx), "error": f"{type(e).__name__}: {e}"})
+                    _problem(res["unreadable"], idx, e)
         bar_.update(n_block)
+    if by_shard:
+        # Whole shards only: chunks missing inside a readable shard read as the fill value
+        # and count as read (their index is what could not be surveyed).
+        res["missing_count"] = n_missing
+        res["missing"] = missing_chunks[:_LIST_LIMIT]
+        res["chunks_present"] = res["chunks_total"] - n_missing
+        res["missing_by_shard"] = True
     res["chunks_checked"] = n_checked
     res["corrupt_count"] = len(res["corrupt"])
     res["unreadable_count"] = len(res["unreadable"])
+    res["problems"] = _group_problems("corrupt", res["corrupt"]) + _group_problems("unreadable", res["unreadable"])
     res["corrupt"] = res["corrupt"][:_LIST_LIMIT]
     res["unreadable"] = res["unreadable"][:_LIST_LIMIT]
     return res
+
+
+# How to write chunks verify can check, by Zarr format (zarr-python 3 spellings).
+_CHECKSUM_ADVICE = {
+    3: "v3: add the crc32c codec (compressors=[ZstdCodec(), Crc32cCodec()]) or use ZstdCodec(checksum=True)",
+    2: "v2: compress with numcodecs.Zstd(checksum=True), numcodecs.Zlib or numcodecs.GZip",
+}
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -644,7 +810,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
             results.append(_verify_array(n, a, t.metas[n], b))
     bad = sum(r["corrupt_count"] + r["unreadable_count"] for r in results)
     missing = sum(r.get("missing_count", 0) for r in results)
-    ok = bad == 0 and not (args.fail_on_missing and missing)
+    for r in results:  # the same rule as the summary's, per array
+        r["ok"] = r["corrupt_count"] + r["unreadable_count"] == 0 and not (
+            args.fail_on_missing and r.get("missing_count", 0))
+    ok = all(r["ok"] for r in results)
     doc = {"store": args.store if _storage.is_remote(args.store) else _storage.local_path(args.store), "ok": ok,
            "corrupt_chunks": bad, "missing_chunks": missing,
            "all_checksummed": all(r["checksums"] for r in results), "arrays": results}
@@ -652,22 +821,35 @@ def cmd_verify(args: argparse.Namespace) -> int:
         _emit_json(doc)
     else:
         for r in results:
-            status = "OK" if r["corrupt_count"] + r["unreadable_count"] == 0 else "CORRUPT"
+            if r["corrupt_count"] + r["unreadable_count"]:
+                status = "CORRUPT"
+            elif not r["ok"]:
+                status = "MISSING CHUNKS (--fail-on-missing)"
+            else:
+                status = "OK"
             extra = f", {r['missing_count']:,} missing (read as fill)" if "missing_count" in r else ""
             print(f"{r['name']}: {status}: {r['chunks_checked']:,} chunks read{extra}, {r['corrupt_count']} corrupt, {r['unreadable_count']} unreadable")
             if not r["checksums"]:
-                print(f"  no checksums ({r['integrity']}): only chunks that fail to decode can be found; "
-                      "flipped bits that still decode cannot (write with the crc32c codec, or zstd checksum=True)")
+                print(f"  no checksums ({r['integrity']})")
             if "survey_error" in r:
                 print(f"  shard index survey failed: {r['survey_error']}")
-            for kind_ in ("corrupt", "unreadable"):
-                for c in r[kind_][:20]:
-                    print(f"  {kind_} chunk {tuple(c['chunk'])}: {c['error']}")
-                if r[f"{kind_}_count"] > 20:
-                    print(f"  ... {r[f'{kind_}_count'] - 20} more {kind_} chunks (see --json)")
-        unchecked = sum(1 for r in results if not r["checksums"])
-        note = f"; {unchecked} of {len(results)} arrays without checksums" if unchecked else ""
+                if r.get("missing_by_shard"):
+                    print("  missing chunks counted by whole shards: chunks missing inside a readable shard "
+                          "read as the fill value and count as read")
+            problems = r["problems"]
+            for g in problems[:20]:
+                print(_group_text(g))
+            if len(problems) > 20:
+                print(f"  ... {len(problems) - 20} more groups of corrupt or unreadable chunks (see --json)")
+        unchecked = [r for r in results if not r["checksums"]]
+        note = f"; {len(unchecked)} of {len(results)} arrays without checksums" if unchecked else ""
         print("OK" if ok else "FAILED", f"({bad} corrupt or unreadable, {missing} missing{note})")
+        if unchecked:
+            # Said once: only chunks that fail to decode can be found in those arrays.
+            advice = "; ".join(_CHECKSUM_ADVICE[f] for f in sorted({r["zarr_format"] for r in unchecked}, reverse=True)
+                               if f in _CHECKSUM_ADVICE)
+            print(f"Without checksums only chunks that fail to decode can be found; flipped bits that still decode "
+                  f"cannot. To write chunks verify can check: {advice}.")
     return EXIT_OK if ok else EXIT_CORRUPT
 
 
@@ -705,6 +887,11 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--rounds", type=int, default=20, help="batches to time (default 20)")
     sp.add_argument("--seconds", type=float, default=None, help="time for this long instead of --rounds")
     sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--max-gap", dest="max_gap", default=None, metavar="BYTES",
+                    help="merge byte ranges at most this far apart into one read (e.g. 0, 64K, 1M; default: "
+                    "measured by remote stores, LSIO_MERGE_GAP or the storage kind's)")
+    sp.add_argument("--max-request", dest="max_request", default=None, metavar="BYTES",
+                    help="largest merged read (default: as --max-gap)")
     sp.set_defaults(func=cmd_bench)
 
     sp = sub.add_parser("verify", help="read every chunk; report corrupt and missing chunks (exit 1 on corruption)")

@@ -42,6 +42,12 @@ _C1 = np.uint64(0xBF58476D1CE4E5B9)
 _C2 = np.uint64(0x94D049BB133111EB)
 
 
+def _is_xarray(obj: Any) -> bool:
+    """An xarray Dataset or DataArray (checked without importing xarray)."""
+    t = type(obj)
+    return t.__module__.split(".")[0] == "xarray" and t.__name__ in ("Dataset", "DataArray")
+
+
 def with_options(arr: Array, **options: Any) -> Array:
     """A new handle on ``arr``'s array with some open options replaced (e.g. ``threads=1``).
 
@@ -101,7 +107,15 @@ class CropSource:
     arrays:
         An :class:`lsio.Array`, a sequence of them, or a mapping name -> Array (records have
         the same structure); or an :class:`lsio.Group` with ``variables=[names]`` (records
-        are dicts by name).
+        are dicts by name); or an xarray Dataset opened from a Zarr store
+        (``xr.open_dataset(path, engine="lsio")``, or ``xr.open_zarr`` on a local directory),
+        with ``variables=[names]`` (default: its data variables; records are dicts by name),
+        or one of its DataArrays (records are arrays). Crops then follow xarray's view: its
+        dimension names (after ``rename``), and the window an ``isel``/``sel`` with slices of
+        step 1 left (``starts`` are positions in the stored arrays, :attr:`offsets` where
+        the window begins). Views lsio cannot reproduce exactly (values in memory or decoded
+        by xarray, strides, reordering, dropped dimensions, transposes) raise
+        :class:`lsio.UnsupportedError` naming the variable.
     crop_shape:
         One shape for every array, or a sequence / mapping of per-array shapes (matching
         ``arrays``), with one entry per dimension of its array; a ``None`` entry takes the
@@ -163,14 +177,24 @@ class CropSource:
         stack: bool = False,
         variables: Optional[Sequence[str]] = None,
     ) -> None:
-        if isinstance(arrays, Group):
+        views = None
+        if _is_xarray(arrays):
+            from ._xarray_views import resolve
+
+            kind, views = resolve(arrays, variables)
+            names = None if kind == "single" else [v.name for v in views]
+            arrs = [v.array for v in views]
+        elif isinstance(arrays, Group):
             if variables is None:
                 raise ValueError(f"a group needs variables=[...] naming the arrays to crop; it has "
                                  f"{[n for n, _ in arrays.walk_arrays()]}")
             arrays = {str(v): arrays[v] for v in variables}
         elif variables is not None:
-            raise ValueError("variables= names arrays of a group: pass the group (lsio.open_group) as arrays")
-        if isinstance(arrays, Array):
+            raise ValueError("variables= names arrays of a group or variables of an xarray Dataset: pass the group "
+                             "(lsio.open_group) or the Dataset as arrays")
+        if views is not None:
+            pass
+        elif isinstance(arrays, Array):
             kind, names, arrs = "single", None, [arrays]
         elif isinstance(arrays, Mapping):
             kind, names, arrs = "dict", list(arrays.keys()), list(arrays.values())
@@ -184,11 +208,23 @@ class CropSource:
         if threads is not None:
             arrs = [with_options(a, threads=threads) for a in arrs]
         self._kind, self._names, self._arrays = kind, names, arrs
-        dim_names = [a.dimension_names for a in arrs]
+        if views is not None:
+            # An xarray Dataset's view: its dimension names, and the window of each stored
+            # array it shows (isel/sel); crops are drawn in the window and read offset by it.
+            dim_names: List[Any] = [v.dims for v in views]
+            shapes = [v.shape for v in views]
+            offsets = [v.offset for v in views]
+            self._offsets: Optional[List[Tuple[int, ...]]] = (
+                None if all(not any(o) and v.shape == tuple(v.array.shape) for o, v in zip(offsets, views))
+                else offsets)
+        else:
+            dim_names = [a.dimension_names for a in arrs]
+            shapes = [tuple(a.shape) for a in arrs]
+            self._offsets = None
+        self._shapes = shapes
         self._by_name = shared_dims is None and all(
             n is not None and all(isinstance(x, str) and x for x in n) and len(set(n)) == len(n) for n in dim_names)
         self._crops = self._crop_shapes(crop_shape, dim_names)
-        shapes = [a.shape for a in arrs]
         for s, c in zip(shapes, self._crops):
             if any(ci > si for ci, si in zip(c, s)):
                 raise ValueError(f"crop shape {c} is larger than array shape {s}")
@@ -319,16 +355,17 @@ class CropSource:
         else:
             per = [crop_shape] * n
         out = []
-        for a, c in zip(self._arrays, per):
+        for shape, c in zip(self._shapes, per):
             c = tuple(c)
-            if len(c) != a.ndim:
+            nd = len(shape)
+            if len(c) != nd:
                 # No implicit padding: numpy users read a short shape as aligned to the trailing
                 # dimensions, others to the leading ones; either guess crops silently wrong.
                 raise ValueError(
-                    f"crop shape {c} has {len(c)} dimensions, the array {a.ndim} (shape {a.shape}): give one size "
-                    f"per dimension, None for a whole dimension, e.g. {(1,) * (a.ndim - len(c)) + c} or "
-                    f"{(None,) * (a.ndim - len(c)) + c}")
-            full = tuple(int(a.shape[d]) if v is None else int(v) for d, v in enumerate(c))
+                    f"crop shape {c} has {len(c)} dimensions, the array {nd} (shape {shape}): give one size "
+                    f"per dimension, None for a whole dimension, e.g. {(1,) * (nd - len(c)) + c} or "
+                    f"{(None,) * (nd - len(c)) + c}")
+            full = tuple(int(shape[d]) if v is None else int(v) for d, v in enumerate(c))
             if any(v < 0 for v in full):
                 raise ValueError(f"crop shape {full} has negative entries")
             out.append(full)
@@ -341,6 +378,9 @@ class CropSource:
 
     def __repr__(self) -> str:
         arrays = [f"{a.path!r}:{a.shape}:{a.dtype.str}" for a in self._arrays]
+        if self._offsets is not None:  # an xarray view: the window of each array it shows
+            arrays = [f"{t}[{', '.join(f'{o}:{o + n}' for o, n in zip(off, shape))}]"
+                      for t, off, shape in zip(arrays, self._offsets, self._shapes)]
         if self._names is not None:
             arrays = [f"{k}={v}" for k, v in zip(self._names, arrays)]
         origins = "" if self._origins is None else f", origins={self._origins.shape[0]}"
@@ -362,6 +402,9 @@ class CropSource:
         state.setdefault("_by_name", False)  # pickled before alignment by name
         state.setdefault("_dims", None)
         state.setdefault("_stack", False)
+        state.setdefault("_offsets", None)  # pickled before xarray views
+        if "_shapes" not in state:
+            state["_shapes"] = [tuple(a.shape) for a in state["_arrays"]]
         if "_transforms" not in state:
             state["_transforms"] = [(None, None, None)] * len(state["_arrays"])
             state["_out_dtypes"] = [np.dtype(a.dtype) for a in state["_arrays"]]
@@ -395,6 +438,14 @@ class CropSource:
         if self._stack:
             return [((n, len(self._arrays), *self._crops[0]), self._out_dtypes[0])]
         return [((n, *c), d) for c, d in zip(self._crops, self._out_dtypes)]
+
+    @property
+    def offsets(self) -> List[Tuple[int, ...]]:
+        """Per array, where the crops' coordinates start in the stored array: zeros, except
+        for an xarray Dataset subset with ``isel``/``sel`` (the start of its window)."""
+        if self._offsets is None:
+            return [(0,) * len(s) for s in self._shapes]
+        return [tuple(o) for o in self._offsets]
 
     @property
     def dims(self) -> Optional[List[str]]:
@@ -437,7 +488,9 @@ class CropSource:
         return ep, idx
 
     def starts(self, keys: Sequence[Any]) -> List[np.ndarray]:
-        """Per array, the int64 ``(N, ndim)`` crop origins of the records ``keys``."""
+        """Per array, the int64 ``(N, ndim)`` crop origins of the records ``keys``, in the
+        stored array (what ``read_crops`` is given). For a subset xarray Dataset, subtract
+        :attr:`offsets` for positions in the Dataset's view."""
         ep, idx = self._split_keys(keys)
         n = idx.shape[0]
         if self._origins is not None:
@@ -445,14 +498,17 @@ class CropSource:
         else:
             shared = crop_origins(self.seed, ep, idx, self._shared_spans, stream=0)
         if self._by_name:
-            return [np.ascontiguousarray(shared[:, cols]) for cols in self._columns]
-        out = []
-        for a, (arr, spans) in enumerate(zip(self._arrays, self._own_spans)):
-            st = np.zeros((n, arr.ndim), dtype=np.int64)
-            st[:, : self._shared] = shared
-            if spans and self._origins is None:
-                st[:, self._shared :] = crop_origins(self.seed, ep, idx, spans, stream=1 + a)
-            out.append(st)
+            out = [np.ascontiguousarray(shared[:, cols]) for cols in self._columns]
+        else:
+            out = []
+            for a, (arr, spans) in enumerate(zip(self._arrays, self._own_spans)):
+                st = np.zeros((n, arr.ndim), dtype=np.int64)
+                st[:, : self._shared] = shared
+                if spans and self._origins is None:
+                    st[:, self._shared :] = crop_origins(self.seed, ep, idx, spans, stream=1 + a)
+                out.append(st)
+        if self._offsets is not None:  # origins in an xarray view -> positions in the stored arrays
+            out = [st + np.asarray(off, dtype=np.int64) for st, off in zip(out, self._offsets)]
         return out
 
     def read_batch_arrays(self, keys: Sequence[Any], outs: Optional[Sequence[np.ndarray]] = None) -> List[np.ndarray]:

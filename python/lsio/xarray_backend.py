@@ -9,7 +9,11 @@ arrays as lazy variables whose reads go through lsio:
   times, ``coordinates``) is xarray's, as with ``engine="zarr"``: for Zarr v3 the array's
   ``fill_value`` is kept in ``encoding["fill_value"]`` and not used as a mask;
 - ``encoding`` holds ``chunks`` (read chunks), ``shards`` and ``preferred_chunks`` (the shard
-  grid), so ``chunks={}`` gives dask arrays with one task per shard.
+  grid), so ``chunks={}`` gives dask arrays with one task per shard, and the codecs as
+  xarray's zarr backend gives them (v3: ``compressors``, ``filters``, ``serializer``; v2:
+  ``compressors``, ``filters`` as numcodecs codecs), so ``ds.to_zarr(other)`` writes the same
+  codecs and levels. As with ``xr.open_zarr``, writing another Zarr format than the source's
+  needs those keys dropped (zarr-python takes v3 codecs for v3 only, numcodecs for v2 only).
 
 Keyword arguments: ``group`` (a subgroup path), ``consolidated`` (see
 :func:`lsio.open_group`), ``threads``, ``io`` and ``storage_options`` (see :func:`lsio.open`;
@@ -73,6 +77,70 @@ def _dims(name: str, arr: Array, attrs: dict) -> tuple:
     if names is None:
         names = (None,) * arr.ndim
     return tuple(n if n is not None else f"{name}_dim_{i}" for i, n in enumerate(names))
+
+
+def _codec_encoding(meta: Optional[dict], arr: Array) -> dict:
+    """The codec keys of a variable's ``encoding``, as xarray's zarr backend sets them, so
+    ``to_zarr`` writes the codecs (and levels) the store has: Zarr v3 ``compressors``,
+    ``filters`` and ``serializer`` (zarr-python codec objects; those inside the shards for a
+    sharded array), v2 ``compressors`` and ``filters`` (numcodecs codecs, as zarr-python 3
+    takes them for v2). Empty when zarr-python is not installed or does not know a codec
+    (``to_zarr`` then uses its defaults, as before)."""
+    if not meta:
+        return {}
+    try:
+        if int(meta.get("zarr_format", 3)) == 2:
+            return _v2_codec_encoding(meta.get("codecs") or [], arr.codecs)
+        from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec
+        from zarr.codecs.sharding import ShardingCodec
+        from zarr.core.metadata.v3 import parse_codecs
+
+        codecs = parse_codecs(meta.get("codecs") or [])
+        if len(codecs) == 1 and isinstance(codecs[0], ShardingCodec):
+            codecs = codecs[0].codecs  # what zarr-python's Array.compressors etc. report
+        serializer = [c for c in codecs if isinstance(c, ArrayBytesCodec)]
+        return {
+            "compressors": tuple(c for c in codecs if isinstance(c, BytesBytesCodec)),
+            "filters": tuple(c for c in codecs if isinstance(c, ArrayArrayCodec)),
+            **({"serializer": serializer[0]} if serializer else {}),
+        }
+    except Exception:  # noqa: BLE001 - encoding is a hint for writing; reading must not fail on it
+        return {}
+
+
+# Codecs of a v2 array in the engine's v3 form (cpp/src/zarr/metadata_v2.cc) -> numcodecs ids.
+_V2_FILTERS = {"lsio.v2.delta": "delta", "numcodecs.shuffle": "shuffle"}
+_V2_SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
+
+
+def _v2_codec_encoding(codecs: list, description: str) -> dict:
+    """numcodecs compressor and filters of a v2 array from its v3-form codec list."""
+    import numcodecs
+
+    filters = []
+    compressor = None
+    for c in codecs:
+        name = c if isinstance(c, str) else c.get("name")
+        cfg = dict(c.get("configuration") or {}) if isinstance(c, dict) else {}
+        if name in ("bytes", "transpose"):
+            continue  # the serializer, and order="F"
+        if name in _V2_FILTERS:
+            filters.append(numcodecs.get_codec({"id": _V2_FILTERS[name], **cfg}))
+        elif name == "zstd":
+            compressor = numcodecs.get_codec({"id": "zstd", **cfg})
+        elif name == "gzip":  # v2 gzip and zlib are both read by the gzip codec
+            zlib = "zlib" in description.rsplit(",", 1)[-1]
+            compressor = numcodecs.get_codec({"id": "zlib" if zlib else "gzip", **cfg})
+        elif name == "blosc":
+            cfg.pop("typesize", None)  # numcodecs takes it from the data
+            if "shuffle" in cfg:
+                cfg["shuffle"] = _V2_SHUFFLE[cfg["shuffle"]]
+            compressor = numcodecs.get_codec({"id": "blosc", **cfg})
+        elif name == "numcodecs.lz4":
+            compressor = numcodecs.get_codec({"id": "lz4", **cfg})
+        else:
+            raise ValueError(f"no numcodecs codec for {name!r}")
+    return {"compressors": () if compressor is None else (compressor,), "filters": tuple(filters)}
 
 
 def _decode_fill_attr(value: Any, dtype: np.dtype) -> Any:
@@ -156,6 +224,7 @@ class LsioStore(AbstractDataStore):
             "preferred_chunks": dict(zip(dims, (int(b) for b in block))),
             "fill_value": arr.fill_value,
             "source": arr.path,
+            **_codec_encoding(self._metas.get(name), arr),
         }
         if arr.zarr_format == 2:
             # As xarray's zarr backend does for v2: the array's fill value is the variable's

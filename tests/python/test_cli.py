@@ -391,3 +391,125 @@ def test_info_and_verify_read_string_arrays_over_http(fault_server, capsys):
     assert res["chunks_checked"] == 2 and res["missing"] == [[2]]
     assert {r.path for r in fault_server.requests} >= {"/g.zarr/names/c/0", "/g.zarr/names/c/1"}
     np.testing.assert_array_equal(lsio.open(url + "/names")[...].astype(object), g["names"][...].astype(object))
+
+
+def test_info_shows_group_attributes_and_codec_configurations(tmp_path, capsys):
+    # Text output: the group's attributes (JSON had them, text did not), and each codec with its
+    # configuration: a v2 blosc's cname and level, zlib's level, v3 zstd's level.
+    import numcodecs
+
+    g = zarr.open_group(str(tmp_path / "v2.zarr"), mode="w", zarr_format=2, attributes={"title": "two", "n": 3})
+    g.create_array("bl", shape=(8,), chunks=(4,), dtype="f4",
+                   compressors=numcodecs.Blosc(cname="zstd", clevel=3, shuffle=2))[:] = 1
+    g.create_array("zl", shape=(8,), chunks=(4,), dtype="i2", compressors=numcodecs.Zlib(level=4),
+                   filters=[numcodecs.Delta(dtype="i2")])[:] = 1
+    g.create_array("bz", shape=(8,), chunks=(4,), dtype="f4", compressors=numcodecs.BZ2(level=3))[:] = 1  # unreadable
+    rc, out, err = _run(capsys, "info", tmp_path / "v2.zarr")
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert lines[1] == '  attributes     {"n": 3, "title": "two"}'
+    assert "  codecs         v2[bytes, blosc(clevel=3, cname=zstd, shuffle=bitshuffle)]" in lines
+    assert "  codecs         v2[bytes, delta(astype=<i2, dtype=<i2), zlib(level=4)]" in lines
+    # An array lsio cannot read still shows what its .zarray says.
+    at = lines.index("bz  (" + str(tmp_path / "v2.zarr" / "bz") + ")")
+    assert lines[at + 1].split() == ["shape", "(8,)", "dtype", "float32"]
+    assert lines[at + 2].split() == ["chunks", "(4,)"] and "bz2(level=3)" in lines[at + 3]
+    rc, out, _ = _run(capsys, "info", tmp_path / "v2.zarr", "--json")
+    by = {a["name"]: a for a in json.loads(out)["arrays"]}
+    assert by["bl"]["codecs"] == "v2[bytes, blosc]"  # the engine's description, as before
+    assert by["bl"]["codec_details"] == "v2[bytes, blosc(clevel=3, cname=zstd, shuffle=bitshuffle)]"
+    z = zarr.create_array(str(tmp_path / "v3.zarr"), shape=(8,), chunks=(2,), shards=(4,), dtype="f4",
+                          compressors=[ZstdCodec(level=3, checksum=True)])
+    z[:] = 1
+    rc, out, _ = _run(capsys, "info", tmp_path / "v3.zarr")
+    assert "  codecs         sharding_indexed[bytes, zstd(checksum=true, level=3)]" in out.splitlines()
+
+
+def _sharded_4(path):
+    """(16, 16) int32, chunks (4, 4), shards (8, 8): four shard files c/i/j of 4 chunks each."""
+    z = zarr.create_array(str(path), shape=(16, 16), chunks=(4, 4), shards=(8, 8), dtype="i4")
+    z[:] = np.arange(256, dtype="i4").reshape(16, 16)
+    return z
+
+
+def test_verify_a_deleted_shard_beside_a_corrupt_index_is_missing_not_read(tmp_path, capsys):
+    # The corrupt index makes the whole-array survey fail; the deleted shard then read as fill
+    # and its 4 chunks counted as read (12 read, nothing missing). zarr-python reads it as fill.
+    p = tmp_path / "a.zarr"
+    _sharded_4(p)
+    (p / "c" / "0" / "1").unlink()
+    _flip(p / "c" / "1" / "0", -2)  # inside the index's crc32c
+    assert _zarr_bad_chunks(p, (4, 4), (16, 16)) == {(i, j) for i in (2, 3) for j in (0, 1)}
+    np.testing.assert_array_equal(zarr.open_array(str(p), mode="r")[0:8, 8:16], 0)  # missing: fill
+    rc, out, _ = _run(capsys, "verify", p, "--json", "--no-progress")
+    assert rc == 1
+    (r,) = json.loads(out)["arrays"]
+    assert "survey_error" in r
+    assert r["chunks_checked"] == 8  # shards (0, 0) and (1, 1)
+    assert r["missing_count"] == 4 and sorted(map(tuple, r["missing"])) == [(i, j) for i in (0, 1) for j in (2, 3)]
+    assert {tuple(c["chunk"]) for c in r["corrupt"]} == {(i, j) for i in (2, 3) for j in (0, 1)}
+    rc, out, _ = _run(capsys, "verify", p, "--no-progress")
+    assert "8 chunks read, 4 missing (read as fill), 4 corrupt" in out
+
+
+def test_verify_groups_the_chunks_of_a_truncated_shard_into_one_line(tmp_path, capsys):
+    # A truncated shard (its index at the end is gone) fails for every one of its 108 chunks
+    # with the same error: one line with the count and the range, not 108 identical lines.
+    p = tmp_path / "t.zarr"
+    z = zarr.create_array(str(p), shape=(12, 18), chunks=(1, 1), shards=(12, 9), dtype="u1", compressors=None)
+    z[:] = 7
+    shard = p / "c" / "0" / "1"
+    shard.write_bytes(shard.read_bytes()[:100])
+    assert len(_zarr_bad_chunks(p, (1, 1), (12, 18))) == 108
+    rc, out, _ = _run(capsys, "verify", p, "--no-progress")
+    assert rc == 1
+    problem_lines = [ln for ln in out.splitlines() if ln.startswith("  corrupt chunk")]
+    assert len(problem_lines) == 1, out
+    assert problem_lines[0].startswith("  corrupt chunks (0..11, 9..17): 108 chunks in ")
+    rc, out, _ = _run(capsys, "verify", p, "--json", "--no-progress")
+    (r,) = json.loads(out)["arrays"]
+    assert r["corrupt_count"] == 108 and len(r["corrupt"]) == 108  # every chunk still listed in JSON
+    (g,) = r["problems"]
+    assert g["count"] == 108 and g["lo"] == [0, 9] and g["hi"] == [11, 17] and g["same_error"]
+    assert r["chunks_checked"] == 108  # the other shard
+
+
+def test_verify_fail_on_missing_fails_the_array_too(store, capsys):
+    # The summary said FAILED while the array's own line said OK.
+    rc, out, _ = _run(capsys, "verify", store, "--fail-on-missing", "--no-progress")
+    assert rc == 1
+    lines = out.splitlines()
+    (plain,) = [ln for ln in lines if ln.startswith("plain: ")]
+    assert not plain.startswith("plain: OK") and "8 missing" in plain
+    assert any(ln.startswith("sharded: OK:") for ln in lines) and lines[-1].startswith("FAILED")
+    rc, out, _ = _run(capsys, "verify", store, "--fail-on-missing", "--json", "--no-progress")
+    by = {a["name"]: a for a in json.loads(out)["arrays"]}
+    assert by["plain"]["ok"] is False and by["sharded"]["ok"] is True
+    rc, out, _ = _run(capsys, "verify", store, "--no-progress")
+    assert rc == 0 and any(ln.startswith("plain: OK:") for ln in out.splitlines())
+
+
+def test_verify_gives_checksum_advice_once_and_for_the_format(tmp_path, capsys):
+    import numcodecs
+
+    g3 = zarr.open_group(str(tmp_path / "v3.zarr"), mode="w")
+    for n in ("a", "b", "c"):
+        g3.create_array(n, shape=(8,), chunks=(4,), dtype="f4")[:] = 1  # zarr-python's default zstd
+    rc, out, _ = _run(capsys, "verify", tmp_path / "v3.zarr", "--no-progress")
+    assert rc == 0
+    assert out.count("no checksums (") == 3  # which arrays: one short line each
+    assert out.count("To write chunks verify can check") == 1 and out.count("Crc32cCodec()") == 1
+    g2 = zarr.open_group(str(tmp_path / "v2.zarr"), mode="w", zarr_format=2)
+    for n in ("a", "b"):
+        g2.create_array(n, shape=(8,), chunks=(4,), dtype="f4", compressors=numcodecs.Blosc())[:] = 1
+    rc, out, _ = _run(capsys, "verify", tmp_path / "v2.zarr", "--no-progress")
+    assert rc == 0 and out.count("To write chunks verify can check") == 1
+    assert "crc32c" not in out.lower()  # zarr-python's v2 format has no crc32c codec
+    assert "numcodecs.Zstd(checksum=True)" in out
+    # What the v2 advice recommends is checked: a flipped bit in a Zstd(checksum=True) chunk.
+    z = zarr.create_array(str(tmp_path / "ck.zarr"), shape=(4096,), chunks=(4096,), dtype="u1", zarr_format=2,
+                          compressors=numcodecs.Zstd(level=1, checksum=True))
+    z[:] = (np.arange(4096) * 7919 % 251).astype("u1")
+    _flip(tmp_path / "ck.zarr" / "0", 40)
+    rc, out, _ = _run(capsys, "verify", tmp_path / "ck.zarr", "--no-progress")
+    assert rc == 1 and "no checksums" not in out and "To write chunks" not in out

@@ -867,6 +867,102 @@ def test_cli_bench(s3_matrix, moto_s3, capsys):
     assert st["bytes_fetched"] >= st["bytes_used"] > 0
 
 
+@pytest.fixture(scope="module")
+def s3_bench_store(moto_s3, tmp_path_factory):
+    """A sharded float32 array whose inner chunks (1, 32, 32) a (2, 40, 40) crop takes a few
+    of, scattered through each (4, 128, 128) shard: the coalescing planner merges the gaps."""
+    from zarr.codecs import ZstdCodec
+
+    path = tmp_path_factory.mktemp("bench") / "w.zarr"
+    z = zarr.create_array(str(path), shape=(8, 256, 256), chunks=(1, 32, 32), shards=(4, 128, 128), dtype="f4",
+                          compressors=[ZstdCodec(level=3)])
+    z[:] = np.random.default_rng(0).standard_normal((8, 256, 256)).astype("f4")
+    moto_s3.create_bucket("lsio-bench")
+    moto_s3.upload_dir(path, "lsio-bench", "w.zarr")
+    return path, "s3://lsio-bench/w.zarr"
+
+
+def _bench_used_bytes(local, crop, batch, rounds, seed=0):
+    """Bytes the timed batches of `lsio bench` need, from the stored chunk sizes: the chunks
+    each batch touches (once per batch) and the index of each shard first touched then."""
+    import itertools
+
+    arr = lsio.open(str(local))
+    sizes = np.asarray(arr._native().stored_chunk_nbytes())
+    per = tuple(s // c for s, c in zip(arr.shards, arr.chunks))
+    index_bytes = int(np.prod(per)) * 16 + 4  # (offset, nbytes) per chunk + crc32c
+    c = np.asarray(arr.chunks)
+
+    def chunks(starts):
+        out = set()
+        for st in starts:
+            lo, hi = st // c, (st + np.asarray(crop) - 1) // c
+            out.update(itertools.product(*(range(a, b + 1) for a, b in zip(lo, hi))))
+        return out
+
+    rng = np.random.default_rng(seed)  # the draws of cmd_bench: the warm-up batch, then each round
+    hi = np.subtract(arr.shape, crop) + 1
+    shards = {tuple(np.asarray(k) // per) for k in chunks(rng.integers(0, hi, size=(batch, arr.ndim)))}
+    used = 0
+    for _ in range(rounds):
+        touched = chunks(rng.integers(0, hi, size=(batch, arr.ndim)))
+        used += sum(int(sizes[k]) for k in touched)
+        new = {tuple(np.asarray(k) // per) for k in touched} - shards
+        used += index_bytes * len(new)
+        shards |= new
+    return used
+
+
+def test_cli_bench_reports_bytes_fetched_per_byte_used_and_why(s3_bench_store, moto_s3, capsys):
+    # A bench on S3 fetched 2.5x the bytes it used. The reads need exactly the chunks and
+    # indexes the crops touch (bytes_used, checked here against the stored chunk sizes); the
+    # excess is the planner merging byte ranges less than max_gap apart into one request.
+    # bench reports the timed batches' ratio, says where the excess comes from, and takes
+    # --max-gap to trade requests for bytes (0: only used bytes are fetched).
+    local, url = s3_bench_store
+    args = ["bench", url, "--crop", "2,40,40", "--batch", "6", "--rounds", "3", "--threads", "2",
+            *_cli_options(moto_s3)]
+    want = _bench_used_bytes(local, (2, 40, 40), 6, 3)
+    assert lsio.cli.main([*args, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    tm, co = doc["timed_store_stats"], doc["coalescing"]
+    assert tm["bytes_used"] == want
+    assert doc["fetched_per_used"] == tm["bytes_fetched"] / tm["bytes_used"] > 1.2  # gaps of a shard merged
+    assert co["adaptive"] is True and co["max_gap"] > 0
+    assert doc["store_stats"]["bytes_fetched"] > tm["bytes_fetched"]  # totals: open and warm-up too
+    assert lsio.cli.main([*args, "--max-gap", "0", "--json"]) == 0
+    exact = json.loads(capsys.readouterr().out)
+    assert exact["timed_store_stats"]["bytes_used"] == want
+    assert exact["timed_store_stats"]["bytes_fetched"] == want and exact["fetched_per_used"] == 1.0
+    assert exact["coalescing"] == {"max_gap": 0, "max_request": exact["coalescing"]["max_request"], "adaptive": False}
+    assert exact["timed_store_stats"]["requests"] > tm["requests"]
+    assert lsio.cli.main(args) == 0
+    out = capsys.readouterr().out
+    assert "timed batches: " in out and "fetched beyond use is gap filling" in out and "--max-gap 0" in out
+    assert lsio.cli.main([*args, "--max-gap", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "(1.00x)" in out and "beyond use" not in out
+    assert lsio.cli.main([*args, "--max-gap", "lots"]) == 2
+    assert "--max-gap" in capsys.readouterr().err
+
+
+def test_cli_verify_a_deleted_shard_beside_a_corrupt_index(s3_bench_store, moto_s3, capsys):
+    # As on a local store (test_cli.py): the object of a deleted shard is looked up, so its
+    # chunks count as missing, not as read, when another shard's index breaks the survey.
+    local, _ = s3_bench_store
+    moto_s3.upload_dir(local, "lsio-bench", "broken.zarr")
+    moto_s3.delete("lsio-bench", "broken.zarr/c/0/0/1")
+    raw = bytearray(moto_s3.get("lsio-bench", "broken.zarr/c/1/1/0"))
+    raw[-2] ^= 0x5A  # inside the index's crc32c
+    moto_s3.put("lsio-bench", "broken.zarr/c/1/1/0", bytes(raw))
+    assert lsio.cli.main(["verify", "s3://lsio-bench/broken.zarr", "--json", *_cli_options(moto_s3)]) == 1
+    (r,) = json.loads(capsys.readouterr().out)["arrays"]
+    assert "survey_error" in r and r["missing_by_shard"]
+    per_shard = 4 * 4 * 4
+    assert r["missing_count"] == per_shard and r["corrupt_count"] == per_shard
+    assert r["chunks_checked"] == 8 * 8 * 8 - 2 * per_shard
+
+
 def test_cli_verify_names_the_url(s3_matrix, moto_s3, capsys):
     url = matrix_url("z_shard_sparse")
     assert lsio.cli.main(["verify", url, "--json", *_cli_options(moto_s3)]) == 0

@@ -196,3 +196,63 @@ def test_dimension_and_variable_order_follow_open_zarr(tmp_path, zarr_format, co
         assert set(got.variables) == set(ref.variables)
         assert list(got.data_vars) == sorted(got.data_vars)
     xr.testing.assert_identical(got.load(), ref.load())
+
+
+def _codec_store(path, zarr_format):
+    """Variables with non-default codecs and levels (what a round trip must keep)."""
+    import numcodecs
+    from zarr.codecs import BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec
+
+    rng = np.random.default_rng(7)
+    ds = xr.Dataset(
+        {"t2m": (("time", "lat", "lon"), rng.normal(280, 5, (4, 16, 20)).astype("f4")),
+         "n": (("time", "lat", "lon"), rng.integers(0, 500, (4, 16, 20)).astype("i2")),
+         "z": (("lat", "lon"), rng.standard_normal((16, 20)))},
+        coords={"lat": np.arange(16.0), "lon": np.arange(20.0)},
+    )
+    if zarr_format == 3:
+        enc = {"t2m": {"compressors": [ZstdCodec(level=3)], "chunks": (2, 8, 10)},
+               "n": {"compressors": [BloscCodec(cname="lz4hc", clevel=7, shuffle="bitshuffle")], "chunks": (1, 8, 10),
+                     "shards": (2, 16, 20)},
+               "z": {"compressors": [GzipCodec(level=6), Crc32cCodec()], "chunks": (8, 10)}}
+    else:
+        enc = {"t2m": {"compressors": numcodecs.Zstd(level=3, checksum=True), "chunks": (2, 8, 10)},
+               "n": {"compressors": numcodecs.Blosc(cname="zstd", clevel=7, shuffle=2), "chunks": (1, 8, 10),
+                     "filters": [numcodecs.Delta(dtype="i2")]},
+               "z": {"compressors": numcodecs.Zlib(level=4), "chunks": (8, 10)}}
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds.to_zarr(str(path), zarr_format=zarr_format, encoding=enc, mode="w")
+
+
+@pytest.mark.parametrize("zarr_format", [3, 2])
+def test_to_zarr_round_trip_keeps_codecs_and_levels(tmp_path, zarr_format):
+    # ds = xr.open_dataset(p, engine="lsio"); ds.to_zarr(q) used to write zarr-python's
+    # defaults (zstd level 0): encoding now carries the codecs as xarray's zarr backend does.
+    import warnings
+
+    src, dst = tmp_path / "src.zarr", tmp_path / "dst.zarr"
+    _codec_store(src, zarr_format)
+    ds = xr.open_dataset(src, engine="lsio")
+    ref = xr.open_zarr(src)
+    for v in ("t2m", "n", "z"):
+        for key in ("compressors", "filters", "serializer"):
+            assert (key in ds[v].encoding) == (key in ref[v].encoding), (v, key)
+            if key in ref[v].encoding:
+                assert ds[v].encoding[key] == ref[v].encoding[key], (v, key)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds.to_zarr(str(dst), zarr_format=zarr_format, mode="w")
+    for v in ("t2m", "n", "z"):
+        a, b = zarr.open_array(str(src / v), mode="r"), zarr.open_array(str(dst / v), mode="r")
+        assert b.metadata.zarr_format == zarr_format
+        assert b.compressors == a.compressors and b.filters == a.filters, v
+        assert b.serializer == a.serializer and b.chunks == a.chunks and b.shards == a.shards, v
+        np.testing.assert_array_equal(b[...], a[...])
+    if zarr_format == 3:
+        assert zarr.open_array(str(dst / "t2m")).compressors[0].level == 3
+    else:
+        assert zarr.open_array(str(dst / "z")).compressors[0].codec_id == "zlib"
+    xr.testing.assert_identical(xr.open_dataset(dst, engine="lsio").load(), ds.load())
