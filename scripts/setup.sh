@@ -35,6 +35,8 @@ LSIO_APT_PACKAGES=(
   libblosc-dev
   # liblz4: numcodecs' lz4 compressor of Zarr v2 arrays (cpp/src/codec/numcodecs.cc).
   liblz4-dev
+  # libbz2, liblzma: numcodecs' bz2 and lzma compressors (cpp/src/codec/bz2.cc, lzma.cc).
+  libbz2-dev liblzma-dev
   # Remote stores (cpp/src/net/): libcrypto for SigV4 signing, libcurl for the HTTP client
   # (Debian 12: OpenSSL 3.0, curl 7.88). Needed by every build, the wheel included.
   libssl-dev libcurl4-openssl-dev

@@ -23,6 +23,17 @@ const std::map<std::string, Parser>& Registry() {
       {"numcodecs.lz4", &ParseNumcodecsLz4Codec},
       {"numcodecs.shuffle", &ParseNumcodecsShuffleCodec},
       {"lsio.v2.delta", &ParseV2DeltaCodec},  // Zarr v2's delta filter (metadata_v2.cc)
+      {"numcodecs.crc32", &ParseNumcodecsCrc32Codec},
+      {"numcodecs.adler32", &ParseNumcodecsAdler32Codec},
+      {"numcodecs.fletcher32", &ParseNumcodecsFletcher32Codec},
+      {"numcodecs.bz2", &ParseNumcodecsBz2Codec},
+      {"numcodecs.lzma", &ParseNumcodecsLzmaCodec},
+      // numcodecs' own spellings of codecs lsio reads under their Zarr names: zlib and
+      // gzip streams are both inflated by the gzip codec; numcodecs' zstd writes standard
+      // frames.
+      {"numcodecs.zlib", &ParseGzipCodec},
+      {"numcodecs.gzip", &ParseGzipCodec},
+      {"numcodecs.zstd", &ParseZstdCodec},
   };
   return kRegistry;
 }

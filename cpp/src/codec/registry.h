@@ -47,6 +47,13 @@ Result<std::unique_ptr<Codec>> ParseBloscCodec(const nlohmann::json& config);
 Result<std::unique_ptr<Codec>> ParseNumcodecsLz4Codec(const nlohmann::json& config);
 Result<std::unique_ptr<Codec>> ParseNumcodecsShuffleCodec(const nlohmann::json& config);
 Result<std::unique_ptr<Codec>> ParseV2DeltaCodec(const nlohmann::json& config);
+// numcodecs' checksums (checksum32.cc) and the bz2 / lzma compressors (bz2.cc, lzma.cc): Zarr
+// v2 filters or compressors, v3's numcodecs.* names.
+Result<std::unique_ptr<Codec>> ParseNumcodecsCrc32Codec(const nlohmann::json& config);
+Result<std::unique_ptr<Codec>> ParseNumcodecsAdler32Codec(const nlohmann::json& config);
+Result<std::unique_ptr<Codec>> ParseNumcodecsFletcher32Codec(const nlohmann::json& config);
+Result<std::unique_ptr<Codec>> ParseNumcodecsBz2Codec(const nlohmann::json& config);
+Result<std::unique_ptr<Codec>> ParseNumcodecsLzmaCodec(const nlohmann::json& config);
 
 /// The blosc frame decoder without a configuration (frames describe themselves): shared by
 /// the v3 `blosc` codec and Zarr v2's numcodecs `blosc` compressor.

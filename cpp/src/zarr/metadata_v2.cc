@@ -16,6 +16,7 @@
 // (bytes -> bytes codecs between `bytes` and the compressor, where numcodecs applies them).
 // Everything else (bz2, lzma, other filters, object (vlen-utf8), datetime and structured
 // dtypes) fails with kUnimplemented naming it.
+#include <optional>
 #include <algorithm>
 #include <set>
 #include <string>
@@ -76,6 +77,21 @@ Status V2DataType(const nlohmann::json& j, nlohmann::json* name, std::string* en
 // .zarray says and nothing else: a key that is null or absent stays out (numcodecs keeps None,
 // and decoding needs none of these keys), so no default stands in for it and the v3 codec
 // validates only values the writer gave.
+// numcodecs' bytes -> bytes codecs that Zarr v2 writes as a compressor or a filter alike
+// (checksums, bz2, lzma, shuffle), under v3's numcodecs.* names with their configuration.
+std::optional<nlohmann::json> V2BytesCodec(const nlohmann::json& c) {
+  static const char* const kIds[] = {"bz2", "lzma", "crc32", "adler32", "fletcher32", "shuffle"};
+  const std::string id = c.value("id", std::string());
+  for (const char* k : kIds) {
+    if (id == k) {
+      nlohmann::json config = c;
+      config.erase("id");
+      return nlohmann::json{{"name", "numcodecs." + id}, {"configuration", config}};
+    }
+  }
+  return std::nullopt;
+}
+
 Result<nlohmann::json> V2Compressor(const nlohmann::json& c, size_t typesize) {
   if (c.is_null()) return nlohmann::json();
   if (!c.is_object()) return Status::InvalidFormat(".zarray: compressor must be an object or null");
@@ -130,6 +146,7 @@ Result<nlohmann::json> V2Compressor(const nlohmann::json& c, size_t typesize) {
     if (const nlohmann::json* a = given("acceleration")) config["acceleration"] = *a;
     return nlohmann::json{{"name", "numcodecs.lz4"}, {"configuration", config}};
   }
+  if (auto other = V2BytesCodec(c)) return *other;
   return Status::Unimplemented("compressor '" + name + "' is not supported by lsio yet");
 }
 
@@ -142,7 +159,7 @@ Result<nlohmann::json> V2Filter(const nlohmann::json& f) {
   nlohmann::json config = f;
   config.erase("id");
   if (id == "delta") return nlohmann::json{{"name", "lsio.v2.delta"}, {"configuration", config}};
-  if (id == "shuffle") return nlohmann::json{{"name", "numcodecs.shuffle"}, {"configuration", config}};
+  if (auto other = V2BytesCodec(f)) return *other;
   return Status::Unimplemented("filter '" + id + "' is not supported by lsio yet");
 }
 

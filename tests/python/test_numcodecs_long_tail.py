@@ -1,0 +1,153 @@
+"""numcodecs' bz2 and lzma compressors and its 32-bit checksum codecs (crc32, adler32,
+fletcher32), and numcodecs' own names of codecs lsio reads (zlib, gzip, zstd, shuffle as a
+compressor), as zarr-python writes them: Zarr v2 compressors and filters, and v3 arrays with
+``zarr.codecs.numcodecs`` codecs. Every array is read whole and by crops and compared bit for
+bit with zarr-python; a flipped byte under a checksum is ``CorruptDataError``; the one form
+lsio does not read (raw lzma streams, whose filter chain lives in the metadata) is a typed
+error naming it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from numcodecs import BZ2, LZMA, Adler32, CRC32, Fletcher32, Shuffle, Zlib, Zstd
+
+import lsio
+from stores import assert_same_bits
+
+zn = pytest.importorskip("zarr.codecs.numcodecs")
+
+SHAPE, CHUNKS = (23, 17), (8, 5)  # partial edge chunks
+
+
+def _data(dtype: str, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    base = rng.integers(0, 50, SHAPE)  # compressible but not constant
+    return (base * 3 + np.arange(SHAPE[1])).astype(dtype)
+
+
+V2_COMPRESSORS = {
+    "bz2": BZ2(level=1),
+    "bz2-9": BZ2(level=9),
+    "lzma-xz": LZMA(),
+    "lzma-alone": LZMA(format=2, preset=1),
+    "lzma-xz-check-none": LZMA(check=0, preset=0),
+    "crc32": CRC32(),
+    "crc32-end": CRC32(location="end"),
+    "adler32": Adler32(),
+    "adler32-end": Adler32(location="end"),
+    "fletcher32": Fletcher32(),
+    "shuffle": Shuffle(elementsize=4),
+}
+V2_FILTERS = {
+    "crc32+zstd": ([CRC32()], Zstd(level=1)),
+    "adler32+zlib": ([Adler32(location="end")], Zlib(level=1)),
+    "fletcher32+bz2": ([Fletcher32()], BZ2()),
+    "bz2 as a filter": ([BZ2(level=1)], None),
+    "shuffle+lzma": ([Shuffle(elementsize=4)], LZMA(preset=1)),
+}
+
+
+def _same_reads(path: Path, want: np.ndarray) -> None:
+    arr = lsio.open(str(path))
+    assert_same_bits(arr[...], want)
+    assert_same_bits(arr[3:20, 2:11], want[3:20, 2:11])
+    starts = np.array([[0, 0], [9, 4], [15, 12]])
+    got = arr.read_crops(starts, (8, 5))
+    for k, s in enumerate(starts):
+        assert_same_bits(got[k], want[s[0]:s[0] + 8, s[1]:s[1] + 5])
+
+
+@pytest.mark.parametrize("name,dtype", list(itertools.product(V2_COMPRESSORS, ["<i4", ">f4"])))
+def test_v2_compressors(tmp_path, name, dtype):
+    path = tmp_path / "a.zarr"
+    z = zarr.create_array(str(path), shape=SHAPE, chunks=CHUNKS, dtype=dtype, zarr_format=2,
+                          compressors=V2_COMPRESSORS[name], fill_value=0)
+    z[...] = _data(dtype, 1)
+    _same_reads(path, zarr.open_array(str(path), mode="r")[...])
+
+
+@pytest.mark.parametrize("name", list(V2_FILTERS))
+def test_v2_filters(tmp_path, name):
+    filters, compressor = V2_FILTERS[name]
+    path = tmp_path / "f.zarr"
+    z = zarr.create_array(str(path), shape=SHAPE, chunks=CHUNKS, dtype="<u4", zarr_format=2,
+                          filters=filters, compressors=compressor, fill_value=0)
+    z[...] = _data("<u4", 2)
+    _same_reads(path, zarr.open_array(str(path), mode="r")[...])
+
+
+V3_CODECS = {
+    "bz2": [zn.BZ2(level=2)],
+    "lzma": [zn.LZMA(preset=1)],
+    "crc32": [zn.CRC32()],
+    "adler32-end": [zn.Adler32(location="end")],
+    "fletcher32": [zn.Fletcher32()],
+    "zlib": [zn.Zlib(level=3)],
+    "gzip": [zn.GZip(level=3)],
+    "zstd": [zn.Zstd(level=2)],
+    "zstd+crc32": [zn.Zstd(level=1), zn.CRC32()],
+    "shuffle+bz2": [zn.Shuffle(elementsize=4), zn.BZ2(level=1)],
+}
+
+
+@pytest.mark.parametrize("name,sharded", list(itertools.product(V3_CODECS, [False, True])))
+def test_v3_numcodecs_names(tmp_path, name, sharded):
+    path = tmp_path / "v3.zarr"
+    z = zarr.create_array(str(path), shape=SHAPE, chunks=(4, 5) if sharded else CHUNKS,
+                          shards=(8, 10) if sharded else None, dtype="<f4", fill_value=0,
+                          compressors=V3_CODECS[name], zarr_format=3)
+    z[...] = _data("<f4", 3)
+    _same_reads(path, zarr.open_array(str(path), mode="r")[...])
+
+
+def _flip_a_payload_byte(chunk: Path, at_end: bool) -> None:
+    b = bytearray(chunk.read_bytes())
+    b[len(b) // 2] ^= 0x10  # inside the data, not the stored checksum
+    chunk.write_bytes(bytes(b))
+
+
+@pytest.mark.parametrize("codec,label", [(CRC32(), "crc32"), (Adler32(location="end"), "adler32"),
+                                         (Fletcher32(), "fletcher32")])
+def test_a_flipped_byte_under_a_checksum_is_corrupt_data(tmp_path, codec, label):
+    path = tmp_path / "c.zarr"
+    z = zarr.create_array(str(path), shape=(16,), chunks=(8,), dtype="<i4", zarr_format=2,
+                          compressors=codec, fill_value=0)
+    z[...] = np.arange(16, dtype="<i4")
+    _flip_a_payload_byte(path / "1", at_end=True)
+    arr = lsio.open(str(path))
+    np.testing.assert_array_equal(arr[:8], np.arange(8))  # the intact chunk still reads
+    with pytest.raises(lsio.CorruptDataError) as info:
+        arr[...]
+    msg = str(info.value)
+    assert label in msg and "checksum mismatch" in msg and "1" in msg, msg
+    with pytest.raises(Exception):
+        zarr.open_array(str(path), mode="r")[...]  # zarr-python refuses it too
+
+
+@pytest.mark.parametrize("codec,label", [(BZ2(), "bz2"), (LZMA(), "lzma")])
+def test_a_truncated_compressed_chunk_is_corrupt_data(tmp_path, codec, label):
+    path = tmp_path / "t.zarr"
+    z = zarr.create_array(str(path), shape=(64,), chunks=(64,), dtype="<i8", zarr_format=2,
+                          compressors=codec, fill_value=0)
+    z[...] = np.arange(64)
+    chunk = path / "0"
+    chunk.write_bytes(chunk.read_bytes()[:-7])
+    with pytest.raises(lsio.CorruptDataError) as info:
+        lsio.open(str(path))[...]
+    assert label in str(info.value), str(info.value)
+
+
+def test_raw_lzma_streams_are_refused_naming_them(tmp_path):
+    path = tmp_path / "r.zarr"
+    z = zarr.create_array(str(path), shape=(8,), chunks=(4,), dtype="<i4", zarr_format=2,
+                          compressors=LZMA(format=3, filters=[{"id": 33}]), fill_value=0)
+    z[...] = np.arange(8)
+    with pytest.raises(lsio.UnsupportedError) as info:
+        lsio.open(str(path))
+    assert "lzma" in str(info.value) and "raw" in str(info.value)
