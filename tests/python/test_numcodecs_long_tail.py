@@ -1,5 +1,6 @@
-"""numcodecs' bz2 and lzma compressors and its 32-bit checksum codecs (crc32, adler32,
-fletcher32), and numcodecs' own names of codecs lsio reads (zlib, gzip, zstd, shuffle as a
+"""numcodecs' bz2 and lzma compressors, its 32-bit checksum codecs (crc32, adler32,
+fletcher32), its element-converting v2 filters (fixedscaleoffset, quantize, bitround: decoded
+bit for bit as numpy computes them), and numcodecs' own names of codecs lsio reads (zlib, gzip, zstd, shuffle as a
 compressor), as zarr-python writes them: Zarr v2 compressors and filters, and v3 arrays with
 ``zarr.codecs.numcodecs`` codecs. Every array is read whole and by crops and compared bit for
 bit with zarr-python; a flipped byte under a checksum is ``CorruptDataError``; the one form
@@ -15,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-from numcodecs import BZ2, LZMA, Adler32, CRC32, Fletcher32, Shuffle, Zlib, Zstd
+from numcodecs import BZ2, LZMA, Adler32, BitRound, CRC32, FixedScaleOffset, Fletcher32, Quantize, Shuffle, Zlib, Zstd
 
 import lsio
 from stores import assert_same_bits
@@ -106,7 +107,7 @@ def test_v3_numcodecs_names(tmp_path, name, sharded):
     _same_reads(path, zarr.open_array(str(path), mode="r")[...])
 
 
-def _flip_a_payload_byte(chunk: Path, at_end: bool) -> None:
+def _flip_a_payload_byte(chunk: Path) -> None:
     b = bytearray(chunk.read_bytes())
     b[len(b) // 2] ^= 0x10  # inside the data, not the stored checksum
     chunk.write_bytes(bytes(b))
@@ -119,7 +120,7 @@ def test_a_flipped_byte_under_a_checksum_is_corrupt_data(tmp_path, codec, label)
     z = zarr.create_array(str(path), shape=(16,), chunks=(8,), dtype="<i4", zarr_format=2,
                           compressors=codec, fill_value=0)
     z[...] = np.arange(16, dtype="<i4")
-    _flip_a_payload_byte(path / "1", at_end=True)
+    _flip_a_payload_byte(path / "1")
     arr = lsio.open(str(path))
     np.testing.assert_array_equal(arr[:8], np.arange(8))  # the intact chunk still reads
     with pytest.raises(lsio.CorruptDataError) as info:
@@ -151,3 +152,52 @@ def test_raw_lzma_streams_are_refused_naming_them(tmp_path):
     with pytest.raises(lsio.UnsupportedError) as info:
         lsio.open(str(path))
     assert "lzma" in str(info.value) and "raw" in str(info.value)
+
+
+CONVERT_CASES = {
+    # name: (array dtype, filters, compressor, values)
+    "fso f8->i2": ("<f8", [FixedScaleOffset(offset=1000, scale=10, dtype="<f8", astype="<i2")], Zstd(level=1), "temps"),
+    "fso f8->u1": ("<f8", [FixedScaleOffset(offset=0, scale=2.5, dtype="<f8", astype="u1")], None, "unit"),
+    "fso f4->i4 big": (">f4", [FixedScaleOffset(offset=-3.25, scale=1000, dtype=">f4", astype=">i4")], BZ2(), "temps"),
+    "fso f4->f4": ("<f4", [FixedScaleOffset(offset=0.1, scale=3, dtype="<f4", astype="<f4")], None, "temps"),
+    "fso f8->f4": ("<f8", [FixedScaleOffset(offset=7, scale=0.3, dtype="<f8", astype="<f4")], None, "temps"),
+    "fso i4->u2": ("<i4", [FixedScaleOffset(offset=100, scale=1, dtype="<i4", astype="<u2")], None, "ints"),
+    "quantize f8->f4": ("<f8", [Quantize(digits=3, dtype="<f8", astype="<f4")], Zlib(level=1), "temps"),
+    "quantize f4": ("<f4", [Quantize(digits=1, dtype="<f4")], None, "temps"),
+    "bitround f4": ("<f4", [BitRound(keepbits=6)], Zstd(level=1), "temps"),
+    "bitround f8 + crc32": ("<f8", [BitRound(keepbits=10), CRC32()], None, "temps"),
+}
+
+
+def _values(kind: str, dtype: str) -> np.ndarray:
+    rng = np.random.default_rng(5)
+    if kind == "temps":
+        v = 250 + 40 * rng.random(SHAPE)
+        if np.dtype(dtype).kind == "f" and "fso f4->i4" not in kind:
+            v[0, :3] = [-1.05, 0.05, 3.999]  # values that round differently if done wrong
+    elif kind == "unit":
+        v = rng.random(SHAPE) * 100
+    else:
+        v = rng.integers(0, 60000, SHAPE) - 100
+    return v.astype(dtype)
+
+
+@pytest.mark.parametrize("name", list(CONVERT_CASES))
+def test_v2_element_converting_filters(tmp_path, name):
+    dtype, filters, compressor, kind = CONVERT_CASES[name]
+    path = tmp_path / "cv.zarr"
+    z = zarr.create_array(str(path), shape=SHAPE, chunks=CHUNKS, dtype=dtype, zarr_format=2,
+                          filters=filters, compressors=compressor, fill_value=0)
+    z[...] = _values(kind, dtype)
+    z[20:, 15:] = 0  # a chunk that is all fill is not written
+    _same_reads(path, zarr.open_array(str(path), mode="r")[...])
+
+
+def test_float16_fixedscaleoffset_is_refused_naming_it(tmp_path):
+    path = tmp_path / "h.zarr"
+    z = zarr.create_array(str(path), shape=(8,), chunks=(4,), dtype="<f2", zarr_format=2, compressors=None,
+                          filters=[FixedScaleOffset(offset=0, scale=2, dtype="<f2", astype="<f2")], fill_value=0)
+    z[...] = np.arange(8)
+    with pytest.raises(lsio.UnsupportedError) as info:
+        lsio.open(str(path))
+    assert "fixedscaleoffset" in str(info.value) and "float16" in str(info.value)

@@ -23,6 +23,9 @@ const std::map<std::string, Parser>& Registry() {
       {"numcodecs.lz4", &ParseNumcodecsLz4Codec},
       {"numcodecs.shuffle", &ParseNumcodecsShuffleCodec},
       {"lsio.v2.delta", &ParseV2DeltaCodec},  // Zarr v2's delta filter (metadata_v2.cc)
+      {"lsio.v2.fixedscaleoffset", &ParseV2FixedScaleOffsetCodec},
+      {"lsio.v2.quantize", &ParseV2QuantizeCodec},
+      {"lsio.v2.bitround", &ParseV2BitRoundCodec},
       {"numcodecs.crc32", &ParseNumcodecsCrc32Codec},
       {"numcodecs.adler32", &ParseNumcodecsAdler32Codec},
       {"numcodecs.fletcher32", &ParseNumcodecsFletcher32Codec},

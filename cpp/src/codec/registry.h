@@ -54,6 +54,10 @@ Result<std::unique_ptr<Codec>> ParseNumcodecsAdler32Codec(const nlohmann::json& 
 Result<std::unique_ptr<Codec>> ParseNumcodecsFletcher32Codec(const nlohmann::json& config);
 Result<std::unique_ptr<Codec>> ParseNumcodecsBz2Codec(const nlohmann::json& config);
 Result<std::unique_ptr<Codec>> ParseNumcodecsLzmaCodec(const nlohmann::json& config);
+// numcodecs' element-converting v2 filters, decode side (numcodecs_cast.cc).
+Result<std::unique_ptr<Codec>> ParseV2FixedScaleOffsetCodec(const nlohmann::json& config);
+Result<std::unique_ptr<Codec>> ParseV2QuantizeCodec(const nlohmann::json& config);
+Result<std::unique_ptr<Codec>> ParseV2BitRoundCodec(const nlohmann::json& config);
 
 /// The blosc frame decoder without a configuration (frames describe themselves): shared by
 /// the v3 `blosc` codec and Zarr v2's numcodecs `blosc` compressor.

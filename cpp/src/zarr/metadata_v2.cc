@@ -158,7 +158,9 @@ Result<nlohmann::json> V2Filter(const nlohmann::json& f) {
   const std::string id = f["id"].get<std::string>();
   nlohmann::json config = f;
   config.erase("id");
-  if (id == "delta") return nlohmann::json{{"name", "lsio.v2.delta"}, {"configuration", config}};
+  if (id == "delta" || id == "fixedscaleoffset" || id == "quantize" || id == "bitround") {
+    return nlohmann::json{{"name", "lsio.v2." + id}, {"configuration", config}};
+  }
   if (auto other = V2BytesCodec(f)) return *other;
   return Status::Unimplemented("filter '" + id + "' is not supported by lsio yet");
 }
