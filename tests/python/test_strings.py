@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import warnings
 
+import json
+
 import numpy as np
 import pytest
 import zarr
@@ -72,6 +74,33 @@ def test_fixed_width_strings_match_zarr_python(tmp_path, fmt, dt, fill, shards, 
     starts, crop = random_crops(3, shape, arr.chunks)
     crops = arr.read_crops(starts, crop)
     assert np.array_equal(crops, np.stack([want[crop_slices(s, crop)] for s in starts]).astype(arr.dtype))
+
+
+@pytest.mark.parametrize("dt", ["<U3", "|S3"])
+def test_zarr_python_2_fill_value_zero_on_strings_reads_as_empty(tmp_path, dt):
+    """zarr-python 2.1 wrote `"fill_value": 0` for fixed-width string arrays (numpy's zero of
+    the dtype). zarr-python 3 refuses to open them; lsio reads missing chunks as that zero,
+    the empty string, in the engine, a group listing and the xarray backend alike."""
+    g = zarr.open_group(str(tmp_path / "g.zarr"), mode="w", zarr_format=2)
+    z = g.create_array("s", shape=(6,), chunks=(2,), dtype=dt, fill_value=None, compressors=None)
+    path = tmp_path / "g.zarr" / "s"
+    z[:2] = ["ab", "c"] if dt[1] == "U" else [b"ab", b"c"]
+    want = z[...]  # the chunks past the first are missing: empty strings
+    meta = json.loads((path / ".zarray").read_text())
+    meta["fill_value"] = 0
+    (path / ".zarray").write_text(json.dumps(meta))
+    with pytest.raises(Exception):
+        zarr.open_array(str(path), mode="r")[...]
+    arr = lsio.open(str(path))
+    assert np.array_equal(arr[...], want.astype(arr.dtype))
+    assert arr.fill_value == np.zeros((), dt)[()]
+    root = lsio.open_group(str(tmp_path / "g.zarr"))
+    assert np.array_equal(root["s"][...], want.astype(arr.dtype))
+    xr = pytest.importorskip("xarray")
+    meta_attrs = tmp_path / "g.zarr" / "s" / ".zattrs"
+    meta_attrs.write_text(json.dumps({"_ARRAY_DIMENSIONS": ["x"]}))
+    ds = xr.open_dataset(str(tmp_path / "g.zarr"), engine="lsio", consolidated=False)
+    assert np.array_equal(ds["s"].values, want)
 
 
 def test_strings_cannot_be_scaled(tmp_path):

@@ -225,6 +225,13 @@ nlohmann::json V2ArrayAsV3(const nlohmann::json& j, const nlohmann::json& attrib
   if (fill.is_string() && fill.get<std::string>().rfind(marker, 0) == 0) {
     fill = fill.get<std::string>().substr(marker.size());  // a bare NaN token -> v3's "NaN"
   }
+  // zarr-python 2.1's `fill_value: 0` on fixed-width strings: their zero (see ParseArrayMetadataV2).
+  const std::string type_name = data_type.is_object() ? data_type.value("name", std::string())
+                                : data_type.is_string() ? data_type.get<std::string>()
+                                                        : std::string();
+  if ((type_name == "fixed_length_utf32" || type_name == "null_terminated_bytes") && fill.is_number() && fill == 0) {
+    fill = nlohmann::json();
+  }
   node["fill_value"] = fill;
 
   nlohmann::json serializer = vlen_string ? nlohmann::json{{"name", "vlen-utf8"}}
@@ -293,6 +300,9 @@ Result<ArrayMetadata> ParseArrayMetadataV2(std::string_view zarray, std::string_
   // zero, and so does lsio. The other encodings of these types are v3's (§7.4).
   nlohmann::json fill = j["fill_value"];
   const bool is_string = m.dtype.type == DataType::kFixedUtf32 || m.dtype.type == DataType::kFixedBytes;
+  // zarr-python 2.1 wrote `fill_value: 0` for fixed-width string arrays (numpy's zero of the
+  // dtype: empty strings); zarr-python 3 refuses it, lsio reads it as that zero.
+  if (is_string && fill.is_number() && fill == 0) fill = nlohmann::json();
   if (fill.is_null()) {
     fill = is_string ? nlohmann::json("")  // zero-filled: an empty string
            : dtype_name == "bool" ? nlohmann::json(false)
