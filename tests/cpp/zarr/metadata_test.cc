@@ -466,12 +466,16 @@ TEST(MetadataV2Test, UnsupportedAndMalformedAreTypedErrors) {
     std::string words;
   };
   const std::vector<Case> cases = {
-      {[](nlohmann::json& j) { j["compressor"] = {{"id", "lzma"}, {"preset", 1}}; }, kUnimpl,
-       "compressor 'lzma' is not supported by lsio yet"},
+      {[](nlohmann::json& j) { j["compressor"] = {{"id", "pcodec"}, {"level", 8}}; }, kUnimpl,
+       "compressor 'pcodec' is not supported by lsio yet"},
+      {[](nlohmann::json& j) { j["compressor"] = {{"id", "lzma"}, {"format", 3}}; }, kUnimpl,
+       "raw streams (format 3"},
       {[](nlohmann::json& j) { j["compressor"] = nlohmann::json::parse(kZarray)["compressor"]; j["compressor"]["shuffle"] = 3; },
        kFmt, "blosc shuffle must be -1, 0, 1 or 2"},
-      {[](nlohmann::json& j) { j["filters"] = {{{"id", "fixedscaleoffset"}, {"scale", 2}}}; }, kUnimpl,
-       "filter 'fixedscaleoffset' is not supported by lsio yet"},
+      {[](nlohmann::json& j) { j["filters"] = {{{"id", "astype"}, {"encode_dtype", "<i2"}}}; }, kUnimpl,
+       "filter 'astype' is not supported by lsio yet"},
+      {[](nlohmann::json& j) { j["filters"] = {{{"id", "fixedscaleoffset"}, {"scale", 2}}}; }, kFmt,
+       "fixedscaleoffset filter: \"dtype\" is missing"},
       {[](nlohmann::json& j) { j["filters"] = {"delta"}; }, kFmt, "filters must be objects with a string \"id\""},
       {[](nlohmann::json& j) { j["dtype"] = "|O"; }, kUnimpl,
        "dtype '|O' (variable-length strings or objects) is not supported by lsio yet"},
