@@ -1,0 +1,570 @@
+"""lsio as zarr-python's codec pipeline: ``zarr.open_array(...)[...]`` read by lsio's engine.
+
+Enable it with any of::
+
+    lsio.zarr.enable()                                                  # this process
+    zarr.config.set({"codec_pipeline.path": "lsio.zarr.LsioCodecPipeline"})
+    ZARR_CODEC_PIPELINE__PATH=lsio.zarr.LsioCodecPipeline              # environment
+
+(the class is registered through the ``zarr.codec_pipeline`` entry point, so zarr finds it
+by that path without importing lsio first).
+
+zarr-python creates one pipeline per array with :meth:`LsioCodecPipeline.from_array_metadata_and_store`.
+The first read opens the array with lsio (its path comes from the first chunk key zarr
+hands over) and checks that lsio sees the same array as zarr (shape, data type, fill
+value, chunk grid). Every later ``read`` batch (all chunks of one selection: basic, integer
+array / orthogonal, block, coordinate and mask selections) becomes one engine call, run on
+a worker thread with the GIL released, that writes straight into zarr's output buffer.
+
+Whatever lsio cannot read goes to zarr's own :class:`~zarr.core.codec_pipeline.BatchedCodecPipeline`
+for that array: other stores than :class:`zarr.storage.LocalStore`, codecs or data types
+lsio does not read, 0-d arrays, output buffers that are not writable numpy arrays, and an
+lsio error while reading (zarr then reads, and raises its own error if the data is bad).
+Writes always go to zarr's pipeline. Falling back is silent unless the config key
+``codec_pipeline.strict`` is true (``lsio.zarr.enable(strict=True)``,
+``ZARR_CODEC_PIPELINE__STRICT=True``): then it raises :class:`lsio.UnsupportedError`.
+:func:`stats` counts what lsio served and what fell back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+import numpy as np
+from zarr.abc.codec import CodecPipeline
+from zarr.core.codec_pipeline import BatchedCodecPipeline
+from zarr.registry import register_pipeline
+
+from . import _open
+from .array import Array
+from .errors import Error, UnsupportedError
+
+__all__ = ["LsioCodecPipeline", "enable", "disable", "stats", "reset_stats", "PATH"]
+
+PATH = "lsio.zarr.LsioCodecPipeline"
+"""The value of zarr's ``codec_pipeline.path`` config key that selects lsio."""
+
+_DEFAULT_PATH = "zarr.core.codec_pipeline.BatchedCodecPipeline"
+
+try:  # zarr-python >= 3.2: read returns one GetResult per chunk
+    from zarr.abc.codec import GetResult as _GetResult  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - depends on the installed zarr
+    _GetResult = None
+
+_stats_lock = threading.Lock()
+_STAT_KEYS = ("reads", "chunks", "fallback_reads", "fallback_arrays", "writes")
+_stats: Dict[str, int] = dict.fromkeys(_STAT_KEYS, 0)
+
+
+def _count(**deltas: int) -> None:
+    with _stats_lock:
+        for k, v in deltas.items():
+            _stats[k] += v
+
+
+def _after_fork_in_child() -> None:
+    global _stats_lock
+    _stats_lock = threading.Lock()  # another thread may have held it at fork time
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def stats() -> Dict[str, int]:
+    """Counters of this process since it started (or :func:`reset_stats`): ``reads``
+    (read batches lsio served), ``chunks`` (zarr chunks or shards in them),
+    ``fallback_reads`` (read batches zarr's pipeline served for an lsio pipeline),
+    ``fallback_arrays`` (arrays whose pipeline fell back to zarr's), ``writes`` (write
+    batches, always zarr's)."""
+    with _stats_lock:
+        return dict(_stats)
+
+
+def reset_stats() -> None:
+    """Sets every :func:`stats` counter to 0."""
+    with _stats_lock:
+        for k in _STAT_KEYS:
+            _stats[k] = 0
+
+
+def enable(strict: bool = False, **options: Any) -> None:
+    """Makes zarr-python read through lsio in this process: sets zarr's config keys
+    ``codec_pipeline.path`` (to :data:`PATH`), ``codec_pipeline.strict`` and
+    ``codec_pipeline.lsio_options`` (``options`` for :func:`lsio.open`, e.g.
+    ``threads=2``). Arrays zarr opens afterwards use it."""
+    import zarr
+
+    zarr.config.set({"codec_pipeline.path": PATH, "codec_pipeline.strict": bool(strict),
+                     "codec_pipeline.lsio_options": dict(options)})
+
+
+def disable() -> None:
+    """Restores zarr-python's default pipeline for arrays opened afterwards."""
+    import zarr
+
+    zarr.config.set({"codec_pipeline.path": _DEFAULT_PATH, "codec_pipeline.strict": False,
+                     "codec_pipeline.lsio_options": {}})
+
+
+def _config(key: str, default: Any) -> Any:
+    from zarr.core.config import config
+
+    return config.get(key, default)
+
+
+def _strict() -> bool:
+    v = _config("codec_pipeline.strict", False)
+    if isinstance(v, str):
+        return v.strip().lower() in ("1", "true", "yes", "on")
+    return bool(v)
+
+
+class _Source:
+    """What lsio needs to read one array: the lsio.Array, zarr's metadata and the chunk-key
+    layout. Built on the first read (the array's path is known only from a chunk key)."""
+
+    def __init__(self, array: Array, prefix: str, metadata: Any, store: Any, grid: Tuple[int, ...],
+                 nparts: int) -> None:
+        self.array = array
+        self.store = store
+        self.prefix = prefix  # the array's path in the store, with a trailing "/" ("" at the root)
+        self.metadata = metadata
+        self.grid = grid  # zarr's chunk shape (the shard shape of a sharded array)
+        self.nparts = nparts  # "/"-separated parts of a chunk key
+        self.dtype = array.dtype
+        self.ndim = len(grid)
+
+    def coords(self, path: str) -> Tuple[int, ...]:
+        """A chunk key (the store path of a chunk) -> its grid coordinates; ValueError when
+        it is not one of this array's keys."""
+        if not path.startswith(self.prefix):
+            raise ValueError(path)
+        key = path[len(self.prefix):]
+        text = key[2:] if key.startswith("c") and self.metadata.zarr_format == 3 and key != "c" else key
+        if key == "c":
+            text = ""
+        parts = [p for p in text.replace("/", ".").split(".") if p != ""]
+        coords = tuple(int(p) for p in parts)
+        if len(coords) != self.ndim or self.metadata.encode_chunk_key(coords) != key:
+            raise ValueError(path)
+        return coords
+
+
+class _Fallback(Exception):
+    """lsio cannot serve this read; ``reason`` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class LsioCodecPipeline(CodecPipeline):
+    """zarr-python's codec pipeline with reads served by lsio (see :mod:`lsio.zarr`).
+
+    Every method but :meth:`read` is zarr's :class:`BatchedCodecPipeline`'s. ``fallback_reason``
+    is None while lsio serves this array's reads, else why it does not.
+    """
+
+    def __init__(self, inner: BatchedCodecPipeline, metadata: Any = None, store: Any = None,
+                 reason: Optional[str] = None) -> None:
+        self._inner = inner
+        self._metadata = metadata
+        self._store = store
+        self._reason = reason
+        self._lock = threading.Lock()
+        self._source: Optional[_Source] = None
+        self._counted = False
+        if reason is not None and metadata is not None:
+            self._give_up(reason)
+
+    # -- construction ---------------------------------------------------------------------
+
+    @classmethod
+    def from_codecs(cls, codecs: Iterable[Any], **kwargs: Any) -> "LsioCodecPipeline":
+        # Without the array's metadata and store (inner pipelines of sharding codecs,
+        # zarr-python before 3.1): zarr's pipeline does everything.
+        return cls(BatchedCodecPipeline.from_codecs(codecs, **kwargs), reason="no array metadata and store")
+
+    @classmethod
+    def from_array_metadata_and_store(cls, array_metadata: Any, store: Any) -> "LsioCodecPipeline":
+        from zarr.core.array import create_codec_pipeline  # noqa: F401 - same construction as zarr's
+        from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
+
+        if isinstance(array_metadata, ArrayV3Metadata):
+            inner = BatchedCodecPipeline.from_codecs(array_metadata.codecs)
+        elif isinstance(array_metadata, ArrayV2Metadata):
+            from zarr.codecs._v2 import V2Codec
+
+            inner = BatchedCodecPipeline.from_codecs(
+                [V2Codec(filters=array_metadata.filters, compressor=array_metadata.compressor)])
+        else:  # pragma: no cover - zarr has no other metadata
+            raise TypeError(f"unknown array metadata {type(array_metadata).__name__}")
+        return cls(inner, array_metadata, store, _static_reason(array_metadata, store))
+
+    def _give_up(self, reason: str) -> None:
+        """Marks this pipeline as zarr's (counted once), raising in strict mode."""
+        self._reason = reason
+        if not self._counted:
+            self._counted = True
+            _count(fallback_arrays=1)
+        if _strict():
+            raise UnsupportedError(f"lsio cannot read this zarr array ({reason}); "
+                                   "codec_pipeline.strict is set, so zarr's own pipeline is not used")
+
+    @property
+    def fallback_reason(self) -> Optional[str]:
+        """None while lsio serves this array's reads, else why zarr's pipeline does."""
+        return self._reason
+
+    def __getstate__(self) -> dict:
+        return {"inner": self._inner, "metadata": self._metadata, "store": self._store, "reason": self._reason}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["inner"], state["metadata"], state["store"], None)  # type: ignore[misc]
+        self._reason = state["reason"]
+        self._counted = True
+
+    def __repr__(self) -> str:
+        how = "lsio" if self._reason is None else f"zarr ({self._reason})"
+        return f"<LsioCodecPipeline reads by {how}>"
+
+    # -- zarr's pipeline for everything else ----------------------------------------------
+
+    def evolve_from_array_spec(self, array_spec: Any) -> "LsioCodecPipeline":
+        new = type(self)(self._inner.evolve_from_array_spec(array_spec), self._metadata, self._store, None)
+        new._reason, new._counted = self._reason, True
+        return new
+
+    @property
+    def supports_partial_decode(self) -> bool:
+        return self._inner.supports_partial_decode
+
+    @property
+    def supports_partial_encode(self) -> bool:
+        return self._inner.supports_partial_encode
+
+    def __iter__(self):  # the codecs, as BatchedCodecPipeline
+        return iter(self._inner)
+
+    def validate(self, *, shape: Any, dtype: Any, chunk_grid: Any) -> None:
+        self._inner.validate(shape=shape, dtype=dtype, chunk_grid=chunk_grid)
+
+    def compute_encoded_size(self, byte_length: int, array_spec: Any) -> int:
+        return self._inner.compute_encoded_size(byte_length, array_spec)
+
+    async def decode(self, chunk_bytes_and_specs: Any) -> Any:
+        return await self._inner.decode(chunk_bytes_and_specs)
+
+    async def encode(self, chunk_arrays_and_specs: Any) -> Any:
+        return await self._inner.encode(chunk_arrays_and_specs)
+
+    async def write(self, batch_info: Any, value: Any, drop_axes: Tuple[int, ...] = ()) -> Any:
+        _count(writes=1)
+        return await self._inner.write(batch_info, value, drop_axes)
+
+    # -- reads ----------------------------------------------------------------------------
+
+    async def read(self, batch_info: Any, out: Any, drop_axes: Tuple[int, ...] = ()) -> Any:
+        batch = list(batch_info)
+        if self._reason is None and batch:
+            try:
+                source = self._get_source(batch[0][0])
+                dst = out.as_ndarray_like()
+                if type(dst) is not np.ndarray:
+                    raise _Fallback(f"output buffer is {type(dst).__module__}.{type(dst).__name__}, not numpy")
+                plan = _plan(source, batch, dst, drop_axes)
+                loop = asyncio.get_running_loop()
+                results = await loop.run_in_executor(None, _execute, source, plan, batch)
+                _count(reads=1, chunks=len(batch))
+                return results
+            except _Fallback as e:
+                if _strict():
+                    raise UnsupportedError(f"lsio cannot serve this read ({e.reason}); codec_pipeline.strict is set") from None
+            except Error as e:
+                # lsio refused or failed where zarr may not: zarr reads this batch (and
+                # raises its own error if the data is bad), unless strict.
+                if _strict():
+                    raise
+                del e
+        _count(fallback_reads=1)
+        return await self._inner.read(batch, out, drop_axes)
+
+    def _get_source(self, byte_getter: Any) -> _Source:
+        source = self._source
+        if source is not None:
+            return source
+        with self._lock:
+            if self._source is None:
+                try:
+                    self._source = _open_source(self._metadata, self._store, byte_getter)
+                except _Fallback as e:
+                    self._give_up(e.reason)  # raises when strict
+                    raise
+            return self._source
+
+
+register_pipeline(LsioCodecPipeline)
+
+
+def _static_reason(metadata: Any, store: Any) -> Optional[str]:
+    """Why lsio cannot read an array, decided from its metadata and store alone (None: try)."""
+    from zarr.storage import LocalStore
+
+    if not isinstance(store, LocalStore):
+        return f"store {type(store).__name__} (lsio reads zarr's LocalStore)"
+    if len(metadata.shape) == 0:
+        return "0-d array"
+    try:
+        metadata.shards or metadata.chunks  # noqa: B018 - raises for chunk grids that are not regular
+    except NotImplementedError:
+        return "chunk grid is not regular"
+    return None
+
+
+def _open_source(metadata: Any, store: Any, byte_getter: Any) -> _Source:
+    if getattr(byte_getter, "store", None) is not store:
+        raise _Fallback("chunk read through another store")
+    ndim = len(metadata.shape)
+    grid = tuple(int(c) for c in (metadata.shards or metadata.chunks))
+    nparts = metadata.encode_chunk_key((0,) * ndim).count("/") + 1
+    path = str(byte_getter.path)
+    parts = path.split("/")
+    if len(parts) < nparts:
+        raise _Fallback(f"chunk key {path!r} does not match the array's key encoding")
+    prefix = "/".join(parts[: len(parts) - nparts])
+    directory = os.path.join(str(store.root), *prefix.split("/")) if prefix else str(store.root)
+    try:
+        arr = _open.open(directory, **dict(_config("codec_pipeline.lsio_options", {}) or {}))
+    except (Error, OSError, ValueError, NotImplementedError) as e:
+        raise _Fallback(f"lsio cannot open it: {type(e).__name__}: {e}") from None
+    if not isinstance(arr, Array):
+        raise _Fallback(f"lsio opens it as {type(arr).__name__}, not an Array")
+    source = _Source(arr, prefix + "/" if prefix else "", metadata, store, grid, nparts)
+    _check_same(arr, metadata, grid)
+    try:
+        source.coords(path)
+    except ValueError:
+        raise _Fallback(f"chunk key {path!r} does not match the array's key encoding") from None
+    return source
+
+
+def _check_same(arr: Array, metadata: Any, grid: Tuple[int, ...]) -> None:
+    """Refuses (_Fallback) an lsio array that is not the array zarr holds the metadata of
+    (rewritten since, or read differently)."""
+    if tuple(arr.shape) != tuple(metadata.shape):
+        raise _Fallback(f"lsio sees shape {arr.shape}, zarr {tuple(metadata.shape)}")
+    lsio_grid = arr.shards or arr.chunks
+    if tuple(lsio_grid) != grid:
+        raise _Fallback(f"lsio sees chunks {lsio_grid}, zarr {grid}")
+    zdt = metadata.dtype.to_native_dtype()
+    if zdt.newbyteorder("=") != arr.dtype.newbyteorder("=") or zdt.kind != arr.dtype.kind:
+        raise _Fallback(f"lsio reads dtype {arr.dtype}, zarr {zdt}")
+    fill = metadata.fill_value
+    if fill is None:
+        fill = np.zeros((), zdt)[()]  # zarr's default for a null v2 fill value
+    try:
+        want = np.asarray(fill, dtype=zdt).astype(arr.dtype).tobytes()
+    except (TypeError, ValueError):
+        raise _Fallback(f"fill value {fill!r}") from None
+    if want != np.asarray(arr.fill_value, dtype=arr.dtype).tobytes():
+        raise _Fallback(f"lsio sees fill value {arr.fill_value!r}, zarr {fill!r}")
+
+
+# -- planning a batch ---------------------------------------------------------------------
+
+
+def _as_dim(sel: Any) -> Any:
+    """One dimension's selection: an int, a (start, count, step) tuple, or a 1-d int64 array."""
+    if isinstance(sel, slice):
+        start, stop, step = sel.start or 0, sel.stop, sel.step or 1
+        return (int(start), max(0, len(range(start, stop, step))), int(step))
+    if isinstance(sel, np.ndarray):
+        if sel.dtype == bool:
+            return np.flatnonzero(sel.reshape(-1))
+        return sel.reshape(-1).astype(np.int64, copy=False)
+    return int(sel)
+
+
+def _dims(sel: Any, ndim: int) -> List[Any]:
+    """A per-chunk selection (tuple of ints/slices/arrays, or np.ix_ open-mesh arrays) as
+    one entry per dimension."""
+    if not isinstance(sel, tuple):
+        sel = (sel,)
+    if len(sel) != ndim:
+        raise _Fallback(f"selection of {len(sel)} entries for {ndim} dimensions")
+    return [_as_dim(s) for s in sel]
+
+
+def _vector(d: Any) -> np.ndarray:
+    if isinstance(d, tuple):
+        start, count, step = d
+        return start + step * np.arange(count, dtype=np.int64)
+    if isinstance(d, np.ndarray):
+        return d
+    return np.array([d], dtype=np.int64)
+
+
+def _runs(src: Any, dst: Any, origin: int) -> np.ndarray:
+    """(start, count, step, dst_offset) rows reading array indices origin + src into
+    output indices dst (dst None: a dropped axis, output index 0)."""
+    if isinstance(src, int):
+        return np.array([[origin + src, 1, 1, 0]], dtype=np.int64)
+    if isinstance(src, tuple) and (dst is None or isinstance(dst, tuple)) and (dst is None or dst[2] == 1):
+        start, count, step = src
+        if dst is not None and dst[1] != count:
+            raise _Fallback("chunk and output selections differ in length")
+        return np.array([[origin + start, count, step if count > 1 else 1, 0 if dst is None else dst[0]]],
+                        dtype=np.int64)
+    s = _vector(src)
+    t = np.arange(s.size, dtype=np.int64) if dst is None else _vector(dst)
+    if s.size != t.size:
+        raise _Fallback("chunk and output selections differ in length")
+    if s.size == 0:
+        return np.zeros((0, 4), dtype=np.int64)
+    breaks = np.flatnonzero((np.diff(s) != 1) | (np.diff(t) != 1)) + 1
+    first = np.concatenate(([0], breaks))
+    counts = np.diff(np.concatenate((first, [s.size])))
+    return np.stack([origin + s[first], counts, np.ones_like(counts), t[first]], axis=1).astype(np.int64)
+
+
+class _Outer:
+    """One orthogonal read: per-dimension runs over the whole batch, into ``view``."""
+
+    def __init__(self, runs: List[np.ndarray], view: np.ndarray, target: Optional[np.ndarray]) -> None:
+        self.runs = runs
+        self.view = view  # what the engine fills (zarr's output, or a native-dtype temporary)
+        self.target = target  # zarr's output to copy `view` into, when it is a temporary
+
+
+class _Points:
+    """One coordinate read: N points (N, ndim) into out[dst]."""
+
+    def __init__(self, starts: np.ndarray, dst: Any, out: np.ndarray) -> None:
+        self.starts = starts
+        self.dst = dst
+        self.out = out
+
+
+def _direct(dst: np.ndarray, dtype: np.dtype) -> bool:
+    return dst.dtype == dtype and dst.flags.writeable and dst.flags.aligned and all(s >= 0 for s in dst.strides)
+
+
+def _plan(source: _Source, batch: list, out: np.ndarray, drop_axes: Tuple[int, ...]) -> Any:
+    ndim = source.ndim
+    grid = source.grid
+    items = []
+    for byte_getter, _spec, chunk_sel, out_sel, *_rest in batch:
+        if byte_getter.store is not source.metadata_store if False else False:  # pragma: no cover
+            pass
+        try:
+            coords = source.coords(str(byte_getter.path))
+        except ValueError:
+            raise _Fallback(f"chunk key {byte_getter.path!r} is not one of the array's") from None
+        items.append((coords, chunk_sel, out_sel))
+    if not isinstance(items[0][2], tuple):
+        return _plan_points(source, items, out)
+    # Orthogonal (basic, integer-array, Boolean-array and block selections): per dimension,
+    # each chunk coordinate maps one piece of the chunk to one piece of the output.
+    per_dim: List[Dict[int, Tuple[Any, Any]]] = [dict() for _ in range(ndim)]
+    for coords, chunk_sel, out_sel in items:
+        cdims = _dims(chunk_sel, ndim)
+        if drop_axes:
+            dropped = set(drop_axes)
+        else:
+            dropped = {d for d in range(ndim) if isinstance(cdims[d], int)}
+        kept = [d for d in range(ndim) if d not in dropped]
+        odims = _dims(out_sel, len(kept)) if kept or out_sel != () else []
+        omap: Dict[int, Any] = dict(zip(kept, odims))
+        for d in range(ndim):
+            entry = (cdims[d], omap.get(d))
+            seen = per_dim[d].get(coords[d])
+            if seen is None:
+                per_dim[d][coords[d]] = entry
+            elif not _same_entry(seen, entry):
+                raise _Fallback("batch is not an orthogonal selection")
+    total = 1
+    for m in per_dim:
+        total *= len(m)
+    if total != len(items):
+        raise _Fallback("batch does not cover an orthogonal selection")
+    runs = []
+    for d in range(ndim):
+        rows = [_runs(src, dst, c * grid[d]) for c, (src, dst) in sorted(per_dim[d].items())]
+        runs.append(np.concatenate(rows) if rows else np.zeros((0, 4), dtype=np.int64))
+    dropped_axes = sorted({d for d in range(ndim) if per_dim[d] and next(iter(per_dim[d].values()))[1] is None})
+    view = np.expand_dims(out, tuple(dropped_axes)) if dropped_axes else out
+    if view.ndim != ndim:
+        raise _Fallback("output rank does not match the selection")
+    extent = [int((r[:, 3] + r[:, 1]).max()) if r.size else 0 for r in runs]
+    if tuple(extent) != view.shape:
+        raise _Fallback("batch does not fill the output buffer")
+    if _direct(view, source.dtype):
+        return _Outer(runs, view, None)
+    return _Outer(runs, np.empty(view.shape, dtype=source.dtype), view)
+
+
+def _same_entry(a: Tuple[Any, Any], b: Tuple[Any, Any]) -> bool:
+    for x, y in zip(a, b):
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            if not (isinstance(x, np.ndarray) and isinstance(y, np.ndarray) and np.array_equal(x, y)):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+def _plan_points(source: _Source, items: list, out: np.ndarray) -> _Points:
+    ndim = source.ndim
+    grid = source.grid
+    starts, dsts = [], []
+    for coords, chunk_sel, out_sel in items:
+        cdims = _dims(chunk_sel, ndim)
+        if not all(isinstance(c, np.ndarray) for c in cdims):
+            raise _Fallback("coordinate selection without index arrays")
+        n = cdims[0].size
+        if any(c.size != n for c in cdims):
+            raise _Fallback("coordinate arrays differ in length")
+        starts.append(np.stack([c + coords[d] * grid[d] for d, c in enumerate(cdims)], axis=1))
+        dst = _as_dim(out_sel)
+        dst = _vector(dst)
+        if dst.size != n:
+            raise _Fallback("chunk and output selections differ in length")
+        dsts.append(dst)
+    st = np.ascontiguousarray(np.concatenate(starts), dtype=np.int64)
+    dst = np.concatenate(dsts)
+    if out.ndim != 1:
+        raise _Fallback("coordinate selection into a multi-dimensional output")
+    return _Points(st, dst, out)
+
+
+def _execute(source: _Source, plan: Any, batch: list) -> Any:
+    """Runs on a worker thread: the engine call (GIL released inside), then the copy into
+    zarr's buffer where it could not be filled directly."""
+    native = source.array._native()
+    if isinstance(plan, _Outer):
+        native.read_outer_into(plan.runs, plan.view, None)
+        if plan.target is not None:
+            plan.target[...] = plan.view
+    else:
+        n = plan.starts.shape[0]
+        ones = [1] * source.ndim
+        out = plan.out
+        if (n == out.shape[0] and _direct(out, source.dtype)
+                and np.array_equal(plan.dst, np.arange(n))):
+            native.read_crops_into(plan.starts, ones, out.reshape((n,) + (1,) * source.ndim), None)
+        else:
+            tmp = np.empty((n,) + (1,) * source.ndim, dtype=source.dtype)
+            native.read_crops_into(plan.starts, ones, tmp, None)
+            out[plan.dst] = tmp.reshape(n)
+    if _GetResult is None:
+        return None
+    return tuple(_chunk_status(source, item[0]) for item in batch)
+
+
+def _chunk_status(source: _Source, byte_getter: Any) -> Any:
+    """zarr >= 3.2's GetResult for one chunk: whether its key exists in the store."""
+    path = os.path.join(str(byte_getter.store.root), *str(byte_getter.path).split("/"))
+    return _GetResult(status="present" if os.path.exists(path) else "missing")
