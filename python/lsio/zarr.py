@@ -177,8 +177,12 @@ class LsioCodecPipeline(CodecPipeline):
         self._lock = threading.Lock()
         self._source: Optional[_Source] = None
         self._counted = False
-        if reason is not None and metadata is not None:
-            self._give_up(reason)
+        # A pipeline zarr made for a whole array (False: a sharding codec's inner pipeline,
+        # always zarr's, neither counted nor subject to strict mode).
+        self._array_level = metadata is not None
+        if reason is not None and self._array_level:
+            self._counted = True
+            _count(fallback_arrays=1)
 
     # -- construction ---------------------------------------------------------------------
 
@@ -205,14 +209,11 @@ class LsioCodecPipeline(CodecPipeline):
         return cls(inner, array_metadata, store, _static_reason(array_metadata, store))
 
     def _give_up(self, reason: str) -> None:
-        """Marks this pipeline as zarr's (counted once), raising in strict mode."""
+        """Marks this pipeline as zarr's (counted once)."""
         self._reason = reason
         if not self._counted:
             self._counted = True
             _count(fallback_arrays=1)
-        if _strict():
-            raise UnsupportedError(f"lsio cannot read this zarr array ({reason}); "
-                                   "codec_pipeline.strict is set, so zarr's own pipeline is not used")
 
     @property
     def fallback_reason(self) -> Optional[str]:
@@ -225,7 +226,7 @@ class LsioCodecPipeline(CodecPipeline):
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["inner"], state["metadata"], state["store"], None)  # type: ignore[misc]
         self._reason = state["reason"]
-        self._counted = True
+        self._counted = True  # counted where it was created
 
     def __repr__(self) -> str:
         how = "lsio" if self._reason is None else f"zarr ({self._reason})"
@@ -235,7 +236,7 @@ class LsioCodecPipeline(CodecPipeline):
 
     def evolve_from_array_spec(self, array_spec: Any) -> "LsioCodecPipeline":
         new = type(self)(self._inner.evolve_from_array_spec(array_spec), self._metadata, self._store, None)
-        new._reason, new._counted = self._reason, True
+        new._reason, new._counted, new._array_level = self._reason, True, self._array_level
         return new
 
     @property
@@ -262,13 +263,19 @@ class LsioCodecPipeline(CodecPipeline):
         return await self._inner.encode(chunk_arrays_and_specs)
 
     async def write(self, batch_info: Any, value: Any, drop_axes: Tuple[int, ...] = ()) -> Any:
-        _count(writes=1)
+        if self._array_level:
+            _count(writes=1)
         return await self._inner.write(batch_info, value, drop_axes)
 
     # -- reads ----------------------------------------------------------------------------
 
     async def read(self, batch_info: Any, out: Any, drop_axes: Tuple[int, ...] = ()) -> Any:
+        if not self._array_level:
+            return await self._inner.read(batch_info, out, drop_axes)
         batch = list(batch_info)
+        if self._reason is not None and _strict():
+            raise UnsupportedError(f"lsio cannot read this zarr array ({self._reason}); "
+                                   "codec_pipeline.strict is set, so zarr's own pipeline is not used")
         if self._reason is None and batch:
             try:
                 source = self._get_source(batch[0][0])
@@ -282,7 +289,8 @@ class LsioCodecPipeline(CodecPipeline):
                 return results
             except _Fallback as e:
                 if _strict():
-                    raise UnsupportedError(f"lsio cannot serve this read ({e.reason}); codec_pipeline.strict is set") from None
+                    raise UnsupportedError(f"lsio cannot read this zarr array ({e.reason}); "
+                                           "codec_pipeline.strict is set, so zarr's own pipeline is not used") from None
             except Error as e:
                 # lsio refused or failed where zarr may not: zarr reads this batch (and
                 # raises its own error if the data is bad), unless strict.
@@ -301,7 +309,7 @@ class LsioCodecPipeline(CodecPipeline):
                 try:
                     self._source = _open_source(self._metadata, self._store, byte_getter)
                 except _Fallback as e:
-                    self._give_up(e.reason)  # raises when strict
+                    self._give_up(e.reason)
                     raise
             return self._source
 

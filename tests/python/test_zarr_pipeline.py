@@ -1,0 +1,429 @@
+"""lsio as zarr-python's codec pipeline (lsio.zarr.LsioCodecPipeline).
+
+Every read through ``zarr.open_array`` with the pipeline on must equal zarr-python's own
+pipeline, over a seeded random matrix of arrays (Zarr v2 and v3, sharded and not, zstd /
+blosc / gzip / no compression, several dtypes, missing chunks) crossed with every selection
+kind (basic, ints, orthogonal, vindex, mask, block); ``lsio.zarr.stats()`` shows lsio
+served them. Fallbacks (a codec lsio does not read, a memory store, writes) give zarr's
+results and are counted; strict mode raises; forked DataLoader workers read correctly.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+import zarr
+from numcodecs import BZ2
+from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
+
+import lsio
+import lsio.zarr as lz
+
+DEFAULT = "zarr.core.codec_pipeline.BatchedCodecPipeline"
+
+DTYPES = ["i1", "u2", "<i4", "<f4", "<f8", "<i8"]
+CODECS = ["zstd", "blosc", "gzip", "none"]
+
+
+def _compressors(kind: str, fmt: int):
+    if fmt == 3:
+        return {"zstd": ZstdCodec(level=1), "blosc": BloscCodec(cname="lz4", shuffle="shuffle"),
+                "gzip": GzipCodec(level=1), "none": None}[kind]
+    from numcodecs import GZip, Blosc, Zstd
+
+    return {"zstd": Zstd(level=1), "blosc": Blosc(cname="lz4", shuffle=Blosc.SHUFFLE),
+            "gzip": GZip(level=1), "none": None}[kind]
+
+
+def _cases():
+    rng = np.random.default_rng(2626)
+    cases = []
+    for i in range(24):
+        fmt = (2, 3)[i % 2]
+        sharded = fmt == 3 and i % 4 == 1
+        codec = CODECS[i % len(CODECS)]
+        dtype = DTYPES[(i // 2) % len(DTYPES)]
+        ndim = int(rng.integers(1, 4))
+        chunks = tuple(int(c) for c in rng.integers(2, 7, ndim))
+        shards = tuple(c * int(m) for c, m in zip(chunks, rng.integers(1, 4, ndim))) if sharded else None
+        outer = shards or chunks
+        shape = tuple(int(o * rng.integers(1, 4) + rng.integers(0, o)) + 1 for o in outer)
+        order = "F" if fmt == 2 and i % 3 == 0 else "C"
+        cases.append(dict(id=i, fmt=fmt, codec=codec, dtype=dtype, shape=shape, chunks=chunks, shards=shards,
+                          order=order, missing=i % 3 == 1))
+    return cases
+
+
+CASES = _cases()
+
+
+def test_matrix_covers_every_axis():
+    assert {c["fmt"] for c in CASES} == {2, 3}
+    assert {c["codec"] for c in CASES} == set(CODECS)
+    assert {c["dtype"] for c in CASES} == set(DTYPES)
+    assert any(c["shards"] for c in CASES) and any(c["missing"] for c in CASES)
+    assert {len(c["shape"]) for c in CASES} == {1, 2, 3}
+
+
+def _write(path: str, case: dict) -> np.ndarray:
+    rng = np.random.default_rng(case["id"])
+    dt = np.dtype(case["dtype"])
+    if dt.kind == "f":
+        data = rng.standard_normal(case["shape"]).astype(dt)
+    else:
+        info = np.iinfo(dt)
+        data = rng.integers(info.min, info.max, case["shape"], dtype=dt, endpoint=True)
+    kw = dict(shape=case["shape"], chunks=case["chunks"], dtype=dt, zarr_format=case["fmt"],
+              compressors=_compressors(case["codec"], case["fmt"]), fill_value=7)
+    if case["shards"]:
+        kw["shards"] = case["shards"]
+    if case["fmt"] == 2:
+        kw["order"] = case["order"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        z = zarr.create_array(path, **kw)
+        if case["missing"]:
+            # Leaves chunks (and shards) unwritten: read back as the fill value.
+            half = tuple(slice(0, max(1, s // 2)) for s in case["shape"])
+            z[half] = data[half]
+        else:
+            z[...] = data
+    return data
+
+
+def _selections(shape, chunks, rng):
+    """(kind, key) pairs: every selection kind zarr-python's Array takes."""
+    nd = len(shape)
+    out = []
+    for _ in range(3):
+        key = []
+        for n in shape:
+            a, b = sorted(int(x) for x in rng.integers(0, n + 1, 2))
+            key.append(slice(a, b, int(rng.integers(1, 4))))
+        out.append(("basic", tuple(key)))
+    out.append(("basic", tuple(int(rng.integers(0, n)) for n in shape)))  # a single element
+    out.append(("basic", (int(rng.integers(-shape[0], shape[0])),) + (slice(None),) * (nd - 1)))
+    out.append(("basic", Ellipsis))
+    for _ in range(2):
+        key = []
+        for d, n in enumerate(shape):
+            r = rng.integers(0, 4)
+            if r == 0:
+                key.append(rng.integers(-n, n, int(rng.integers(1, 6))))  # unsorted, repeats, negative
+            elif r == 1:
+                key.append(rng.random(n) < 0.4)
+            elif r == 2:
+                key.append(int(rng.integers(0, n)))
+            else:
+                key.append(slice(int(rng.integers(0, n)), None))
+        out.append(("oindex", tuple(key)))
+    out.append(("oindex", (np.sort(rng.integers(0, shape[0], 4)),) + (slice(None),) * (nd - 1)))
+    pts = int(rng.integers(1, 12))
+    out.append(("vindex", tuple(rng.integers(0, n, pts) for n in shape)))
+    out.append(("vindex", tuple(np.sort(rng.integers(0, n, pts)) for n in shape)))
+    out.append(("mask", rng.random(shape) < 0.3))
+    nblocks = [-(-n // c) for n, c in zip(shape, chunks)]
+    out.append(("block", tuple(int(rng.integers(0, b)) for b in nblocks)))
+    out.append(("block", (slice(0, min(2, nblocks[0])),) + (slice(None),) * (nd - 1)))
+    return out
+
+
+def _get(z, kind, key):
+    if kind == "basic":
+        return z[key]
+    if kind == "oindex":
+        return z.oindex[key]
+    if kind in ("vindex", "mask"):
+        return z.vindex[key]
+    return z.blocks[key]
+
+
+def _open(path, pipeline):
+    with zarr.config.set({"codec_pipeline.path": pipeline}):
+        return zarr.open_array(path, mode="r")
+
+
+@pytest.fixture(scope="module")
+def matrix_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("zarr_pipeline")
+    written = {}
+    for case in CASES:
+        path = str(root / f"a{case['id']}.zarr")
+        written[case["id"]] = (path, _write(path, case))
+    return written
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"v{c['fmt']}-{c['codec']}-{c['dtype']}-"
+                         f"{'shard' if c['shards'] else 'chunk'}-{len(c['shape'])}d-{c['id']}")
+def test_reads_equal_zarr_pipeline(case, matrix_root):
+    path, data = matrix_root[case["id"]]
+    ref = _open(path, DEFAULT)
+    got = _open(path, lz.PATH)
+    pipe = got._async_array.codec_pipeline
+    assert isinstance(pipe, lz.LsioCodecPipeline)
+    rng = np.random.default_rng(100 + case["id"])
+    before = lz.stats()
+    sels = _selections(case["shape"], case["shards"] or case["chunks"], rng)
+    nonempty = 0
+    for kind, key in sels:
+        want = _get(ref, kind, key)
+        nonempty += np.asarray(want).size > 0  # zarr reads nothing for an empty selection
+        have = _get(got, kind, key)
+        assert type(have) is type(want), (kind, key)
+        np.testing.assert_array_equal(have, want, err_msg=f"{kind} {key!r}")
+        assert np.asarray(have).dtype == np.asarray(want).dtype
+        if not case["missing"] and kind == "basic":
+            np.testing.assert_array_equal(have, data[key])
+    after = lz.stats()
+    assert pipe.fallback_reason is None
+    # Each selection that reads anything was one lsio read, none zarr's.
+    assert nonempty >= len(sels) - 4
+    assert after["reads"] - before["reads"] == nonempty
+    assert after["fallback_reads"] == before["fallback_reads"]
+
+
+def test_out_buffer_and_big_endian_v2(tmp_path):
+    # A big-endian v2 array: zarr's output buffer has the stored byte order, lsio reads native
+    # values into a temporary and copies (values equal, dtype as zarr's).
+    data = np.arange(60, dtype=">i4").reshape(6, 10)
+    z = zarr.create_array(str(tmp_path / "be.zarr"), shape=data.shape, chunks=(4, 4), dtype=">i4", zarr_format=2)
+    z[...] = data
+    ref, got = _open(str(tmp_path / "be.zarr"), DEFAULT), _open(str(tmp_path / "be.zarr"), lz.PATH)
+    r0 = lz.stats()["reads"]
+    for key in [(slice(1, 5), slice(2, 9)), (3, slice(None))]:
+        want, have = ref[key], got[key]
+        assert have.dtype == want.dtype
+        np.testing.assert_array_equal(have, want)
+    np.testing.assert_array_equal(got.oindex[[4, 0], [9, 1, 1]], ref.oindex[[4, 0], [9, 1, 1]])
+    assert lz.stats()["reads"] - r0 == 3
+    # zarr's `out=` (an NDBuffer) is filled in place.
+    from zarr.core.buffer import default_buffer_prototype
+
+    buf = default_buffer_prototype().nd_buffer.create(shape=(2, 3), dtype=np.dtype(">i4"), fill_value=0)
+    got.get_basic_selection((slice(2, 4), slice(5, 8)), out=buf)
+    np.testing.assert_array_equal(buf.as_numpy_array(), data[2:4, 5:8])
+
+
+def test_sharded_group_member_and_options(tmp_path):
+    root = zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
+    a = root.create_array("sub/x", shape=(40, 30), chunks=(5, 5), shards=(10, 15), dtype="f4",
+                          compressors=ZstdCodec(level=3))
+    data = np.random.default_rng(1).standard_normal((40, 30)).astype("f4")
+    a[...] = data
+    with zarr.config.set({"codec_pipeline.path": lz.PATH, "codec_pipeline.lsio_options": {"threads": 2}}):
+        g = zarr.open_group(str(tmp_path / "g.zarr"), mode="r")
+        x = g["sub/x"]
+        np.testing.assert_array_equal(x[3:33, 7:29], data[3:33, 7:29])
+    pipe = x._async_array.codec_pipeline
+    assert pipe.fallback_reason is None
+    assert pipe._source.array.options["threads"] == 2
+    assert pipe._source.prefix == "sub/x/"
+
+
+def test_enable_disable(tmp_path):
+    z = zarr.create_array(str(tmp_path / "e.zarr"), shape=(10,), chunks=(3,), dtype="i2")
+    z[...] = np.arange(10)
+    try:
+        lz.enable()
+        assert isinstance(zarr.open_array(str(tmp_path / "e.zarr"))._async_array.codec_pipeline,
+                          lz.LsioCodecPipeline)
+    finally:
+        lz.disable()
+    assert type(zarr.open_array(str(tmp_path / "e.zarr"))._async_array.codec_pipeline).__name__ == \
+        "BatchedCodecPipeline"
+
+
+# -- fallbacks --------------------------------------------------------------------------
+
+
+def _bz2_array(tmp_path):
+    path = str(tmp_path / "bz2.zarr")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        z = zarr.create_array(path, shape=(20, 12), chunks=(6, 5), dtype="<i4", zarr_format=2, compressors=BZ2())
+    data = np.arange(240, dtype="<i4").reshape(20, 12)
+    z[...] = data
+    return path, data
+
+
+def test_fallback_codec_lsio_does_not_read(tmp_path):
+    path, data = _bz2_array(tmp_path)
+    s0 = lz.stats()
+    z = _open(path, lz.PATH)
+    np.testing.assert_array_equal(z[2:17, 1:11], data[2:17, 1:11])
+    np.testing.assert_array_equal(z.vindex[[1, 19], [0, 11]], data[[1, 19], [0, 11]])
+    pipe = z._async_array.codec_pipeline
+    assert pipe.fallback_reason is not None and "bz2" in pipe.fallback_reason.lower()
+    s1 = lz.stats()
+    assert s1["fallback_arrays"] - s0["fallback_arrays"] == 1
+    assert s1["fallback_reads"] - s0["fallback_reads"] == 2
+    assert s1["reads"] == s0["reads"]
+
+
+def test_fallback_memory_store():
+    store = zarr.storage.MemoryStore()
+    z = zarr.create_array(store, shape=(9, 9), chunks=(4, 4), dtype="u1")
+    z[...] = np.arange(81, dtype="u1").reshape(9, 9)
+    s0 = lz.stats()
+    with zarr.config.set({"codec_pipeline.path": lz.PATH}):
+        m = zarr.open_array(store, mode="r")
+    np.testing.assert_array_equal(m[1:8, ::2], np.arange(81, dtype="u1").reshape(9, 9)[1:8, ::2])
+    assert "MemoryStore" in m._async_array.codec_pipeline.fallback_reason
+    s1 = lz.stats()
+    assert s1["fallback_arrays"] - s0["fallback_arrays"] == 1 and s1["fallback_reads"] - s0["fallback_reads"] == 1
+    assert s1["reads"] == s0["reads"]
+
+
+def test_writes_go_to_zarr_and_reads_see_them(tmp_path):
+    path = str(tmp_path / "w.zarr")
+    with zarr.config.set({"codec_pipeline.path": lz.PATH}):
+        z = zarr.create_array(path, shape=(30, 20), chunks=(4, 4), shards=(8, 8), dtype="<f8",
+                              compressors=ZstdCodec())
+        data = np.random.default_rng(3).standard_normal((30, 20))
+        s0 = lz.stats()
+        z[...] = data
+        np.testing.assert_array_equal(z[...], data)
+        z[5:9, 3:17] = -1.0  # a partial shard rewrite after lsio cached that shard's index
+        data[5:9, 3:17] = -1.0
+        np.testing.assert_array_equal(z[...], data)
+        np.testing.assert_array_equal(z[4:10, 2:18], data[4:10, 2:18])
+    s1 = lz.stats()
+    assert s1["writes"] - s0["writes"] == 2
+    assert s1["reads"] - s0["reads"] == 3 and s1["fallback_reads"] == s0["fallback_reads"]
+    np.testing.assert_array_equal(_open(path, DEFAULT)[...], data)
+
+
+def test_metadata_changed_on_disk_falls_back(tmp_path):
+    # zarr holds the metadata of a (4, 4) array; the files now hold a (6, 4) one: lsio would
+    # read another array, so zarr's pipeline reads with the metadata it holds.
+    path = str(tmp_path / "m.zarr")
+    z = zarr.create_array(path, shape=(4, 4), chunks=(2, 2), dtype="i4")
+    z[...] = np.arange(16).reshape(4, 4)
+    held = _open(path, lz.PATH)
+    zarr.open_array(path, mode="a").resize((6, 4))
+    np.testing.assert_array_equal(held[...], np.arange(16).reshape(4, 4))
+    assert "shape" in held._async_array.codec_pipeline.fallback_reason
+
+
+@pytest.mark.parametrize("where", ["config", "env"])
+def test_strict_mode_raises(tmp_path, where):
+    path, data = _bz2_array(tmp_path)
+    if where == "config":
+        with zarr.config.set({"codec_pipeline.path": lz.PATH, "codec_pipeline.strict": True}):
+            z = zarr.open_array(path, mode="r")
+            with pytest.raises(lsio.UnsupportedError, match="strict"):
+                z[...]
+            store = zarr.storage.MemoryStore()
+            m = zarr.create_array(store, shape=(3,), chunks=(2,), dtype="i1")
+            with pytest.raises(lsio.UnsupportedError, match="MemoryStore"):
+                m[...]
+        # Not strict: the same array reads through zarr.
+        np.testing.assert_array_equal(z[...], data)
+    else:
+        script = textwrap.dedent(f"""
+            import zarr, lsio, lsio.zarr  # registers the pipeline (the entry point is tested below)
+            z = zarr.open_array({path!r}, mode="r")
+            try:
+                z[...]
+            except lsio.UnsupportedError as e:
+                print("raised", type(e).__name__)
+            """)
+        env = dict(os.environ, ZARR_CODEC_PIPELINE__PATH=lz.PATH, ZARR_CODEC_PIPELINE__STRICT="True",
+                   PYTHONPATH=os.pathsep.join(sys.path))
+        r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert "raised UnsupportedError" in r.stdout
+
+
+def test_entry_point_and_environment(tmp_path, matrix_root):
+    # zarr finds the class through the zarr.codec_pipeline entry point, without the program
+    # importing lsio: a dist-info carrying the entry point, as an installed lsio has.
+    dist = tmp_path / "ep" / "lsio_zarr_ep-0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: lsio-zarr-ep\nVersion: 0\n")
+    (dist / "entry_points.txt").write_text('[zarr.codec_pipeline]\nlsio = lsio.zarr:LsioCodecPipeline\n')
+    case = next(c for c in CASES if c["shards"] and not c["missing"])
+    path, data = matrix_root[case["id"]]
+    script = textwrap.dedent(f"""
+        import sys, numpy as np, zarr
+        assert "lsio" not in sys.modules
+        z = zarr.open_array({path!r}, mode="r")
+        assert "lsio.zarr" in sys.modules  # loaded through the entry point
+        v = z[...]
+        pipe = z._async_array.codec_pipeline
+        import lsio.zarr
+        np.save(sys.argv[1], v)
+        print(type(pipe).__module__, type(pipe).__name__, pipe.fallback_reason, lsio.zarr.stats()["reads"])
+        """)
+    env = dict(os.environ, ZARR_CODEC_PIPELINE__PATH=lz.PATH,
+               PYTHONPATH=os.pathsep.join([str(tmp_path / "ep")] + sys.path))
+    out = tmp_path / "v.npy"
+    r = subprocess.run([sys.executable, "-c", script, str(out)], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["lsio.zarr", "LsioCodecPipeline", "None", "1"]
+    np.testing.assert_array_equal(np.load(out), data)
+
+
+def test_pickled_array_reads_through_lsio(matrix_root):
+    case = next(c for c in CASES if c["shards"])
+    path, _ = matrix_root[case["id"]]
+    z = _open(path, lz.PATH)
+    want = _open(path, DEFAULT)[...]
+    np.testing.assert_array_equal(z[...], want)
+    z2 = pickle.loads(pickle.dumps(z))
+    pipe = z2._async_array.codec_pipeline
+    assert isinstance(pipe, lz.LsioCodecPipeline) and pipe.fallback_reason is None
+    r0 = lz.stats()["reads"]
+    np.testing.assert_array_equal(z2[...], want)
+    assert lz.stats()["reads"] - r0 == 1
+
+
+# -- DataLoader workers -------------------------------------------------------------------
+
+
+class _ZarrDataset:
+    """Rows of a zarr array opened with the lsio pipeline; each item also reports how many
+    reads lsio served in the worker process."""
+
+    def __init__(self, z):
+        self.z = z
+
+    def __len__(self):
+        return self.z.shape[0]
+
+    def __getitem__(self, i):
+        import torch
+
+        before = lz.stats()["reads"]
+        row = self.z[i]
+        return torch.from_numpy(np.ascontiguousarray(row)), lz.stats()["reads"] - before, os.getpid()
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_dataloader_workers_after_parent_read(tmp_path, context):
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    path = str(tmp_path / "dl.zarr")
+    data = np.random.default_rng(5).integers(0, 1000, (32, 24, 8), dtype="<i4")
+    z = zarr.create_array(path, shape=data.shape, chunks=(2, 6, 8), shards=(4, 12, 8), dtype="<i4",
+                          compressors=ZstdCodec())
+    z[...] = data
+    arr = _open(path, lz.PATH)
+    np.testing.assert_array_equal(arr[...], data)  # the parent reads (and starts its threads) first
+    loader = DataLoader(_ZarrDataset(arr), batch_size=4, num_workers=2, multiprocessing_context=context,
+                        timeout=120, shuffle=False)
+    rows, pids = [], set()
+    for batch, reads, pid in loader:
+        rows.append(batch.numpy())
+        assert reads.tolist() == [1] * len(reads)  # lsio served each of the worker's reads
+        pids.update(int(p) for p in pid)
+    np.testing.assert_array_equal(np.concatenate(rows), data)
+    assert os.getpid() not in pids and len(pids) == 2
