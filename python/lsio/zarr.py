@@ -54,6 +54,10 @@ try:  # zarr-python >= 3.2: read returns one GetResult per chunk
 except ImportError:  # pragma: no cover - depends on the installed zarr
     _GetResult = None
 
+# Reads whose output is at most this many bytes run on zarr's event-loop thread (the engine
+# releases the GIL either way); larger ones on a worker thread of the loop's executor.
+_INLINE_BYTES = 1 << 20
+
 _stats_lock = threading.Lock()
 _STAT_KEYS = ("reads", "chunks", "fallback_reads", "fallback_arrays", "writes")
 _stats: Dict[str, int] = dict.fromkeys(_STAT_KEYS, 0)
@@ -284,7 +288,12 @@ class LsioCodecPipeline(CodecPipeline):
                     raise _Fallback(f"output buffer is {type(dst).__module__}.{type(dst).__name__}, not numpy")
                 plan = _plan(source, batch, dst, drop_axes)
                 loop = asyncio.get_running_loop()
-                results = await loop.run_in_executor(None, _execute, source, plan, batch)
+                if dst.nbytes <= _INLINE_BYTES:
+                    # Small reads run on the event loop's thread: handing them to a worker
+                    # thread costs more than the read (64x64 float32 crops: 1.3x slower).
+                    results = _execute(source, plan, batch)
+                else:  # larger ones leave the loop free for other reads meanwhile
+                    results = await loop.run_in_executor(None, _execute, source, plan, batch)
                 _count(reads=1, chunks=len(batch))
                 return results
             except _Fallback as e:
