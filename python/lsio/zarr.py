@@ -326,12 +326,38 @@ class LsioCodecPipeline(CodecPipeline):
 register_pipeline(LsioCodecPipeline)
 
 
-def _static_reason(metadata: Any, store: Any) -> Optional[str]:
-    """Why lsio cannot read an array, decided from its metadata and store alone (None: try)."""
+def _store_root(store: Any) -> Tuple[Optional[str], Optional[dict], Optional[str]]:
+    """(root path or URL, storage_options for URLs, None) for a store lsio reads, else
+    (None, None, why not)."""
     from zarr.storage import LocalStore
 
-    if not isinstance(store, LocalStore):
-        return f"store {type(store).__name__} (lsio reads zarr's LocalStore)"
+    if isinstance(store, LocalStore):
+        return str(store.root), None, None
+    try:
+        from zarr.storage import FsspecStore
+    except ImportError:  # pragma: no cover - zarr without fsspec support
+        FsspecStore = None  # type: ignore[assignment,misc]
+    if FsspecStore is not None and isinstance(store, FsspecStore):
+        protocol = store.fs.protocol
+        protocols = (protocol,) if isinstance(protocol, str) else tuple(protocol)
+        if set(protocols) & {"http", "https"}:
+            if _GetResult is not None:
+                return None, None, "FsspecStore on zarr-python >= 3.2 (per-chunk presence is reported for local stores only)"
+            root = str(store.path)
+            if not root.startswith(("http://", "https://")):
+                return None, None, f"FsspecStore path {root!r} is not a URL"
+            # The file system's own options (headers, ...) go to lsio's HTTP store; an option
+            # lsio does not take makes the open fail, and zarr reads.
+            return root.rstrip("/"), dict(getattr(store.fs, "storage_options", {}) or {}), None
+        return None, None, f"FsspecStore over {'/'.join(protocols)} (lsio reads fsspec's HTTP(S) file system)"
+    return None, None, f"store {type(store).__name__} (lsio reads zarr's LocalStore and FsspecStore over HTTP(S))"
+
+
+def _static_reason(metadata: Any, store: Any) -> Optional[str]:
+    """Why lsio cannot read an array, decided from its metadata and store alone (None: try)."""
+    root, _options, why = _store_root(store)
+    if root is None:
+        return why
     if len(metadata.shape) == 0:
         return "0-d array"
     try:
@@ -352,9 +378,17 @@ def _open_source(metadata: Any, store: Any, byte_getter: Any) -> _Source:
     if len(parts) < nparts:
         raise _Fallback(f"chunk key {path!r} does not match the array's key encoding")
     prefix = "/".join(parts[: len(parts) - nparts])
-    directory = os.path.join(str(store.root), *prefix.split("/")) if prefix else str(store.root)
+    root, storage_options, why = _store_root(store)
+    if root is None:
+        raise _Fallback(str(why))
+    options = dict(_config("codec_pipeline.lsio_options", {}) or {})
+    if storage_options is None:
+        location = os.path.join(root, *prefix.split("/")) if prefix else root
+    else:
+        location = root + "/" + prefix if prefix else root
+        options["storage_options"] = {**storage_options, **dict(options.get("storage_options") or {})}
     try:
-        arr = _open.open(directory, **dict(_config("codec_pipeline.lsio_options", {}) or {}))
+        arr = _open.open(location, **options)
     except (Error, OSError, ValueError, NotImplementedError) as e:
         raise _Fallback(f"lsio cannot open it: {type(e).__name__}: {e}") from None
     if not isinstance(arr, Array):

@@ -243,6 +243,28 @@ def test_enable_disable(tmp_path):
         "BatchedCodecPipeline"
 
 
+def test_fsspec_http_store(nginx_server, tmp_path):
+    # zarr's FsspecStore over HTTP (fsspec's HTTPFileSystem): lsio reads the same URL with
+    # the file system's storage_options (headers here) carried over to its HTTP store.
+    root = tmp_path / "www"
+    root.mkdir()
+    data = np.random.default_rng(7).integers(0, 2**16, (50, 40), dtype="<u2")
+    z = zarr.create_array(str(root / "h.zarr"), shape=data.shape, chunks=(5, 5), shards=(10, 20), dtype="<u2",
+                          compressors=ZstdCodec())
+    z[...] = data
+    url = nginx_server(root).url("h.zarr")
+    with zarr.config.set({"codec_pipeline.path": lz.PATH}):
+        h = zarr.open_array(url, mode="r", storage_options={"headers": {"X-Lsio-Test": "1"}})
+    r0 = lz.stats()["reads"]
+    np.testing.assert_array_equal(h[3:44, 5:33], data[3:44, 5:33])
+    np.testing.assert_array_equal(h.oindex[[40, 2, 2], 7:9], data[[40, 2, 2], 7:9])
+    np.testing.assert_array_equal(h.vindex[[1, 49], [39, 0]], data[[1, 49], [39, 0]])
+    pipe = h._async_array.codec_pipeline
+    assert pipe.fallback_reason is None and lz.stats()["reads"] - r0 == 3
+    assert pipe._source.array.path == url
+    assert pipe._source.array._config["storage_options"]["headers"] == {"X-Lsio-Test": "1"}
+
+
 # -- fallbacks --------------------------------------------------------------------------
 
 
