@@ -452,3 +452,18 @@ def test_dataloader_workers_after_parent_read(tmp_path, context):
         pids.update(int(p) for p in pid)
     np.testing.assert_array_equal(np.concatenate(rows), data)
     assert os.getpid() not in pids and len(pids) == 2
+
+
+def test_xarray_open_zarr_reads_through_lsio(tmp_path):
+    xr = pytest.importorskip("xarray")
+    path = str(tmp_path / "ds.zarr")
+    t = np.random.default_rng(9).standard_normal((6, 20, 30)).astype("f4")
+    xr.Dataset({"t2m": (("time", "y", "x"), t)}, coords={"time": np.arange(6)}).to_zarr(
+        path, zarr_format=3, encoding={"t2m": {"chunks": (1, 10, 10), "shards": (2, 20, 30)}})
+    want = xr.open_zarr(path).t2m.isel(time=[4, 1], y=slice(3, 17)).values
+    r0 = lz.stats()["reads"]
+    with zarr.config.set({"codec_pipeline.path": lz.PATH}):
+        ds = xr.open_zarr(path)
+        got = ds.t2m.isel(time=[4, 1], y=slice(3, 17)).values
+    np.testing.assert_array_equal(got, want)
+    assert lz.stats()["reads"] > r0
