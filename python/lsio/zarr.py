@@ -198,18 +198,12 @@ class LsioCodecPipeline(CodecPipeline):
 
     @classmethod
     def from_array_metadata_and_store(cls, array_metadata: Any, store: Any) -> "LsioCodecPipeline":
-        from zarr.core.array import create_codec_pipeline  # noqa: F401 - same construction as zarr's
-        from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
+        from zarr.core.array import create_codec_pipeline
 
-        if isinstance(array_metadata, ArrayV3Metadata):
-            inner = BatchedCodecPipeline.from_codecs(array_metadata.codecs)
-        elif isinstance(array_metadata, ArrayV2Metadata):
-            from zarr.codecs._v2 import V2Codec
-
-            inner = BatchedCodecPipeline.from_codecs(
-                [V2Codec(filters=array_metadata.filters, compressor=array_metadata.compressor)])
-        else:  # pragma: no cover - zarr has no other metadata
-            raise TypeError(f"unknown array metadata {type(array_metadata).__name__}")
+        # zarr's own construction without a store (from_codecs, and in newer zarr-python
+        # evolve_from_array_spec): the pipeline zarr would have used, for what lsio does not do.
+        made = create_codec_pipeline(metadata=array_metadata)
+        inner = made._inner if isinstance(made, LsioCodecPipeline) else made
         return cls(inner, array_metadata, store, _static_reason(array_metadata, store))
 
     def _give_up(self, reason: str) -> None:
