@@ -39,6 +39,7 @@ from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarr.registry import register_pipeline
 
 from . import _open
+from ._remote import ProcessLock
 from .array import Array
 from .errors import Error, UnsupportedError
 
@@ -178,7 +179,7 @@ class LsioCodecPipeline(CodecPipeline):
         self._metadata = metadata
         self._store = store
         self._reason = reason
-        self._lock = threading.Lock()
+        self._lock = ProcessLock()  # a forked child gets a fresh one (never one held at the fork)
         self._source: Optional[_Source] = None
         self._counted = False
         # A pipeline zarr made for a whole array (False: a sharding codec's inner pipeline,

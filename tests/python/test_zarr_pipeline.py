@@ -467,3 +467,18 @@ def test_xarray_open_zarr_reads_through_lsio(tmp_path):
         got = ds.t2m.isel(time=[4, 1], y=slice(3, 17)).values
     np.testing.assert_array_equal(got, want)
     assert lz.stats()["reads"] > r0
+
+
+def test_order_config_and_3d_steps(tmp_path):
+    path = str(tmp_path / "f.zarr")
+    data = np.random.default_rng(0).standard_normal((30, 20, 10))
+    zarr.create_array(path, shape=data.shape, chunks=(4, 5, 3), shards=(8, 10, 6), dtype="f8")[...] = data
+    with zarr.config.set({"codec_pipeline.path": lz.PATH}):
+        f = zarr.open_array(path, mode="r", config={"order": "F"})
+    ref = zarr.open_array(path, mode="r", config={"order": "F"})
+    r0 = lz.stats()["reads"]
+    for key in [(slice(2, 27), slice(3, 19, 2), slice(1, 9)), (5, slice(None), slice(None, None, 3))]:
+        have, want = f[key], ref[key]
+        np.testing.assert_array_equal(have, want)
+        assert have.flags.f_contiguous == want.flags.f_contiguous
+    assert lz.stats()["reads"] - r0 == 2
