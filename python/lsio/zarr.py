@@ -227,6 +227,17 @@ class LsioCodecPipeline(CodecPipeline):
         self._reason = state["reason"]
         self._counted = True  # counted where it was created
 
+    def __eq__(self, other: object) -> bool:
+        # As zarr's pipelines (dataclasses): equal when they read the same way, so a zarr
+        # array equals its unpickled copy.
+        if not isinstance(other, LsioCodecPipeline):
+            return NotImplemented
+        return (self._inner == other._inner and self._metadata == other._metadata
+                and self._store == other._store and self._array_level == other._array_level)
+
+    def __hash__(self) -> int:
+        return hash((type(self), self._inner))
+
     def __repr__(self) -> str:
         how = "lsio" if self._reason is None else f"zarr ({self._reason})"
         return f"<LsioCodecPipeline reads by {how}>"
