@@ -185,6 +185,7 @@ class LsioCodecPipeline(CodecPipeline):
         # A pipeline zarr made for a whole array (False: a sharding codec's inner pipeline,
         # always zarr's, neither counted nor subject to strict mode).
         self._array_level = metadata is not None
+        self.last_error: Optional[BaseException] = None  # lsio's error on the last read zarr took over
         if reason is not None and self._array_level:
             self._counted = True
             _count(fallback_arrays=1)
@@ -306,12 +307,13 @@ class LsioCodecPipeline(CodecPipeline):
                 if _strict():
                     raise UnsupportedError(f"lsio cannot read this zarr array ({e.reason}); "
                                            "codec_pipeline.strict is set, so zarr's own pipeline is not used") from None
-            except Error as e:
-                # lsio refused or failed where zarr may not: zarr reads this batch (and
-                # raises its own error if the data is bad), unless strict.
+            except Exception as e:  # noqa: BLE001 - zarr's pipeline is the answer to any failure
+                # lsio refused or failed (an lsio.Error, MemoryError under memory_limit, ...)
+                # where zarr may not: zarr reads this batch again, whole, and raises its own
+                # error if the data is bad. Strict mode raises lsio's.
                 if _strict():
                     raise
-                del e
+                self.last_error = e
         _count(fallback_reads=1)
         return await self._inner.read(batch, out, drop_axes)
 

@@ -498,3 +498,36 @@ def test_order_config_and_3d_steps(tmp_path):
         np.testing.assert_array_equal(have, want)
         assert have.flags.f_contiguous == want.flags.f_contiguous
     assert lz.stats()["reads"] - r0 == 2
+
+
+def test_lsio_error_falls_back_to_zarr(tmp_path):
+    # memory_limit=1 makes every lsio read raise MemoryError before reading: zarr reads.
+    path = str(tmp_path / "ml.zarr")
+    data = np.arange(400, dtype="<i4").reshape(20, 20)
+    zarr.create_array(path, shape=data.shape, chunks=(5, 5), shards=(10, 10), dtype="<i4")[...] = data
+    with zarr.config.set({"codec_pipeline.path": lz.PATH, "codec_pipeline.lsio_options": {"memory_limit": 1}}):
+        z = zarr.open_array(path, mode="r")
+        s0 = lz.stats()
+        np.testing.assert_array_equal(z[3:17, 2:19], data[3:17, 2:19])
+        s1 = lz.stats()
+        pipe = z._async_array.codec_pipeline
+        assert isinstance(pipe.last_error, MemoryError)
+        assert s1["fallback_reads"] - s0["fallback_reads"] == 1 and s1["reads"] == s0["reads"]
+        assert pipe.fallback_reason is None  # the next read tries lsio again
+        with zarr.config.set({"codec_pipeline.strict": True}):
+            with pytest.raises(MemoryError):
+                z[3:17, 2:19]
+
+
+def test_corrupt_chunk_raises_zarrs_error(tmp_path):
+    path = tmp_path / "c.zarr"
+    data = np.arange(100, dtype="<f4").reshape(10, 10)
+    zarr.create_array(str(path), shape=data.shape, chunks=(5, 5), dtype="<f4", compressors=ZstdCodec())[...] = data
+    (path / "c" / "1" / "0").write_bytes(b"not a zstd frame" * 4)
+    with pytest.raises(Exception) as want:
+        _open(str(path), DEFAULT)[...]
+    got = _open(str(path), lz.PATH)
+    with pytest.raises(type(want.value)):
+        got[...]
+    assert isinstance(got._async_array.codec_pipeline.last_error, lsio.CorruptDataError)
+    np.testing.assert_array_equal(got[:5, :], data[:5, :])  # lsio still serves the good chunks
