@@ -31,7 +31,15 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_FILES = ["test_indexing.py", "test_array.py", "test_v2.py", "test_codecs", "test_api.py"]
+DEFAULT_FILES = ["test_indexing.py", "test_array.py", "test_v2.py", "test_codecs", "test_api.py", "test_config.py",
+                 "test_group.py"]
+# Tests that cannot apply with another pipeline selected (test id without parameters -> why).
+# Their differing outcome is printed but does not fail the run.
+CANNOT_APPLY = {
+    "tests.test_config::test_config_codec_pipeline_class":
+        "asserts zarr's default pipeline is in effect (it sets codec_pipeline.name, not .path, "
+        "then expects BatchedCodecPipeline)",
+}
 PLUGIN = '''
 import json, os
 def pytest_sessionfinish(session, exitstatus):
@@ -125,10 +133,12 @@ def main() -> int:
         print(f"  {k:8s} default {sum(v == k for v in default.values()):5d}   lsio {sum(v == k for v in with_lsio.values()):5d}")
     differ = sorted(n for n in default if with_lsio.get(n) != default[n])
     for n in differ:
-        print(f"  DIFFERS {n}: default {default[n]}, lsio {with_lsio.get(n)}")
+        why = CANNOT_APPLY.get(n.split("[")[0])
+        label = f"CANNOT APPLY ({why})" if why else "DIFFERS"
+        print(f"  {label} {n}: default {default[n]}, lsio {with_lsio.get(n)}")
     stats = json.loads((work / "stats.json").read_text()) if (work / "stats.json").exists() else None
     print(f"  lsio.zarr.stats() of the lsio run: {stats}")
-    broken = [n for n in differ if default[n] == "passed"]
+    broken = [n for n in differ if default[n] == "passed" and n.split("[")[0] not in CANNOT_APPLY]
     return 1 if broken else 0
 
 
