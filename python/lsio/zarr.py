@@ -17,7 +17,8 @@ array / orthogonal, block, coordinate and mask selections) becomes one engine ca
 a worker thread with the GIL released, that writes straight into zarr's output buffer.
 
 Whatever lsio cannot read goes to zarr's own :class:`~zarr.core.codec_pipeline.BatchedCodecPipeline`
-for that array: other stores than :class:`zarr.storage.LocalStore`, codecs or data types
+for that array: other stores than :class:`zarr.storage.LocalStore`, ``FsspecStore`` over
+HTTP(S) and ``ObjectStore`` over obstore's local, HTTP and S3 stores, codecs or data types
 lsio does not read, 0-d arrays, output buffers that are not writable numpy arrays, and an
 lsio error while reading (zarr then reads, and raises its own error if the data is bad).
 Writes always go to zarr's pipeline. Falling back is silent unless the config key
@@ -141,6 +142,7 @@ class _Source:
         self.nparts = nparts  # "/"-separated parts of a chunk key
         self.dtype = array.dtype
         self.ndim = len(grid)
+        self.local_root: Optional[str] = None  # the store's directory, for a local store
 
     def coords(self, path: str) -> Tuple[int, ...]:
         """A chunk key (the store path of a chunk) -> its grid coordinates; ValueError when
@@ -358,7 +360,62 @@ def _store_root(store: Any) -> Tuple[Optional[str], Optional[dict], Optional[str
             # lsio does not take makes the open fail, and zarr reads.
             return root.rstrip("/"), dict(getattr(store.fs, "storage_options", {}) or {}), None
         return None, None, f"FsspecStore over {'/'.join(protocols)} (lsio reads fsspec's HTTP(S) file system)"
-    return None, None, f"store {type(store).__name__} (lsio reads zarr's LocalStore and FsspecStore over HTTP(S))"
+    try:
+        from zarr.storage import ObjectStore
+    except ImportError:  # pragma: no cover - zarr without obstore support
+        ObjectStore = None  # type: ignore[assignment,misc]
+    if ObjectStore is not None and isinstance(store, ObjectStore):
+        return _obstore_root(store.store)
+    return None, None, (f"store {type(store).__name__} (lsio reads zarr's LocalStore, FsspecStore over HTTP(S) "
+                        "and ObjectStore over obstore's LocalStore, HTTPStore and S3Store)")
+
+
+# obstore S3Store config keys -> lsio storage_options keys (values as strings)
+_OBSTORE_S3 = {"endpoint": "endpoint_url", "region": "region", "access_key_id": "access_key_id",
+               "secret_access_key": "secret_access_key", "session_token": "session_token",
+               "token": "session_token"}
+
+
+def _obstore_root(obs: Any) -> Tuple[Optional[str], Optional[dict], Optional[str]]:
+    """zarr's ObjectStore: the obstore store inside as (root, storage_options, None), or why
+    lsio does not read it. Only configurations whose every setting lsio carries over."""
+    kind = type(obs).__name__
+    if kind == "LocalStore":
+        prefix = getattr(obs, "prefix", None)
+        return (None, None, "obstore LocalStore without a prefix") if prefix is None else (str(prefix), None, None)
+    if _GetResult is not None:
+        return None, None, f"obstore {kind} on zarr-python >= 3.2 (per-chunk presence is reported for local stores only)"
+    if getattr(obs, "credential_provider", None) is not None:
+        return None, None, f"obstore {kind} with a credential provider"
+    client = dict(getattr(obs, "client_options", None) or {})
+    allow_http = str(client.pop("allow_http", "false")).lower() == "true"
+    if client:
+        return None, None, f"obstore {kind} with client options {sorted(client)}"
+    if kind == "HTTPStore":
+        url = str(obs.url).rstrip("/")
+        if url.startswith("http://") and not allow_http:
+            return None, None, "obstore HTTPStore over http:// without allow_http"
+        return url, {}, None
+    if kind == "S3Store":
+        config = {k: str(v) for k, v in dict(obs.config or {}).items()}
+        bucket = config.pop("bucket", None)
+        if not bucket:
+            return None, None, "obstore S3Store without a bucket"
+        options: dict = {}
+        if config.pop("skip_signature", "false").lower() == "true":
+            options["anonymous"] = True
+        if config.pop("virtual_hosted_style_request", "false").lower() == "true":
+            options["addressing_style"] = "virtual"
+        for key in list(config):
+            if key in _OBSTORE_S3:
+                options[_OBSTORE_S3[key]] = config.pop(key)
+        if config:
+            return None, None, f"obstore S3Store with settings lsio does not carry over: {sorted(config)}"
+        if options.get("endpoint_url", "").startswith("http://") and not allow_http:
+            return None, None, "obstore S3Store over http:// without allow_http"
+        prefix = str(getattr(obs, "prefix", None) or "").strip("/")
+        return f"s3://{bucket}" + (f"/{prefix}" if prefix else ""), options, None
+    return None, None, f"obstore {kind}"
 
 
 def _static_reason(metadata: Any, store: Any) -> Optional[str]:
@@ -402,6 +459,7 @@ def _open_source(metadata: Any, store: Any, byte_getter: Any) -> _Source:
     if not isinstance(arr, Array):
         raise _Fallback(f"lsio opens it as {type(arr).__name__}, not an Array")
     source = _Source(arr, prefix + "/" if prefix else "", metadata, store, grid, nparts)
+    source.local_root = root if storage_options is None else None
     _check_same(arr, metadata, grid)
     try:
         source.coords(path)
@@ -624,6 +682,6 @@ def _execute(source: _Source, plan: Any, batch: list) -> Any:
 
 
 def _chunk_status(source: _Source, byte_getter: Any) -> Any:
-    """zarr >= 3.2's GetResult for one chunk: whether its key exists in the store."""
-    path = os.path.join(str(byte_getter.store.root), *str(byte_getter.path).split("/"))
+    """zarr >= 3.2's GetResult for one chunk: whether its key exists in the (local) store."""
+    path = os.path.join(str(source.local_root), *str(byte_getter.path).split("/"))
     return _GetResult(status="present" if os.path.exists(path) else "missing")

@@ -531,3 +531,69 @@ def test_corrupt_chunk_raises_zarrs_error(tmp_path):
         got[...]
     assert isinstance(got._async_array.codec_pipeline.last_error, lsio.CorruptDataError)
     np.testing.assert_array_equal(got[:5, :], data[:5, :])  # lsio still serves the good chunks
+
+
+# -- zarr.storage.ObjectStore (obstore) ---------------------------------------------------
+
+
+def _obstore_case(root):
+    data = np.random.default_rng(11).integers(-1000, 1000, (30, 20), dtype="<i4")
+    z = zarr.create_array(str(root / "o.zarr"), shape=data.shape, chunks=(5, 5), shards=(10, 10), dtype="<i4",
+                          compressors=ZstdCodec())
+    z[...] = data
+    return data
+
+
+def _check_obstore_reads(o, data, where):
+    r0 = lz.stats()["reads"]
+    np.testing.assert_array_equal(o[3:27, 2:19], data[3:27, 2:19])
+    np.testing.assert_array_equal(o.oindex[[29, 0, 7], ::3], data[[29, 0, 7], ::3])
+    np.testing.assert_array_equal(o.vindex[[1, 28], [19, 0]], data[[1, 28], [19, 0]])
+    pipe = o._async_array.codec_pipeline
+    assert pipe.fallback_reason is None and lz.stats()["reads"] - r0 == 3
+    assert pipe._source.array.path == where
+
+
+def test_obstore_local_store(tmp_path):
+    obs = pytest.importorskip("obstore.store")
+    data = _obstore_case(tmp_path)
+    store = zarr.storage.ObjectStore(obs.LocalStore(str(tmp_path)), read_only=True)
+    with zarr.config.set({"codec_pipeline.path": lz.PATH}):
+        o = zarr.open_array(store, path="o.zarr", mode="r")
+    _check_obstore_reads(o, data, str(tmp_path / "o.zarr"))
+
+
+def test_obstore_http_store(nginx_server, tmp_path):
+    obs = pytest.importorskip("obstore.store")
+    root = tmp_path / "www"
+    root.mkdir()
+    data = _obstore_case(root)
+    url = nginx_server(root).url("o.zarr")
+    store = zarr.storage.ObjectStore(obs.HTTPStore.from_url(url, client_options={"allow_http": True}),
+                                     read_only=True)
+    with zarr.config.set({"codec_pipeline.path": lz.PATH}):
+        o = zarr.open_array(store, mode="r")
+    _check_obstore_reads(o, data, url)
+
+
+def test_obstore_s3_store_signed(moto_s3_signed, tmp_path):
+    # Credentials, endpoint and region carried over from obstore's S3Store: moto verifies
+    # every request's signature.
+    obs = pytest.importorskip("obstore.store")
+    moto = moto_s3_signed
+    data = _obstore_case(tmp_path)
+    moto.client.create_bucket(Bucket="lsio-zarr-pipeline")
+    moto.upload_dir(tmp_path / "o.zarr", "lsio-zarr-pipeline", "data/o.zarr")
+    kw = dict(prefix="data", endpoint=moto.endpoint_url, region=moto.region, access_key_id=moto.access_key_id,
+              secret_access_key=moto.secret_access_key)
+    store = zarr.storage.ObjectStore(obs.S3Store("lsio-zarr-pipeline", client_options={"allow_http": True}, **kw), read_only=True)
+    with zarr.config.set({"codec_pipeline.path": lz.PATH}):
+        o = zarr.open_array(store, path="o.zarr", mode="r")
+    _check_obstore_reads(o, data, "s3://lsio-zarr-pipeline/data/o.zarr")
+    # A setting lsio does not carry over (a client timeout): zarr reads through obstore.
+    store = zarr.storage.ObjectStore(obs.S3Store("lsio-zarr-pipeline", client_options={"allow_http": True, "timeout": "20s"}, **kw),
+                                     read_only=True)
+    with zarr.config.set({"codec_pipeline.path": lz.PATH}):
+        o = zarr.open_array(store, path="o.zarr", mode="r")
+    np.testing.assert_array_equal(o[3:27, 2:19], data[3:27, 2:19])
+    assert "client options ['timeout']" in o._async_array.codec_pipeline.fallback_reason
