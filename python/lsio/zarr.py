@@ -18,7 +18,7 @@ a worker thread with the GIL released, that writes straight into zarr's output b
 
 Whatever lsio cannot read goes to zarr's own :class:`~zarr.core.codec_pipeline.BatchedCodecPipeline`
 for that array: other stores than :class:`zarr.storage.LocalStore`, ``FsspecStore`` over
-HTTP(S) and ``ObjectStore`` over obstore's local, HTTP and S3 stores, codecs or data types
+HTTP(S) and S3 (s3fs) and ``ObjectStore`` over obstore's local, HTTP and S3 stores, codecs or data types
 lsio does not read, 0-d arrays, output buffers that are not writable numpy arrays, and an
 lsio error while reading (zarr then reads, and raises its own error if the data is bad).
 Writes always go to zarr's pipeline. Falling back is silent unless the config key
@@ -359,7 +359,14 @@ def _store_root(store: Any) -> Tuple[Optional[str], Optional[dict], Optional[str
             # The file system's own options (headers, ...) go to lsio's HTTP store; an option
             # lsio does not take makes the open fail, and zarr reads.
             return root.rstrip("/"), dict(getattr(store.fs, "storage_options", {}) or {}), None
-        return None, None, f"FsspecStore over {'/'.join(protocols)} (lsio reads fsspec's HTTP(S) file system)"
+        if set(protocols) & {"s3", "s3a"}:
+            if _GetResult is not None:
+                return None, None, "FsspecStore on zarr-python >= 3.2 (per-chunk presence is reported for local stores only)"
+            # s3fs: the path is "bucket/prefix"; its storage_options (key, secret, token,
+            # anon, endpoint_url, client_kwargs, ...) are spelled as lsio takes them.
+            return ("s3://" + str(store.path).strip("/"), dict(getattr(store.fs, "storage_options", {}) or {}),
+                    None)
+        return None, None, f"FsspecStore over {'/'.join(protocols)} (lsio reads fsspec's HTTP(S) and S3 file systems)"
     try:
         from zarr.storage import ObjectStore
     except ImportError:  # pragma: no cover - zarr without obstore support
@@ -367,7 +374,7 @@ def _store_root(store: Any) -> Tuple[Optional[str], Optional[dict], Optional[str
     if ObjectStore is not None and isinstance(store, ObjectStore):
         return _obstore_root(store.store)
     return None, None, (f"store {type(store).__name__} (lsio reads zarr's LocalStore, FsspecStore over HTTP(S) "
-                        "and ObjectStore over obstore's LocalStore, HTTPStore and S3Store)")
+                        "and S3 and ObjectStore over obstore's LocalStore, HTTPStore and S3Store)")
 
 
 # obstore S3Store config keys -> lsio storage_options keys (values as strings)

@@ -646,3 +646,61 @@ def test_threads_share_a_pipeline(matrix_root, monkeypatch):
     for key, have in zip(keys, results):
         np.testing.assert_array_equal(have, data[key])
     assert lz.stats()["reads"] - r0 == len(keys)
+
+
+class _S3LikeFS:
+    """Built on demand (fsspec imported lazily): an async fsspec file system with s3fs's
+    protocol and storage_options spelling, reading objects through boto3 (s3fs itself is
+    not a test dependency). zarr's FsspecStore reads metadata and fallback chunks with it."""
+
+    @staticmethod
+    def make(moto, **storage_options):
+        import asyncio
+
+        from fsspec.asyn import AsyncFileSystem
+
+        class S3LikeFS(AsyncFileSystem):
+            protocol = ("s3", "s3a")
+            async_impl = True
+
+            def __init__(self, **kw):
+                super().__init__(asynchronous=True, **kw)
+
+            async def _cat_file(self, path, start=None, end=None, **kw):
+                bucket, _, key = path.partition("/")
+                args = {}
+                if start is not None or end is not None:
+                    s0 = start or 0
+                    args["Range"] = f"bytes={s0}-" if end is None else f"bytes={s0}-{end - 1}"
+                try:
+                    r = await asyncio.to_thread(moto.client.get_object, Bucket=bucket, Key=key, **args)
+                except moto.client.exceptions.NoSuchKey:
+                    raise FileNotFoundError(path) from None
+                return r["Body"].read()
+
+        return S3LikeFS(**storage_options)
+
+
+def test_fsspec_s3_store_signed(moto_s3_signed, tmp_path):
+    # An s3fs-style FsspecStore: bucket/prefix from its path, credentials and endpoint from
+    # its storage_options (s3fs spellings), carried over to lsio's S3 store; moto checks
+    # every request's signature.
+    moto = moto_s3_signed
+    data = _obstore_case(tmp_path)
+    moto.client.create_bucket(Bucket="lsio-zarr-fsspec")
+    moto.upload_dir(tmp_path / "o.zarr", "lsio-zarr-fsspec", "d/o.zarr")
+    fs = _S3LikeFS.make(moto, key=moto.access_key_id, secret=moto.secret_access_key,
+                        client_kwargs={"endpoint_url": moto.endpoint_url, "region_name": moto.region})
+    store = zarr.storage.FsspecStore(fs, path="lsio-zarr-fsspec/d", read_only=True)
+    with zarr.config.set({"codec_pipeline.path": lz.PATH}):
+        o = zarr.open_array(store, path="o.zarr", mode="r")
+    _check_obstore_reads(o, data, "s3://lsio-zarr-fsspec/d/o.zarr")
+    # Wrong credentials: lsio cannot open the array; zarr's pipeline reads through the file
+    # system (which does not use them here) and returns the data.
+    fs = _S3LikeFS.make(moto, key=moto.access_key_id, secret="wrong",
+                        client_kwargs={"endpoint_url": moto.endpoint_url, "region_name": moto.region})
+    with zarr.config.set({"codec_pipeline.path": lz.PATH}):
+        o = zarr.open_array(zarr.storage.FsspecStore(fs, path="lsio-zarr-fsspec/d", read_only=True),
+                            path="o.zarr", mode="r")
+    np.testing.assert_array_equal(o[3:27, 2:19], data[3:27, 2:19])
+    assert "lsio cannot open it" in o._async_array.codec_pipeline.fallback_reason
