@@ -447,7 +447,7 @@ class _ZarrDataset:
         return torch.from_numpy(np.ascontiguousarray(row)), lz.stats()["reads"] - before, os.getpid()
 
 
-@pytest.mark.parametrize("context", ["fork", "spawn"])
+@pytest.mark.parametrize("context", ["fork", "forkserver", "spawn"])
 def test_dataloader_workers_after_parent_read(tmp_path, context):
     torch = pytest.importorskip("torch")
     from torch.utils.data import DataLoader
