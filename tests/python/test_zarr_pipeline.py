@@ -704,3 +704,26 @@ def test_fsspec_s3_store_signed(moto_s3_signed, tmp_path):
                             path="o.zarr", mode="r")
     np.testing.assert_array_equal(o[3:27, 2:19], data[3:27, 2:19])
     assert "lsio cannot open it" in o._async_array.codec_pipeline.fallback_reason
+
+
+@pytest.mark.parametrize("dtype", ["<f4", "<i4"])
+def test_v2_null_fill_value(tmp_path, dtype):
+    # A v2 fill_value of null: zarr fills missing chunks with zeros, and so does lsio.
+    path = str(tmp_path / "n.zarr")
+    z = zarr.create_array(path, shape=(10, 10), chunks=(5, 5), dtype=dtype, zarr_format=2, fill_value=None)
+    z[:5, :5] = 1
+    got = _open(path, lz.PATH)
+    r0 = lz.stats()["reads"]
+    np.testing.assert_array_equal(got[...], _open(path, DEFAULT)[...])
+    assert got._async_array.codec_pipeline.fallback_reason is None and lz.stats()["reads"] - r0 == 1
+
+
+def test_string_array_falls_back(tmp_path):
+    path = str(tmp_path / "s.zarr")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        z = zarr.create_array(path, shape=(4,), chunks=(2,), dtype=str)
+        z[...] = np.array(["a", "bc", "", "def"])
+    got = _open(path, lz.PATH)
+    np.testing.assert_array_equal(got[1:4], _open(path, DEFAULT)[1:4])
+    assert "StringArray" in got._async_array.codec_pipeline.fallback_reason
