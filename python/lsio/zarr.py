@@ -143,10 +143,21 @@ class _Source:
         self.dtype = array.dtype
         self.ndim = len(grid)
         self.local_root: Optional[str] = None  # the store's directory, for a local store
+        self._coords: Dict[str, Tuple[int, ...]] = {}
 
     def coords(self, path: str) -> Tuple[int, ...]:
         """A chunk key (the store path of a chunk) -> its grid coordinates; ValueError when
-        it is not one of this array's keys."""
+        it is not one of this array's keys. Keys seen before come from a bounded cache."""
+        found = self._coords.get(path)
+        if found is not None:
+            return found
+        coords = self._parse(path)
+        if len(self._coords) >= 65536:
+            self._coords.clear()
+        self._coords[path] = coords
+        return coords
+
+    def _parse(self, path: str) -> Tuple[int, ...]:
         if not path.startswith(self.prefix):
             raise ValueError(path)
         key = path[len(self.prefix):]
@@ -531,17 +542,17 @@ def _vector(d: Any) -> np.ndarray:
     return np.array([d], dtype=np.int64)
 
 
-def _runs(src: Any, dst: Any, origin: int) -> np.ndarray:
+def _runs(src: Any, dst: Any, origin: int) -> Any:
     """(start, count, step, dst_offset) rows reading array indices origin + src into
-    output indices dst (dst None: a dropped axis, output index 0)."""
+    output indices dst (dst None: a dropped axis, output index 0): one Python row for an
+    int or a slice (the common case, kept out of numpy), else an int64 array of rows."""
     if isinstance(src, int):
-        return np.array([[origin + src, 1, 1, 0]], dtype=np.int64)
+        return [origin + src, 1, 1, 0]
     if isinstance(src, tuple) and (dst is None or isinstance(dst, tuple)) and (dst is None or dst[2] == 1):
         start, count, step = src
         if dst is not None and dst[1] != count:
             raise _Fallback("chunk and output selections differ in length")
-        return np.array([[origin + start, count, step if count > 1 else 1, 0 if dst is None else dst[0]]],
-                        dtype=np.int64)
+        return [origin + start, count, step if count > 1 else 1, 0 if dst is None else dst[0]]
     s = _vector(src)
     t = np.arange(s.size, dtype=np.int64) if dst is None else _vector(dst)
     if s.size != t.size:
@@ -617,7 +628,10 @@ def _plan(source: _Source, batch: list, out: np.ndarray, drop_axes: Tuple[int, .
     runs = []
     for d in range(ndim):
         rows = [_runs(src, dst, c * grid[d]) for c, (src, dst) in sorted(per_dim[d].items())]
-        runs.append(np.concatenate(rows) if rows else np.zeros((0, 4), dtype=np.int64))
+        if all(isinstance(r, list) for r in rows):
+            runs.append(np.array(rows, dtype=np.int64).reshape(-1, 4))
+        else:
+            runs.append(np.concatenate([np.array([r], dtype=np.int64) if isinstance(r, list) else r for r in rows]))
     dropped_axes = sorted({d for d in range(ndim) if per_dim[d] and next(iter(per_dim[d].values()))[1] is None})
     view = np.expand_dims(out, tuple(dropped_axes)) if dropped_axes else out
     if view.ndim != ndim:
