@@ -75,11 +75,13 @@ def run(tests: Path, ids: list, env: dict, xml: Path, timeout: int) -> dict:
     args = tests.parent / f".lsio-suite-{os.getpid()}.txt"
     args.write_text("\n".join(ids) + "\n")
     try:
-        subprocess.run([sys.executable, "-m", "pytest", "-q", "-o", "addopts=", "-p", "no:cacheprovider",
-                        "-p", "lsio_suite_plugin", f"--junitxml={xml}", f"@{args}"],
-                       cwd=tests.parent, env=env, capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-o", "addopts=", "-p", "no:cacheprovider",
+                            "-p", "lsio_suite_plugin", f"--junitxml={xml}", f"@{args}"],
+                           cwd=tests.parent, env=env, capture_output=True, text=True, timeout=timeout)
     finally:
         args.unlink()
+    if not xml.exists():  # pytest itself died (a crash): say how
+        raise RuntimeError(f"pytest exited with {r.returncode} without a report:\n{(r.stdout + r.stderr)[-3000:]}")
     out = {}
     for case in ET.parse(xml).getroot().iter("testcase"):
         name = f"{case.get('classname')}::{case.get('name')}"
