@@ -592,8 +592,8 @@ def _plan(source: _Source, batch: list, out: np.ndarray, drop_axes: Tuple[int, .
     grid = source.grid
     items = []
     for byte_getter, _spec, chunk_sel, out_sel, *_rest in batch:
-        if byte_getter.store is not source.metadata_store if False else False:  # pragma: no cover
-            pass
+        if byte_getter.store is not source.store:
+            raise _Fallback("chunk read through another store")
         try:
             coords = source.coords(str(byte_getter.path))
         except ValueError:
