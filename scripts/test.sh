@@ -14,6 +14,10 @@
 # The C++ build includes benchmarks/cpp/lsio_microbench; ctest smoke-runs each of its cases
 # once on small inputs (test lsio_microbench_smoke, ~1-5 s) so it cannot rot; no timing is
 # checked.
+# After pytest, scripts/zarr_suite.py runs a sample of zarr-python's own tests (400, or
+# LSIO_ZARR_SUITE_SAMPLE) with zarr's default codec pipeline and with lsio's, and fails when
+# a test passing with the default does not pass with lsio's (needs PyPI once: it downloads
+# zarr's sdist for its tests/ into ~/.cache/lsio/zarr-suite).
 # After ctest and pytest, the C++ steps (not with --python-only) also run
 # scripts/sanitize.sh (ctest under ASan+UBSan; with the Python step also test_goldens and
 # test_errors against an ASan+UBSan _core; ctest under TSan for util/io/read; any report
@@ -128,8 +132,13 @@ if [ "$run_cpp" = 1 ]; then
   if python scripts/check_layers.py && python scripts/check_imports.py; then layers_status="ok"; else layers_status="FAILED"; failed_steps+=("layering check"); fi
   if run_cpp_tests; then cpp_status="ok"; else cpp_status="FAILED"; failed_steps+=("C++ (ctest)"); fi
 fi
+zarr_status="not run"
 if [ "$run_python" = 1 ]; then
   if run_python_tests; then python_status="ok"; else python_status="FAILED"; failed_steps+=("Python (pytest)"); fi
+  # A sample of zarr-python's own tests, with its default codec pipeline and with lsio's:
+  # every test passing with the default must pass with lsio's (scripts/zarr_suite.py).
+  lsio_log "Python: zarr-python's tests with lsio's codec pipeline (scripts/zarr_suite.py, sampled)"
+  if lsio_run python scripts/zarr_suite.py --sample "${LSIO_ZARR_SUITE_SAMPLE:-400}"; then zarr_status="ok"; else zarr_status="FAILED"; failed_steps+=("zarr-python suite"); fi
 fi
 # ---------------------------------------------------------------- sanitizers and fuzzing
 if [ "$run_cpp" = 1 ] && [ "$run_sanitizers" = 1 ]; then
@@ -165,13 +174,13 @@ fi
 # ---------------------------------------------------------------- summary
 lsio_log "Summary"
 python - "$results_dir" "$layers_status" "$cpp_status" "$python_status" \
-  "$asan_status" "$asanpy_status" "$tsan_status" "$fuzz_status" "$docs_status" "$wheel_status" <<'PY'
+  "$asan_status" "$asanpy_status" "$tsan_status" "$fuzz_status" "$docs_status" "$wheel_status" "$zarr_status" <<'PY'
 import os
 import sys
 import xml.etree.ElementTree as ET
 
 results_dir, layers_status, cpp_status, python_status = sys.argv[1:5]
-step_statuses = dict(zip(("asan", "asan-py", "tsan", "fuzz", "docs", "wheel"), sys.argv[5:11]))
+step_statuses = dict(zip(("asan", "asan-py", "tsan", "fuzz", "docs", "wheel", "zarr"), sys.argv[5:12]))
 
 
 def count(path):
