@@ -331,8 +331,8 @@ def _(p):
 @case("unsupported_index_codec", "zstd_end")
 def _(p):
     edit_metadata(p, lambda d: d["codecs"][0]["configuration"]["index_codecs"].insert(
-        1, {"name": "numcodecs.zlib", "configuration": {"level": 1}}))
-    return open_case("UnsupportedError", ["numcodecs.zlib"])
+        1, {"name": "numcodecs.pcodec", "configuration": {"level": 8}}))
+    return open_case("UnsupportedError", ["numcodecs.pcodec"])
 
 
 @case("variable_size_index_codec", "zstd_end")
