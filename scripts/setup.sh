@@ -17,6 +17,9 @@
 #   LSIO_PYTHON       interpreter that creates the venv (default: python3)
 #   LSIO_VENV         venv directory (default: <repo>/.venv)
 #   LSIO_SKIP_APT=1   skip step 1 (you installed the system packages yourself)
+#   LSIO_TORCH_INDEX  where lsio_pip_install_torch looks for torch besides pip's own indexes
+#                     (default: PyTorch's CPU-only index on a machine without an NVIDIA GPU,
+#                     none with one; empty: none)
 #   CI=true           no interactive sudo, no pip progress bars
 
 set -euo pipefail
@@ -30,6 +33,9 @@ LSIO_BUILD_DEPS=("scikit-build-core>=0.10" "pybind11>=2.12" "numpy>=1.24" "ninja
 LSIO_WHEEL_BUILD_DIR="build/wheel"
 LSIO_APT_PACKAGES=(
   g++ cmake pkg-config
+  # ccache: CMakeLists.txt compiles through it when present, so a wiped or new build tree (every
+  # `pip install .` under pip's build isolation, another Python's wheel) reuses the objects.
+  ccache
   liburing-dev libzstd-dev zlib1g-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   # c-blosc 1.x (1.21 on Debian 12): the Zarr `blosc` codec (cpp/src/codec/blosc.cc).
   libblosc-dev
@@ -155,6 +161,44 @@ lsio_pip_install_package() {
   lsio_log "Building and installing lsio into the venv: $*"
   (cd "$LSIO_ROOT" && lsio_run python -m pip install --no-build-isolation \
     "-Cbuild-dir=$LSIO_WHEEL_BUILD_DIR" "$@")
+}
+
+# lsio_pip_install_torch SPEC... : pip-install torch (SPEC, e.g. "torch==2.13.0") without a silent
+# multi-GB CUDA download on a machine that has no NVIDIA GPU. PyPI's Linux torch is the CUDA
+# build (with its nvidia-* wheels ~3 GB to download, 5.6 GB installed); PyTorch's CPU-only
+# builds (about 200 MB, versions like 2.13.0+cpu, which satisfy torch==2.13.0) are on
+# https://download.pytorch.org/whl/cpu.
+# Without a GPU that index is added to pip's (--extra-index-url: torch's dependencies still come
+# from PyPI, and the +cpu build wins a version tie). Where that index cannot be reached (an
+# offline mirror, a firewall) pip's configured indexes and find-links decide alone, as
+# before, and a note says so. LSIO_TORCH_INDEX overrides the index (empty: none).
+lsio_has_nvidia_gpu() {
+  [ -e /proc/driver/nvidia/version ] || [ -e /dev/nvidia0 ] ||
+    { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }
+}
+lsio_pip_install_torch() {
+  local index
+  if [ -n "${LSIO_TORCH_INDEX+set}" ]; then
+    index="$LSIO_TORCH_INDEX"
+  elif lsio_has_nvidia_gpu; then
+    index=""
+  else
+    index="https://download.pytorch.org/whl/cpu"
+  fi
+  local extra=()
+  if [ -n "$index" ]; then
+    if python - "$index" <<'PY' >/dev/null 2>&1
+import sys, urllib.request
+urllib.request.urlopen(sys.argv[1].rstrip("/") + "/torch/", timeout=10).close()
+PY
+    then
+      extra=(--extra-index-url "$index")
+    else
+      lsio_log "note: cannot reach $index; torch comes from pip's configured indexes" \
+        "(on plain PyPI that is the multi-GB CUDA build; set LSIO_TORCH_INDEX to a reachable CPU index)"
+    fi
+  fi
+  lsio_run python -m pip install "${extra[@]}" "$@"
 }
 
 lsio_setup() {

@@ -25,17 +25,20 @@
 # LSIO_FUZZ_SECONDS, default 20; any crash fails).
 #
 # Then (both suites, not with --no-sanitizers) scripts/docs.sh builds the documentation
-# (Sphinx, warnings are errors) and the wheel step builds the manylinux wheel
-# (scripts/build_wheel.sh) and installs it into a clean debootstrap root with no compiler,
-# where it must read the shipped smoke store (scripts/wheel_smoke.sh; needs root or
-# passwordless sudo).
+# (Sphinx, warnings are errors) and the wheel step builds the manylinux wheel for the venv's
+# Python only (scripts/build_wheel.sh, which smoke-tests it in a clean venv against
+# zarr-python; LSIO_WHEEL_PYTHONS="all" builds and tests CPython 3.10-3.13 instead, about
+# 1-2 more minutes per version with a warm ccache) and installs it into a clean debootstrap
+# root with no compiler, where it must read the shipped smoke store (scripts/wheel_smoke.sh;
+# needs root or passwordless sudo).
 #
 # Exits non-zero if any step fails, including pytest collecting no tests (exit code 5).
 # Ends with one line "summary: N passed, N failed, N skipped" over both suites; a step
 # that fails before its tests run (configure, build, install) counts as one failure.
 # Environment: see scripts/setup.sh; also LSIO_BUILD_TYPE (default RelWithDebInfo),
 # LSIO_FUZZ_SECONDS (default 20), LSIO_TORCH_VERSION (default 2.13.0, installed before the
-# test extras).
+# test extras; from PyTorch's CPU-only index too on a machine without an NVIDIA GPU, see
+# LSIO_TORCH_INDEX in setup.sh), LSIO_WHEEL_PYTHONS (scripts/build_wheel.sh).
 
 set -euo pipefail
 
@@ -103,9 +106,10 @@ run_cpp_tests() {
 # ---------------------------------------------------------------- Python: pytest
 run_python_tests() {
   # torch first, pinned: the CPU build of this version is what the test machines carry
-  # (a looser spec, or torchdata resolving it, could pull a multi-GB CUDA build).
+  # (a looser spec, or torchdata resolving it, could pull a multi-GB CUDA build). Without an
+  # NVIDIA GPU, lsio_pip_install_torch (setup.sh) also looks in PyTorch's CPU-only index.
   if ! python -c "import torch" >/dev/null 2>&1; then
-    lsio_run python -m pip install "torch==${LSIO_TORCH_VERSION:-2.13.0}" || return 1
+    lsio_pip_install_torch "torch==${LSIO_TORCH_VERSION:-2.13.0}" || return 1
   fi
   lsio_pip_install_package ".[test]" || return 1
   # The tests must exercise the installed package, not the python/lsio sources.
@@ -167,7 +171,7 @@ run_wheel_smoke() {
 if [ "$run_cpp" = 1 ] && [ "$run_python" = 1 ] && [ "$run_sanitizers" = 1 ]; then
   lsio_log "Docs: Sphinx build, warnings are errors (scripts/docs.sh)"
   if bash scripts/docs.sh; then docs_status="ok"; else docs_status="FAILED"; failed_steps+=("docs"); fi
-  lsio_log "Wheel: build and repair (scripts/build_wheel.sh), then install it in a clean root (scripts/wheel_smoke.sh)"
+  lsio_log "Wheel: build, repair and smoke-test in a clean venv (scripts/build_wheel.sh), then install it in a clean root (scripts/wheel_smoke.sh)"
   if bash scripts/build_wheel.sh && run_wheel_smoke; then wheel_status="ok"; else wheel_status="FAILED"; failed_steps+=("wheel"); fi
 fi
 
