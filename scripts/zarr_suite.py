@@ -115,7 +115,13 @@ def main() -> int:
     (dist / "entry_points.txt").write_text("[zarr.codec_pipeline]\nlsio = lsio.zarr:LsioCodecPipeline\n")
     (work / "plugin").mkdir()
     (work / "plugin" / "lsio_suite_plugin.py").write_text(PLUGIN)
-    path = [str(work / "ep"), str(work / "plugin"), *args.pythonpath, str(ROOT / "python"),
+    # The lsio this interpreter imports (the installed package, or a source tree on
+    # PYTHONPATH with its built _core), never the repository's python/ on its own: without its
+    # extension there it would fail every test in both runs alike and prove nothing.
+    import lsio
+
+    lsio_parent = str(Path(lsio.__file__).resolve().parent.parent)
+    path = [str(work / "ep"), str(work / "plugin"), *args.pythonpath, lsio_parent,
             *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
     base = dict(os.environ, PYTHONPATH=os.pathsep.join(path), LSIO_SUITE_STATS=str(work / "stats.json"))
     base.pop("ZARR_CODEC_PIPELINE__PATH", None)
@@ -141,6 +147,14 @@ def main() -> int:
     stats = json.loads((work / "stats.json").read_text()) if (work / "stats.json").exists() else None
     print(f"  lsio.zarr.stats() of the lsio run: {stats}")
     broken = [n for n in differ if default[n] == "passed" and n.split("[")[0] not in CANNOT_APPLY]
+    if not stats or not stats.get("reads"):
+        print("  FAILED: lsio served no read in the lsio run (the pipeline was not in effect)", file=sys.stderr)
+        return 1
+    passed = sum(v == "passed" for v in default.values())
+    if passed < len(default) // 2:
+        print(f"  FAILED: only {passed} of {len(default)} tests pass with zarr's own pipeline: the "
+              "environment cannot run zarr's tests (missing test dependencies?)", file=sys.stderr)
+        return 1
     return 1 if broken else 0
 
 
