@@ -27,6 +27,10 @@
 #               T = 16, 1, 2, 4, 8 (that order: the ends first) -> $OUT/suite.md (the tables)
 #   scaling     scaling.py (lsio alone, serial share of a call) if time is left
 #   then suite.json ({threads: results.json, "scaling": ...}) and a summary of every step.
+# LSIO_DEVICE_STEPS=pipeline runs instead: setup, tests, gpu_feed without a model (batch 64:
+# W1's delivered GB/s, CropLoader depth 2 / depth 1 / the CPU path) -> $OUT/feed_nomodel.json,
+# gpu_feed at 4 threads with an 11 ms step -> feed_t4.json, gpu_decode on gzip and LZ4 copies of
+# the small W1 store -> decode_gzip.json, decode_lz4.json, gpu_feed at THREADS -> feed_t16.json.
 # LSIO_DEVICE_STEPS=probe runs a short second pass instead: setup, tests, benchmarks/device/
 # probe.py (phases of a batch on the GPU, nvCOMP and a corrupt frame) -> $OUT/probe.json and
 # gpu_feed.py at 4 threads with a 10 ms step -> $OUT/gpu_feed_t4.json.
@@ -271,6 +275,34 @@ from suite import STORES; print(ensure_store(STORES['weather'][0], '$CACHE'))"
       --modes lsio,lsio.torch,lsio.gpu --cache-dir "$CACHE" --json "$OUT/gpu_feed_t4.json"
     echo; echo "### summary ($(( $(date +%s) - T0 ))s of ${BUDGET}s)"
     for s in "${STATUS[@]}"; do echo "  $s"; done
+    return "$FAILED"
+  fi
+
+  if [ "${LSIO_DEVICE_STEPS:-all}" = pipeline ]; then
+    # The pipelined GPU path (CropLoader depth 2 against depth 1 and the CPU path), then
+    # nvCOMP's deflate and LZ4 on gzip / LZ4 copies of the small W1 store.
+    local pf=() q=() w1=0
+    if [ "$SMOKE" = 1 ]; then
+      pf=(--device cpu --quick --batches 3 --warmup 1); q=(--device cpu --batches 2 --rounds 1 --warmup 1 --check 2)
+      w1=1
+    else
+      pf=(--batches 100); q=(--batches 20 --rounds 3 --gpu-threads 4)
+    fi
+    step "store (W1)" 120 "$PY" -c "import sys; sys.path.insert(0, '$B'); from stores import ensure_store; \
+from suite import STORES; print(ensure_store(STORES['weather'][$w1], '$CACHE'))"
+    step "gpu_feed no model, batch 64, threads=$THREADS" 110 "$PY" $B/gpu_feed.py "${pf[@]}" --no-model --batch 64 \
+      --threads "$THREADS" --modes lsio,lsio.gpu,lsio.gpu.depth1 --cache-dir "$CACHE" --json "$OUT/feed_nomodel.json"
+    step "gpu_feed threads=4 step=11ms" 130 "$PY" $B/gpu_feed.py "${pf[@]}" --threads 4 --workers 4 --step-ms 11 \
+      --modes lsio,lsio.torch,lsio.gpu,lsio.gpu.depth1 --cache-dir "$CACHE" --json "$OUT/feed_t4.json"
+    step "gpu_decode gzip (small W1)" 70 "$PY" $B/gpu_decode.py "${q[@]}" --quick --codec gzip --threads "$THREADS" \
+      --cache-dir "$CACHE" --json "$OUT/decode_gzip.json"
+    step "gpu_decode lz4 (small W1)" 70 "$PY" $B/gpu_decode.py "${q[@]}" --quick --codec lz4 --threads "$THREADS" \
+      --cache-dir "$CACHE" --json "$OUT/decode_lz4.json"
+    step "gpu_feed threads=$THREADS" 110 "$PY" $B/gpu_feed.py "${pf[@]}" --threads "$THREADS" --workers 8 \
+      --modes lsio,lsio.gpu,lsio.gpu.depth1 --cache-dir "$CACHE" --json "$OUT/feed_t16.json"
+    echo; echo "### summary ($(( $(date +%s) - T0 ))s of ${BUDGET}s)"
+    for s in "${STATUS[@]}"; do echo "  $s"; done
+    echo "files in $OUT:"; ls -la "$OUT" | tail -n +2
     return "$FAILED"
   fi
 

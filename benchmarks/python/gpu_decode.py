@@ -8,7 +8,8 @@
 Without CUDA (and without ``--device cpu``) it prints one line saying it skipped and exits 0.
 
 Store: W1's (float32 (32, 2048, 2048), shards (8, 512, 512), inner chunks (1, 128, 128), zstd 3;
-``--quick``: the (8, 1024, 1024) one), written once by zarr-python into benchmarks/.cache (the
+``--quick``: the (8, 1024, 1024) one; ``--codec gzip|lz4``: the same data with gzip level 5 or
+numcodecs' LZ4 as the inner chunks' compressor), written once by zarr-python into benchmarks/.cache (the
 same helper and cache as gpu_feed.py and the suite: ``stores.ensure_store``). Page cache hot
 (every file read once first). Crops (4, 256, 256) float32, ``--batch`` (64) per batch, seeded
 random origins, the same batches in the same order for every mode. ``--full``: one batch is the
@@ -187,6 +188,8 @@ def main(argv=None) -> int:
     ap.add_argument("--full", action="store_true", help="read the whole array per batch, in --box boxes")
     ap.add_argument("--box", default="8,1024,1024", help="--full: box shape (must tile the array)")
     ap.add_argument("--quick", action="store_true", help="the 4x smaller W1 store, fewer batches")
+    ap.add_argument("--codec", choices=("zstd", "gzip", "lz4"), default="zstd",
+                    help="the store's inner-chunk compressor (W1's is zstd; gzip/lz4: nvCOMP's deflate/LZ4)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache-dir", type=Path, default=CACHE_DIR)
     ap.add_argument("--json", type=Path, default=None)
@@ -215,6 +218,10 @@ def main(argv=None) -> int:
     from suite import STORES
 
     spec = STORES["weather"][1 if args.quick else 0]
+    if args.codec != "zstd":
+        import dataclasses
+
+        spec = dataclasses.replace(spec, codec=args.codec)
     path = ensure_store(spec, args.cache_dir, log=log)
     warm_page_cache(path)
 

@@ -32,6 +32,9 @@ Modes (``--modes``):
   scatter), so there is no host batch and no H2D copy of decoded crops here. Where
   ``lsio.torch`` has no ``CropLoader`` this mode runs the ``lsio.gpu.manual`` loop instead
   (its ``config`` says which).
+- ``lsio.gpu.depth1``: the same with ``depth=1`` (``lsio.gpu`` uses ``--gpu-depth``, default
+  2): each batch's GPU half finishes before the next one is queued, as before CropLoader
+  kept two batches on the GPU.
 - ``lsio.gpu.manual``: the same decode without the loader: two CUDA output tensors; a
   background thread runs ``arr.read_crops(starts, shape, out=cuda_tensor)`` for batch k+1 on a
   side CUDA stream and synchronizes that stream (so the batch is complete when handed over)
@@ -97,7 +100,7 @@ sys.path.insert(0, str(HERE))
 
 CACHE_DIR = HERE.parent / ".cache"
 CROP = (4, 256, 256)
-MODES = ("lsio", "lsio.torch", "lsio.gpu", "lsio.gpu.manual", "tensorstore", "zarrs")
+MODES = ("lsio", "lsio.torch", "lsio.gpu", "lsio.gpu.depth1", "lsio.gpu.manual", "tensorstore", "zarrs")
 SKIP_MSG = "gpu_feed: no CUDA device (torch.cuda.is_available() is False): skipped"
 
 
@@ -363,20 +366,23 @@ def run_mode(mode: str, torch, device, args, path: Path, starts: np.ndarray, ste
 
         def get_batch(k):
             return next(it)
-    elif mode in ("lsio.gpu", "lsio.gpu.manual"):
+    elif mode in ("lsio.gpu", "lsio.gpu.depth1", "lsio.gpu.manual"):
         import lsio
         import lsio.gpu as lg
         import lsio.torch as lt
 
         arr = lsio.open(str(path), threads=args.threads)
         loader_cls = getattr(lt, "CropLoader", None)
-        if mode == "lsio.gpu" and loader_cls is not None:
+        if mode in ("lsio.gpu", "lsio.gpu.depth1") and loader_cls is not None:
             ds = lt.CropDataset(arr, CROP, origins=starts[: total * B])
+            depth = 1 if mode == "lsio.gpu.depth1" else args.gpu_depth
+            kw = {"depth": depth} if "depth" in loader_cls.__init__.__code__.co_varnames else {}
             loader = loader_cls(ds, batch_size=B, sampler=lt.CropSampler(ds, shuffle=False),
-                                device="cuda" if feed.cuda else "cpu")
+                                device="cuda" if feed.cuda else "cpu", **kw)
             it = iter(loader)
             config = {"loader": "lsio.torch.CropLoader(CropDataset(arr, origins=...), batch_size=B, "
-                                "sampler=CropSampler(shuffle=False), device=...)", "threads": args.threads}
+                                f"sampler=CropSampler(shuffle=False), device=..., depth={kw.get('depth', 'n/a')})",
+                      "threads": args.threads}
 
             def get_batch(k):
                 return first_tensor(next(it))
@@ -444,7 +450,7 @@ def run_mode(mode: str, torch, device, args, path: Path, starts: np.ndarray, ste
 
 def available(mode: str, cuda: bool = True) -> str | None:
     """None when the mode can run, else why not."""
-    if mode in ("lsio.gpu", "lsio.gpu.manual"):
+    if mode in ("lsio.gpu", "lsio.gpu.depth1", "lsio.gpu.manual"):
         try:
             import lsio.gpu as lg
         except Exception as e:  # noqa: BLE001 - the GPU API may be absent or fail to import
@@ -490,6 +496,7 @@ def main(argv=None) -> int:
     ap.add_argument("--step-ms", type=float, default=None, help="repeat fwd+bwd until a step takes about this")
     ap.add_argument("--eps-ms", type=float, default=0.1, help="a gap above this counts as the GPU waiting")
     ap.add_argument("--quick", action="store_true", help="the 4x smaller W1 store")
+    ap.add_argument("--gpu-depth", type=int, default=2, help="lsio.gpu: CropLoader's batches in flight on the GPU")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache-dir", type=Path, default=CACHE_DIR)
     ap.add_argument("--json", type=Path, default=None)
@@ -587,7 +594,7 @@ def main(argv=None) -> int:
         w = r["workers_cpu_s_per_GB"]
         cpu_col = f"{r['cpu_s_per_GB']:.3f} ({'n/a: no psutil' if w is None else f'{w:.3f}'})"
         label = r["mode"] + (f" (W={args.workers}, pool_batches={args.pool_batches})" if r["mode"] == "lsio.torch" else "")
-        if r["mode"] == "lsio.gpu":
+        if r["mode"] in ("lsio.gpu", "lsio.gpu.depth1"):
             label += " (CropLoader)" if r["config"]["loader"].startswith("lsio.torch.CropLoader") else " (manual loop)"
         log(f"| {label} | {r['crops_s']:.0f} | {r['GBps']:.2f} | {r['step_ms']:.2f} | "
             f"{r['waited_steps']}/{r['counted_steps']} ({100 * r['waited_frac']:.0f}%) | {r['mean_gap_ms']:.2f} | "

@@ -42,6 +42,7 @@ class StoreSpec:
     chunks: tuple[int, ...]    # inner chunks
     zstd_level: int = 3
     seed: int = 0
+    codec: str = "zstd"        # the inner chunks' compressor: "zstd" (zstd_level) | "gzip" (level 5) | "lz4"
 
     @property
     def nbytes(self) -> int:
@@ -54,11 +55,32 @@ class StoreSpec:
     def dirname(self) -> str:
         d = lambda s: "x".join(map(str, s))  # noqa: E731
         return (f"{self.name}_{self.kind}_{self.dtype}_{d(self.shape)}_s{d(self.shards)}"
-                f"_c{d(self.chunks)}_zstd{self.zstd_level}_seed{self.seed}.zarr")
+                f"_c{d(self.chunks)}_{self.codec_tag()}_seed{self.seed}.zarr")
+
+    def codec_tag(self) -> str:
+        return f"zstd{self.zstd_level}" if self.codec == "zstd" else self.codec
+
+    def compressor(self):
+        """zarr-python's compressor object for ``codec``."""
+        import zarr.codecs
+
+        if self.codec == "zstd":
+            return zarr.codecs.ZstdCodec(level=self.zstd_level)
+        if self.codec == "gzip":
+            return zarr.codecs.GzipCodec(level=5)
+        if self.codec == "lz4":
+            import warnings
+
+            import numcodecs.zarr3
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # numcodecs.zarr3's "not part of the Zarr spec" warning
+                return numcodecs.zarr3.LZ4()
+        raise ValueError(f"unknown codec {self.codec!r}")
 
     def describe(self) -> str:
         return (f"{self.dtype} {self.shape}, shards {self.shards}, inner chunks {self.chunks} "
-                f"({self.chunk_nbytes / 1024:g} KiB), zstd {self.zstd_level}")
+                f"({self.chunk_nbytes / 1024:g} KiB), "
+                + (f"zstd {self.zstd_level}" if self.codec == "zstd" else "gzip 5" if self.codec == "gzip" else self.codec))
 
 
 # ----------------------------------------------------------------------------- data
@@ -154,7 +176,7 @@ def ensure_store(spec: StoreSpec, cache_dir: Path, log=print) -> Path:
     t0 = time.perf_counter()
     z = zarr.create_array(
         store=str(tmp), shape=spec.shape, dtype=spec.dtype, shards=spec.shards,
-        chunks=spec.chunks, compressors=zarr.codecs.ZstdCodec(level=spec.zstd_level),
+        chunks=spec.chunks, compressors=spec.compressor(),
         fill_value=0, zarr_format=3,
     )
     step = spec.shards[0]

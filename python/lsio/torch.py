@@ -44,6 +44,7 @@ Importing this module imports torch (``import lsio`` alone never does)::
 
 from __future__ import annotations
 
+import collections
 import itertools
 import math
 import os
@@ -412,9 +413,12 @@ class CropLoader:
     A background thread reads batch k+1 while batch k is handed out. With ``device="cuda"``
     that read is the host half of a GPU read (lsio/gpu: the compressed chunks of the whole
     batch into a pinned staging buffer, one per array and slot, reused); the main thread then
-    copies them to the device, decodes them with nvCOMP and scatters them into new batch
-    tensors on ``stream`` (default: a side stream of the loader's own, so decoding overlaps the
-    work queued on the current stream), and waits for that stream only. Batches are the
+    queues the copy to the device, nvCOMP's decode and the scatter into new batch tensors on
+    ``stream`` and goes on: up to ``depth`` batches (default 2) are on the GPU at once, each on
+    a side stream of the loader's own (default; so decoding overlaps the work queued on the
+    current stream and the previous batch's decode). A batch is handed out once its own
+    stream has finished it and nvCOMP's statuses say every chunk decoded (a chunk it could not
+    decode is read again on the CPU, so corrupt data raises lsio's typed error there). Batches are the
     dataset's structure (tensor, tuple or dict). ``device="cpu"`` reads into host tensors on
     the same schedule. A dataset that converts (``dtype``/``scale``/``offset``) or stacks
     channels is read on the host (pinned) and copied, since those happen in the engine's CPU
@@ -425,7 +429,7 @@ class CropLoader:
     """
 
     def __init__(self, dataset: CropDataset, batch_size: int, *, sampler: Any = None, device: Any = "cuda",
-                 drop_last: bool = False, stream: Any = None) -> None:
+                 drop_last: bool = False, stream: Any = None, depth: int = 2) -> None:
         if int(batch_size) < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.dataset = dataset
@@ -434,6 +438,9 @@ class CropLoader:
         self.device = torch.device(device)
         self.drop_last = bool(drop_last)
         self.stream = stream
+        if int(depth) < 1:
+            raise ValueError(f"depth must be >= 1, got {depth}")
+        self.depth = int(depth)
         self._consumed = 0  # samples of the current epoch handed out (state_dict)
         if self.device.type == "cuda":
             from . import gpu
@@ -489,7 +496,12 @@ class CropLoader:
         else:
             from .gpu import _cuda, _plan
 
-            slots = [[_cuda.Staging(a.options.get("memory_limit") or 0) for a in src.arrays] for _ in range(2)]
+            depth = self.depth
+            # Staging slot k % (depth + 1) holds batch k: the host thread fills the next batch's
+            # slot while `depth` batches may still be on the GPU (Staging.get also waits for the
+            # copy that last read a slot).
+            slots = [[_cuda.Staging(a.options.get("memory_limit") or 0) for a in src.arrays]
+                     for _ in range(depth + 1)]
 
             def host(keys: List[Any], slot: int) -> Any:
                 plans = []
@@ -501,34 +513,57 @@ class CropLoader:
                                                       box * len(st), slots[slot][j])))
                 return plans
 
-            stream = self.stream if self.stream is not None else torch.cuda.Stream(self.device)
+            # One executor (device work buffers) and one stream per batch in flight: batch k
+            # decodes on stream k % depth while batch k-1's kernels may still run on the other.
+            executors = [_cuda.Executor(self.device) for _ in range(depth)]
+            streams = [self.stream if self.stream is not None else torch.cuda.Stream(self.device)
+                       for _ in range(depth)]
         with ThreadPoolExecutor(1, thread_name_prefix="lsio-loader") as pool:
             keys = first
             fut = pool.submit(host, keys, 0)
             k = 0
-            while fut is not None:
-                got = fut.result()
-                n = len(keys)
-                keys = next(batches, None)
-                fut = None if keys is None else pool.submit(host, keys, (k + 1) % 2)
-                k += 1
-                if not gpu_decode:
+            inflight: "collections.deque" = collections.deque()
+            try:
+                while fut is not None or inflight:
+                    if fut is not None:
+                        got = fut.result()
+                        n = len(keys)
+                        keys = next(batches, None)
+                        slot = (k + 1) % (depth + 1) if gpu_decode else (k + 1) % 2
+                        fut = None if keys is None else pool.submit(host, keys, slot)
+                        if not gpu_decode:
+                            k += 1
+                            self._consumed += n
+                            yield src._structure([t.to(self.device, non_blocking=True) for t in got] if cuda else got)
+                            continue
+                        stream, ex = streams[k % depth], executors[k % depth]
+                        batch = []
+                        for j, ((st, plan), arr, crop, dt) in enumerate(
+                                zip(got, src.arrays, src.crop_shapes, self.dataset._tdtypes)):
+                            # Allocated on the stream that writes them: a block the caching
+                            # allocator hands out there is free of the consumer's queued work,
+                            # since record_stream below keeps every handed-out batch's block
+                            # until the consumer's stream has finished with it.
+                            with torch.cuda.stream(stream):
+                                t = torch.empty((len(st), *crop), dtype=dt, device=self.device)
+                            pending = ex.submit(plan, t, stream)
+                            slots[k % (depth + 1)][j].copied = pending.copied
+                            batch.append((t, pending, arr, st, crop))
+                        inflight.append((batch, stream, ex, n))
+                        k += 1
+                        if len(inflight) < depth and fut is not None:
+                            continue  # fill the pipeline before handing out the first batch
+                    batch, stream, ex, n = inflight.popleft()
+                    # nvCOMP's statuses are checked before a batch is handed out: a frame it
+                    # could not decode makes that array's part be read again on the CPU.
+                    for t, pending, arr, st, crop in batch:
+                        _cuda.finish(ex, pending, t, lambda arr=arr, st=st, crop=crop: arr.read_crops(st, crop), stream)
+                    current = torch.cuda.current_stream(self.device)
+                    current.wait_stream(stream)
+                    for t, *_ in batch:
+                        t.record_stream(current)
                     self._consumed += n
-                    yield src._structure([t.to(self.device, non_blocking=True) for t in got] if cuda else got)
-                    continue
-                outs = []
-                for (st, plan), arr, crop, dt in zip(got, src.arrays, src.crop_shapes, self.dataset._tdtypes):
-                    # Allocated on the loader's stream, which writes them: a block the caching
-                    # allocator hands out there is free of the consumer's queued work, since
-                    # record_stream below keeps every handed-out batch's block until the
-                    # consumer's stream has finished with it.
-                    with torch.cuda.stream(stream):
-                        t = torch.empty((len(st), *crop), dtype=dt, device=self.device)
-                    _cuda.execute(arr, plan, t, lambda arr=arr, st=st, crop=crop: arr.read_crops(st, crop), stream)
-                    outs.append(t)
-                current = torch.cuda.current_stream(self.device)
-                current.wait_stream(stream)
-                for t in outs:
-                    t.record_stream(current)
-                self._consumed += n
-                yield src._structure(outs)
+                    yield src._structure([t for t, *_ in batch])
+            finally:
+                for batch, stream, *_ in inflight:  # an abandoned loop: no queued work outlives its buffers
+                    stream.synchronize()

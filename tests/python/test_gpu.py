@@ -236,7 +236,7 @@ def test_reference_reports_a_frame_its_decoder_refuses(tmp_path):
 
 
 EMULATED = textwrap.dedent(r"""
-    import ctypes, os, sys
+    import ctypes, os, sys, zlib
     import numpy as np, torch
     sys.path.insert(0, sys.argv[1])
     import lsio, lsio.gpu
@@ -247,21 +247,43 @@ EMULATED = textwrap.dedent(r"""
     def ints(addr, n, ty=ctypes.c_int64):
         return np.ctypeslib.as_array((ty * n).from_address(addr))
 
-    class HostZstd:
-        # nvCOMP's batched call, on host memory: reads the pointer tables it is given.
-        def __init__(self, fail=()):
-            self.fail, self.calls = set(fail), 0
+    class HostDecoder:
+        # One of nvCOMP's batched decoders, on host memory: reads the pointer tables it is given.
+        def __init__(self, nv, codec):
+            self.nv, self.codec = nv, codec
         def temp_bytes(self, n, max_chunk, total, stream):
             return 0
         def decompress(self, comp_ptrs, comp_bytes, buf_bytes, actual, n, temp, tb, out_ptrs, statuses, stream):
-            self.calls += 1
+            self.nv.calls[self.codec] = self.nv.calls.get(self.codec, 0) + 1
             src, srcn, cap = ints(comp_ptrs, n), ints(comp_bytes, n), ints(buf_bytes, n)
             dst, act, st = ints(out_ptrs, n), ints(actual, n), ints(statuses, n, ctypes.c_int32)
             for i in range(n):
                 a = np.ctypeslib.as_array((ctypes.c_uint8 * int(srcn[i])).from_address(int(src[i])))
                 b = np.ctypeslib.as_array((ctypes.c_uint8 * int(cap[i])).from_address(int(dst[i])))
-                _core.decode_staged_frame(1, a, b)
-                act[i], st[i] = (0, 12) if i in self.fail else (cap[i], 0)
+                _core.decode_staged_frame(self.codec, a, b)
+                k = self.nv.seen
+                self.nv.seen += 1
+                act[i], st[i] = (0, 12) if k in self.nv.fail else (cap[i], 0)
+
+    class HostCrc32:
+        def __init__(self, nv):
+            self.nv = nv
+        def compute(self, ptrs, sizes, n, max_bytes, crcs, statuses, stream):
+            self.nv.calls["crc32"] = self.nv.calls.get("crc32", 0) + 1
+            p, m = ints(ptrs, n), ints(sizes, n)
+            out, st = ints(crcs, n, ctypes.c_uint32), ints(statuses, n, ctypes.c_int32)
+            for i in range(n):
+                out[i] = zlib.crc32(ctypes.string_at(int(p[i]), int(m[i])))
+                st[i] = 0
+
+    class HostNvcomp:
+        # lsio/gpu/_nvcomp.py's Nvcomp on the host; `fail`: frames (in decode order) it fails.
+        def __init__(self, fail=()):
+            self.fail, self.calls, self.seen = set(fail), {}, 0
+        def decoder(self, codec):
+            return HostDecoder(self, codec)
+        def crc32(self):
+            return HostCrc32(self)
 
     def run(path, crop, starts, fail=()):
         arr = lsio.open(path)
@@ -270,7 +292,7 @@ EMULATED = textwrap.dedent(r"""
         staging = lambda n: torch.empty(n, dtype=torch.uint8)
         plan = _plan.stage(arr._native(), np.asarray(starts, np.int64), crop, None, box, _plan.out_layout(crop, isz),
                            box * len(starts), staging, lambda t: t.numpy())
-        dec = HostZstd(fail)
+        dec = HostNvcomp(fail)
         ex = _cuda.Executor(torch.device("cpu"), decoder=dec)
         out = torch.zeros((len(starts),) + tuple(crop), dtype=torch.from_numpy(np.empty(0, arr.dtype)).dtype)
         ok = ex.run(plan, out, None)
@@ -284,16 +306,20 @@ EMULATED = textwrap.dedent(r"""
         arr, plan, ok, got, dec = run(path, crop, starts)
         want = arr.read_crops(starts, crop)
         assert ok and np.array_equal(got.view(np.uint8), want.view(np.uint8)), path
-        zs = int((plan.frames[:, _plan.F_CODEC] == 1).sum())
-        assert dec.calls == (1 if zs else 0)
-        print("ok", os.path.basename(path), "frames", len(plan.frames), "zstd", zs, "ops", len(plan.ops))
+        codecs = sorted({int(c) for c in plan.frames[:, _plan.F_CODEC] if c != 0})
+        assert sorted(c for c in dec.calls if c != "crc32") == codecs, (dec.calls, codecs)
+        assert all(dec.calls[c] == 1 for c in codecs)  # one batched call per codec
+        checked = int((plan.frames[:, _plan.F_CHECK] >= 0).sum())
+        assert dec.calls.get("crc32", 0) == (1 if checked else 0)
+        print("ok", os.path.basename(path), "frames", len(plan.frames), "codecs", codecs, "crc", checked,
+              "ops", len(plan.ops))
 
     # A frame the decoder could not decode: run() says so, execute() redoes the batch on the CPU.
     path = sys.argv[2]
     starts, crop = [[0, 0, 0], [1, 5, 5]], (2, 20, 20)
     arr, plan, ok, got, dec = run(path, crop, starts, fail={0})
     assert not ok
-    ex = _cuda.Executor(torch.device("cpu"), decoder=HostZstd({0}))
+    ex = _cuda.Executor(torch.device("cpu"), decoder=HostNvcomp({0}))
     _cuda.executor_for = lambda device: ex
     redo = []
     out = torch.zeros((2,) + crop, dtype=torch.float32)
@@ -301,6 +327,22 @@ EMULATED = textwrap.dedent(r"""
     assert redo == [1] and _cuda.stats()["cpu_redos"] == 1
     assert np.array_equal(out.numpy(), arr.read_crops(starts, crop))
     print("redo ok")
+
+    # A gzip chunk whose deflate data decodes but whose CRC-32 trailer is wrong: the executor's
+    # CRC check fails the batch, and the CPU redo raises lsio's typed error.
+    bad = os.environ.get("LSIO_TEST_BAD_CRC")
+    if bad:
+        starts, crop = [[0, 0, 0]], (1, 4, 4)
+        arr, plan, ok, got, dec = run(bad, crop, starts)
+        assert not ok and dec.calls.get("crc32") == 1, dec.calls
+        ex = _cuda.Executor(torch.device("cpu"), decoder=HostNvcomp())
+        _cuda.executor_for = lambda device: ex
+        try:
+            _cuda.execute(arr, plan, torch.zeros((1,) + crop, dtype=torch.int32), lambda: arr.read_crops(starts, crop))
+        except lsio.CorruptDataError as e:
+            print("crc ok", e)
+        else:
+            raise AssertionError("a wrong gzip CRC-32 was not reported")
 """)
 
 
@@ -309,8 +351,9 @@ def test_cuda_executor_steps_on_the_cpu(tmp_path):
     replaced by a host decoder that follows the pointer tables the executor built."""
     pytest.importorskip("torch")
     pytest.importorskip("triton")
+    import numcodecs
     import zarr
-    from zarr.codecs import BloscCodec
+    from zarr.codecs import BloscCodec, GzipCodec
 
     paths = []
     p = tmp_path / "z.zarr"
@@ -331,11 +374,28 @@ def test_cuda_executor_steps_on_the_cpu(tmp_path):
     z = zarr.create_array(str(p), shape=(3, 30, 30), chunks=(2, 8, 8), dtype="int16", compressors=[BloscCodec()])
     z[...] = np.arange(2700, dtype=np.int16).reshape(3, 30, 30)
     paths.append(str(p))
-    env = dict(os.environ, TRITON_INTERPRET="1")
+    p = tmp_path / "gzip.zarr"
+    z = zarr.create_array(str(p), shape=(3, 30, 30), chunks=(2, 8, 8), dtype="int32", compressors=[GzipCodec()])
+    z[...] = np.arange(2700, dtype=np.int32).reshape(3, 30, 30) % 97
+    paths.append(str(p))
+    p = tmp_path / "lz4.zarr"
+    z = zarr.create_array(str(p), shape=(3, 30, 30), chunks=(2, 8, 8), dtype="float64", zarr_format=2,
+                          compressors=numcodecs.LZ4())
+    z[...] = np.arange(2700, dtype=np.float64).reshape(3, 30, 30) / 7
+    paths.append(str(p))
+    bad = tmp_path / "badcrc.zarr"
+    z = zarr.create_array(str(bad), shape=(2, 8, 8), chunks=(2, 8, 8), dtype="int32", compressors=[GzipCodec()])
+    z[...] = np.arange(128, dtype=np.int32).reshape(2, 8, 8)
+    chunk = bad / "c" / "0" / "0" / "0"
+    raw = bytearray(chunk.read_bytes())
+    raw[-8] ^= 0xFF  # the trailer's CRC-32
+    chunk.write_bytes(bytes(raw))
+    env = dict(os.environ, TRITON_INTERPRET="1", LSIO_TEST_BAD_CRC=str(bad))
     r = subprocess.run([sys.executable, "-c", EMULATED, HERE, *paths], env=env, capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.count("ok ") == len(paths) and "redo ok" in r.stdout, r.stdout
+    assert r.stdout.count("ok ") == len(paths) + 1 and "redo ok" in r.stdout and "crc ok" in r.stdout, r.stdout
+    assert "codecs [2] crc" in r.stdout and "codecs [3] crc" in r.stdout, r.stdout  # gzip, lz4 on the "GPU"
 
 
 def test_import_lsio_does_not_touch_the_gpu_stack():
@@ -421,7 +481,8 @@ def test_cuda_corrupt_chunk_raises_typed_error(tmp_path):
 
 
 @needs_gpu
-def test_cuda_crop_loader_matches_dataset(tmp_path):
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_cuda_crop_loader_matches_dataset(tmp_path, depth):
     import torch
 
     from lsio.torch import CropDataset, CropLoader, CropSampler
@@ -430,10 +491,92 @@ def test_cuda_crop_loader_matches_dataset(tmp_path):
     write_zstd(p, shape=(8, 128, 128), chunks=(1, 32, 32), shards=(2, 64, 64))
     ds = CropDataset(lsio.open(str(p)), (4, 48, 48), length=50, seed=1)
     sampler = CropSampler(ds, seed=1, num_replicas=1, rank=0)
-    loader = CropLoader(ds, batch_size=8, sampler=sampler, device="cuda")
+    loader = CropLoader(ds, batch_size=8, sampler=sampler, device="cuda", depth=depth)
     cpu = CropLoader(ds, batch_size=8, sampler=sampler, device="cpu")
     n = 0
     for g, c in zip(loader, cpu):
         assert g.is_cuda and torch.equal(g.cpu(), c)
         n += 1
     assert n == len(loader) == 7
+    # Stopping early leaves no queued work behind, and the next epoch starts cleanly.
+    it = iter(loader)
+    next(it)
+    it.close()
+    assert sum(1 for _ in loader) == 7
+
+
+def _gzip_lz4_stores(tmp_path):
+    import numcodecs
+    import zarr
+    from zarr.codecs import GzipCodec
+
+    rng = np.random.default_rng(3)
+    out = []
+    p = tmp_path / "gz.zarr"
+    z = zarr.create_array(str(p), shape=(4, 96, 80), chunks=(1, 32, 32), shards=(2, 64, 64), dtype="float32",
+                          compressors=[GzipCodec(level=5)])
+    z[...] = np.round(rng.normal(size=(4, 96, 80)), 2).astype(np.float32)
+    out.append((p, _plan.CODEC_DEFLATE))
+    p = tmp_path / "lz4.zarr"
+    z = zarr.create_array(str(p), shape=(4, 96, 80), chunks=(2, 24, 24), dtype="int16", zarr_format=2,
+                          compressors=numcodecs.LZ4())
+    z[...] = rng.integers(0, 50, size=(4, 96, 80)).astype(np.int16)
+    out.append((p, _plan.CODEC_LZ4))
+    return out
+
+
+@needs_gpu
+def test_cuda_gzip_and_lz4_decode_on_the_gpu(tmp_path):
+    import torch
+
+    for p, codec in _gzip_lz4_stores(tmp_path):
+        arr = lsio.open(str(p))
+        starts, crop = random_crops(7, arr.shape, arr.chunks)
+        plan = lsio.gpu.stage_crops(arr, starts, crop)
+        assert (plan.frames[plan.frames[:, _plan.F_FILE] >= 0, _plan.F_CODEC] == codec).all()
+        before = lsio.gpu.stats()
+        out = torch.empty((len(starts),) + tuple(crop), dtype=torch.from_numpy(np.empty(0, arr.dtype)).dtype,
+                          device="cuda")
+        arr.read_crops(starts, crop, out=out)
+        after = lsio.gpu.stats()
+        assert after["cpu_redos"] == before["cpu_redos"], str(p)
+        assert after["frames_gpu"] > before["frames_gpu"], str(p)
+        assert_same_bits(out.cpu().numpy(), arr.read_crops(starts, crop), str(p))
+
+
+@needs_gpu
+def test_cuda_gzip_crc_mismatch_is_a_typed_error(tmp_path):
+    """Deflate data that decodes, under a wrong CRC-32: nvCOMP's CRC on the device catches it,
+    the CPU redo raises (the same error as a CPU read), in read_crops and in CropLoader."""
+    import torch
+    import zarr
+    from zarr.codecs import GzipCodec
+
+    from lsio.torch import CropDataset, CropLoader
+
+    p = tmp_path / "bad.zarr"
+    z = zarr.create_array(str(p), shape=(4, 16, 16), chunks=(1, 16, 16), dtype="int32", compressors=[GzipCodec()])
+    z[...] = np.arange(1024, dtype=np.int32).reshape(4, 16, 16)
+    chunk = p / "c" / "2" / "0" / "0"
+    raw = bytearray(chunk.read_bytes())
+    raw[-8] ^= 0x5A
+    chunk.write_bytes(bytes(raw))
+    arr = lsio.open(str(p))
+    with pytest.raises(lsio.CorruptDataError):
+        arr.read_crops([[2, 0, 0]], (1, 16, 16))
+    out = torch.empty((1, 1, 16, 16), dtype=torch.int32, device="cuda")
+    redos = lsio.gpu.stats()["cpu_redos"]
+    with pytest.raises(lsio.CorruptDataError):
+        arr.read_crops([[2, 0, 0]], (1, 16, 16), out=out)
+    assert lsio.gpu.stats()["cpu_redos"] == redos + 1
+    out = torch.empty((2, 1, 16, 16), dtype=torch.int32, device="cuda")
+    arr.read_crops([[0, 0, 0], [3, 0, 0]], (1, 16, 16), out=out)  # the good chunks still read
+    assert torch.equal(out.cpu(), torch.from_numpy(np.asarray(z[[0, 3]]).reshape(2, 1, 16, 16)))
+    # In a pipelined loader the bad batch raises when it is handed out; earlier ones arrive.
+    ds = CropDataset(arr, (1, 16, 16), origins=[[t, 0, 0] for t in range(4)])
+    got = []
+    with pytest.raises(lsio.CorruptDataError):
+        for b in CropLoader(ds, batch_size=1, device="cuda", depth=2):
+            got.append(b)
+    assert len(got) == 2  # records 0 and 1; record 2 is the bad chunk
+    assert torch.equal(got[1].cpu(), torch.from_numpy(np.asarray(z[1:2])).reshape(1, 1, 16, 16))

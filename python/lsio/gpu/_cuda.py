@@ -77,16 +77,22 @@ def _round_up(n: int) -> int:
 
 
 class Staging:
-    """A pinned host buffer for one batch at a time, grown on demand, bounded by ``limit``."""
+    """A pinned host buffer for one batch at a time, grown on demand, bounded by ``limit``.
+    ``copied``: the event after which the copy of the batch it last held has left it (set by
+    whoever submitted that batch); :meth:`get` waits for it before the buffer is refilled."""
 
     def __init__(self, limit: int = 0) -> None:
         self.limit = int(limit)
         self.buf: Optional[torch.Tensor] = None
         self.pid = os.getpid()
+        self.copied: Any = None
 
     def get(self, n: int) -> torch.Tensor:
         if self.pid != os.getpid():  # pinned memory of a parent process is not ours
-            self.buf, self.pid = None, os.getpid()
+            self.buf, self.pid, self.copied = None, os.getpid(), None
+        if self.copied is not None:
+            self.copied.synchronize()
+            self.copied = None
         if self.buf is None or self.buf.numel() < n:
             size = _round_up(max(n, 0 if self.buf is None else self.buf.numel() + self.buf.numel() // 4))
             if self.limit and size > self.limit:
@@ -102,19 +108,47 @@ class Staging:
 
 
 class _HostEvent:
-    def record(self, stream: Any) -> None:
+    def record(self, stream: Any = None) -> None:
         pass
 
     def synchronize(self) -> None:
         pass
 
+    def query(self) -> bool:
+        return True
+
+
+class Pending:
+    """One batch submitted to the GPU (:meth:`Executor.submit`): :meth:`wait` says whether
+    every frame decoded to its size (and gzip frames to their CRC-32)."""
+
+    def __init__(self, copied: Any, done: Any, ok_flag: Any, keep: list) -> None:
+        self.copied = copied    # the staging buffer may be refilled once this event has passed
+        self.done = done        # the batch's last work on its stream
+        self.ok_flag = ok_flag  # pinned bool (None: no compressed frames)
+        self._keep = keep       # device tables the queued work reads
+        self.profile: Optional[Dict[str, float]] = None
+        self._marks: list = []
+
+    def wait(self) -> bool:
+        self.done.synchronize()  # this stream's work only, never the whole device
+        self._keep = []
+        if self.profile is not None and len(self._marks) == 4:
+            m = self._marks
+            self.profile["copy_ms"] = m[0].elapsed_time(m[1])
+            self.profile["decode_ms"] = m[1].elapsed_time(m[2])
+            self.profile["scatter_ms"] = m[2].elapsed_time(m[3])
+        return self.ok_flag is None or bool(self.ok_flag.item())
+
 
 class Executor:
-    """Device buffers of one CUDA device, reused across calls (one call at a time).
+    """Device buffers of one CUDA device, reused across batches: one batch in flight at a time
+    per executor (a pipeline holds one executor per batch in flight).
 
-    ``decoder`` is nvCOMP's (lsio/gpu/_nvcomp.py) unless a test passes a stand-in; a CPU
-    ``device`` runs the same steps on host tensors (tests: the Triton kernel interpreted,
-    a decoder that reads the pointer tables from host memory)."""
+    ``decoder`` is nvCOMP's (lsio/gpu/_nvcomp.py) unless a test passes a stand-in: an object
+    with ``decoder(codec)`` and ``crc32()`` like :class:`_nvcomp.Nvcomp`; a CPU ``device`` runs
+    the same steps on host tensors (tests: the Triton kernel interpreted, decoders that read
+    the pointer tables from host memory)."""
 
     def __init__(self, device: torch.device, decoder: Any = None) -> None:
         self.device = device
@@ -146,13 +180,22 @@ class Executor:
             self.temp = torch.empty(_round_up(n), dtype=torch.uint8, device=self.device)
         return self.temp
 
+    def _event(self, timing: bool = False) -> Any:
+        return torch.cuda.Event(enable_timing=timing) if self.cuda else _HostEvent()
+
     def run(self, plan: _plan.StagedPlan, out: torch.Tensor, stream: "torch.cuda.Stream",
             profile: Optional[Dict[str, float]] = None) -> bool:
         """Performs ``plan`` into the contiguous CUDA tensor ``out`` on ``stream`` and waits for
         it. Returns False when nvCOMP did not decode every frame to its size (the output is
         then incomplete: the caller redoes the batch on the CPU). ``profile`` (CUDA only)
         receives the milliseconds of the copy, the decode and the scatter (benchmarks)."""
-        marks = []
+        return self.submit(plan, out, stream, profile).wait()
+
+    def submit(self, plan: _plan.StagedPlan, out: torch.Tensor, stream: Any,
+               profile: Optional[Dict[str, float]] = None) -> Pending:
+        """Queues ``plan`` into ``out`` on ``stream`` and returns at once; the staging buffer
+        is free after ``Pending.copied``, the result valid after ``Pending.wait()`` is True."""
+        marks: list = []
 
         def mark() -> None:
             if profile is not None and self.cuda:
@@ -161,43 +204,78 @@ class Executor:
                 marks.append(e)
 
         try:
-            return self._run(plan, out, stream, profile, marks, mark)
+            p = self._submit(plan, out, stream, mark)
         except BaseException:
             if self.cuda:  # work queued before the failure must not outlive this call's buffers
                 stream.synchronize()
             raise
+        p.profile, p._marks = profile, marks
+        return p
 
-    def _run(self, plan: _plan.StagedPlan, out: torch.Tensor, stream: Any, profile: Any, marks: list,
-             mark: Any) -> bool:
+    def _decode(self, plan: _plan.StagedPlan, gpu: np.ndarray, base: int, stream: Any, keep: list) -> Any:
+        """Queues nvCOMP's decode of the compressed frames ``gpu`` (grouped by codec), then the
+        CRC-32 of gzip frames; returns a device bool: every frame decoded to its size and
+        checksum."""
+        f = plan.frames[gpu]
+        order = np.argsort(f[:, _plan.F_CODEC], kind="stable")
+        f = f[order]
+        n = f.shape[0]
+        meta = np.empty((4, n), dtype=np.int64)
+        meta[0] = base + f[:, _plan.F_STAGING]                            # compressed chunk pointers
+        meta[1] = f[:, _plan.F_STORED]                                    # their sizes
+        meta[2] = f[:, _plan.F_DECODED]                                   # output buffer sizes
+        meta[3] = base + plan.decode_base + f[:, _plan.F_DECODED_AT]      # output pointers
+        meta_d = self._upload(meta)
+        actual = torch.empty(n, dtype=torch.int64, device=self.device)
+        statuses = torch.empty(n, dtype=torch.int32, device=self.device)
+        keep += [meta_d, actual, statuses]
+        nv = self.decoder if self.decoder is not None else _nvcomp.library()
+        s = stream.cuda_stream if self.cuda else 0
+        codecs = f[:, _plan.F_CODEC]
+        bounds = np.flatnonzero(np.diff(codecs)) + 1
+        for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, n]):
+            lo, hi = int(lo), int(hi)
+            dec = nv.decoder(int(codecs[lo]))
+            m = hi - lo
+            biggest = int(meta[2, lo:hi].max())
+            tb = dec.temp_bytes(m, biggest, int(meta[2, lo:hi].sum()), s)
+            temp = self._temp(tb)
+            dec.decompress(meta_d[0, lo:].data_ptr(), meta_d[1, lo:].data_ptr(), meta_d[2, lo:].data_ptr(),
+                           actual[lo:].data_ptr(), m, 0 if temp is None else temp.data_ptr(), tb,
+                           meta_d[3, lo:].data_ptr(), statuses[lo:].data_ptr(), s)
+        ok = ((statuses == 0) & (actual == meta_d[2])).all()
+        check = f[:, _plan.F_CHECK]
+        sel = np.flatnonzero(check >= 0)
+        if sel.size:
+            # gzip's CRC-32 of the decoded chunk, computed where the chunk now is.
+            tab = np.empty((3, sel.size), dtype=np.int64)
+            tab[0], tab[1] = meta[3, sel], meta[2, sel]
+            tab[2] = check[sel].astype(np.uint32).view(np.int32).astype(np.int64)
+            tab_d = self._upload(tab)
+            crcs = torch.empty(sel.size, dtype=torch.int32, device=self.device)
+            crc_st = torch.empty(sel.size, dtype=torch.int32, device=self.device)
+            keep += [tab_d, crcs, crc_st]
+            nv.crc32().compute(tab_d[0].data_ptr(), tab_d[1].data_ptr(), int(sel.size), int(tab[1].max()),
+                               crcs.data_ptr(), crc_st.data_ptr(), s)
+            ok = ok & ((crc_st == 0) & (crcs.to(torch.int64) == tab_d[2])).all()
+        return ok
+
+    def _submit(self, plan: _plan.StagedPlan, out: torch.Tensor, stream: Any, mark: Any) -> Pending:
         staging: torch.Tensor = plan.staging
-        zs = plan.compressed(_plan.CODEC_ZSTD)
-        nz = int(zs.size)
+        gpu = plan.gpu_frames()
+        keep: list = []
         with self._stream(stream):
             work = self._work(plan.work_bytes)
             used = plan.staging_used
             mark()
             if used:
                 work[:used].copy_(staging[:used], non_blocking=True)
+            copied = self._event()
+            copied.record(stream)
             mark()
-            base = work.data_ptr()
             ok_flag = None
-            if nz:
-                f = plan.frames[zs]
-                meta = np.empty((4, nz), dtype=np.int64)
-                meta[0] = base + f[:, _plan.F_STAGING]                            # compressed chunk pointers
-                meta[1] = f[:, _plan.F_STORED]                                    # their sizes
-                meta[2] = f[:, _plan.F_DECODED]                                   # output buffer sizes
-                meta[3] = base + plan.decode_base + f[:, _plan.F_DECODED_AT]      # output pointers
-                meta_d = self._upload(meta)
-                actual = torch.empty(nz, dtype=torch.int64, device=self.device)
-                statuses = torch.empty(nz, dtype=torch.int32, device=self.device)
-                z = self.decoder if self.decoder is not None else _nvcomp.zstd()
-                s = stream.cuda_stream if self.cuda else 0
-                tb = z.temp_bytes(nz, plan.max_decoded, nz * plan.max_decoded, s)
-                temp = self._temp(tb)
-                z.decompress(meta_d[0].data_ptr(), meta_d[1].data_ptr(), meta_d[2].data_ptr(), actual.data_ptr(), nz,
-                             0 if temp is None else temp.data_ptr(), tb, meta_d[3].data_ptr(), statuses.data_ptr(), s)
-                ok = ((statuses == 0) & (actual == meta_d[2])).all()
+            if gpu.size:
+                ok = self._decode(plan, gpu, work.data_ptr(), stream, keep)
                 ok_flag = torch.empty((), dtype=torch.bool, pin_memory=self.cuda)
                 ok_flag.copy_(ok, non_blocking=self.cuda)
             mark()
@@ -207,20 +285,16 @@ class Executor:
             _check_ops(ops, unit, plan.work_bytes, out.numel() * out.element_size())
             if ops.shape[0]:
                 ops_d = self._upload(ops)
+                keep.append(ops_d)
                 elems = int((ops[:, 2] * ops[:, 3] * ops[:, 6]).max())
                 flat = (torch.view_as_real(out) if out.is_complex() else out).reshape(-1)
                 _scatter.scatter(work.view(utype), flat.view(torch.uint8).view(utype), ops_d, elems)
             mark()
-            done = torch.cuda.Event() if self.cuda else _HostEvent()
+            done = self._event()
             done.record(stream)
-        done.synchronize()  # this stream's work only: the staging buffer is free again
-        if len(marks) == 4:
-            profile["copy_ms"] = marks[0].elapsed_time(marks[1])
-            profile["decode_ms"] = marks[1].elapsed_time(marks[2])
-            profile["scatter_ms"] = marks[2].elapsed_time(marks[3])
-        _count(batches=1, frames_gpu=nz, frames_cpu=plan.frames.shape[0] - nz, bytes_h2d=plan.staging_used,
-               bytes_decoded_gpu=nz * plan.max_decoded)
-        return ok_flag is None or bool(ok_flag.item())
+        _count(batches=1, frames_gpu=gpu.size, frames_cpu=plan.frames.shape[0] - gpu.size,
+               bytes_h2d=plan.staging_used, bytes_decoded_gpu=int(plan.frames[gpu, _plan.F_DECODED].sum()))
+        return Pending(copied, done, ok_flag, keep)
 
 
 class _ThreadState(threading.local):
@@ -285,10 +359,17 @@ def execute(arr: Any, plan: _plan.StagedPlan, out: torch.Tensor, redo, stream=No
     ex = executor_for(out.device)
     if stream is None and ex.cuda:
         stream = torch.cuda.current_stream(out.device)
-    if ex.run(plan, out, stream):
+    finish(ex, ex.submit(plan, out, stream), out, redo, stream)
+
+
+def finish(ex: Executor, pending: Pending, out: torch.Tensor, redo, stream: Any) -> None:
+    """Waits for a submitted batch; when nvCOMP did not decode a frame to its size and
+    checksum, redoes the batch on the CPU (``redo()``: the batch read into host memory, which
+    raises lsio's typed error when the data is corrupt) and copies it into ``out``."""
+    if pending.wait():
         return
     _count(cpu_redos=1)
-    host = redo()  # raises lsio's typed error when the data is corrupt
+    host = redo()
     with ex._stream(stream):
         out.copy_(torch.from_numpy(np.ascontiguousarray(host)).reshape(out.shape))
     if ex.cuda:
