@@ -203,7 +203,7 @@ TEST(StageTest, OutOfRangeBoxesAreRefusedBeforeReading) {
   EXPECT_EQ((*a)->StageBoxes(c.Batch(), staging, true, &p).code(), StatusCode::kOutOfRange);
 }
 
-TEST(StageTest, OnlyHostOrderZstdChainsAreGpuDecodable) {
+TEST(StageTest, OnlyHostOrderChainsOfOneGpuCompressorAreGpuDecodable) {
   const struct {
     const char* codecs;
     GpuCodec want;
@@ -212,7 +212,20 @@ TEST(StageTest, OnlyHostOrderZstdChainsAreGpuDecodable) {
       {R"(["bytes", "zstd", "crc32c"])", GpuCodec::kZstd},
       {R"([{"name": "bytes", "configuration": {"endian": "big"}}, "zstd"])", GpuCodec::kNone},
       {R"([{"name": "transpose", "configuration": {"order": [1, 0]}}, "bytes", "zstd"])", GpuCodec::kNone},
-      {R"(["bytes", "gzip"])", GpuCodec::kNone},
+      {R"(["bytes", "gzip"])", GpuCodec::kDeflate},
+      {R"(["bytes", "gzip", "crc32c"])", GpuCodec::kDeflate},
+      {R"(["bytes", {"name": "numcodecs.zlib", "configuration": {"level": 1}}])", GpuCodec::kDeflate},
+      {R"([{"name": "bytes", "configuration": {"endian": "big"}}, "gzip"])", GpuCodec::kNone},
+      {R"([{"name": "transpose", "configuration": {"order": [1, 0]}}, "bytes", "gzip"])", GpuCodec::kNone},
+      {R"(["bytes", "crc32c", "gzip"])", GpuCodec::kNone},
+      {R"(["bytes", "gzip", "zstd"])", GpuCodec::kNone},
+      {R"(["bytes", {"name": "numcodecs.lz4", "configuration": {"acceleration": 1}}])", GpuCodec::kLz4},
+      {R"(["bytes", {"name": "numcodecs.lz4"}, "crc32c"])", GpuCodec::kLz4},
+      {R"([{"name": "bytes", "configuration": {"endian": "big"}}, {"name": "numcodecs.lz4"}])", GpuCodec::kNone},
+      {R"(["bytes", {"name": "numcodecs.shuffle", "configuration": {"elementsize": 2}}, {"name": "numcodecs.lz4"}])",
+       GpuCodec::kNone},
+      {R"(["bytes", {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "noshuffle", "typesize": 2}}])",
+       GpuCodec::kNone},
       {R"(["bytes"])", GpuCodec::kNone},
       {R"(["bytes", "crc32c", "zstd"])", GpuCodec::kNone},
   };
