@@ -393,7 +393,7 @@ void BindArray(py::module_& m) {
 
   m.def(
       "decode_staged_frame",
-      [](int64_t codec, const py::buffer& src, const py::buffer& dst) {
+      [](int64_t codec, const py::buffer& src, const py::buffer& dst, int64_t check) {
         py::buffer_info in = src.request();
         py::buffer_info out = dst.request(/*writable=*/true);
         if (in.ndim != 1 || in.itemsize != 1 || out.ndim != 1 || out.itemsize != 1 ||
@@ -402,9 +402,9 @@ void BindArray(py::module_& m) {
         }
         std::span<const uint8_t> i(static_cast<const uint8_t*>(in.ptr), static_cast<size_t>(in.size));
         std::span<uint8_t> o(static_cast<uint8_t*>(out.ptr), static_cast<size_t>(out.size));
-        Check(WithoutGil([&] { return lsio::DecodeStagedFrame(codec, i, o); }));
+        Check(WithoutGil([&] { return lsio::DecodeStagedFrame(codec, i, o, check); }));
       },
-      py::arg("codec"), py::arg("src"), py::arg("dst"));
+      py::arg("codec"), py::arg("src"), py::arg("dst"), py::arg("check") = -1);
 
   m.def(
       "open",

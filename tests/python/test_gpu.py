@@ -235,6 +235,119 @@ def test_reference_reports_a_frame_its_decoder_refuses(tmp_path):
     assert "(0, 0, 0)" in str(e.value) and chunk in str(e.value)
 
 
+# Compressors whose chunks a GPU decoder gets (nvCOMP deflate / LZ4) or that stay on the CPU:
+# name -> (writer, the frame codec every chunk must be staged as).
+def _write_compressed(path, kind, data, chunks):
+    import warnings
+
+    import numcodecs
+    import zarr
+    from zarr.codecs import GzipCodec
+
+    kw = dict(shape=data.shape, chunks=chunks, dtype=data.dtype, fill_value=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # numcodecs.zarr3 is deprecated in favour of zarr.codecs.numcodecs
+        if kind == "gzip":
+            z = zarr.create_array(str(path), compressors=GzipCodec(level=1), **kw)
+        elif kind == "gzip0":  # stored blocks: payload bytes are the data, so a flipped byte still inflates
+            z = zarr.create_array(str(path), compressors=GzipCodec(level=0), **kw)
+        elif kind == "lz4-v2":
+            z = zarr.create_array(str(path), zarr_format=2, compressors=numcodecs.LZ4(acceleration=1), **kw)
+        elif kind == "lz4-v3":
+            from numcodecs import zarr3
+
+            z = zarr.create_array(str(path), compressors=zarr3.LZ4(acceleration=2), **kw)
+        elif kind == "zlib-v2":
+            z = zarr.create_array(str(path), zarr_format=2, compressors=numcodecs.Zlib(level=1), **kw)
+        else:
+            raise ValueError(kind)
+        z[...] = data
+    return data
+
+
+def _chunk_files(path):
+    """Every stored chunk file of an unsharded array under ``path`` (v2 or v3 keys)."""
+    out = []
+    for root, _, names in os.walk(path):
+        out += [os.path.join(root, n) for n in names if not n.startswith((".z", "zarr.json"))]
+    return out
+
+
+@pytest.mark.parametrize("kind, codec", [("gzip", _plan.CODEC_DEFLATE), ("lz4-v2", _plan.CODEC_LZ4),
+                                         ("lz4-v3", _plan.CODEC_LZ4), ("zlib-v2", _plan.CODEC_RAW)])
+def test_gzip_and_lz4_chunks_are_frames_of_their_gpu_decoders(tmp_path, kind, codec):
+    """zarr-python's gzip chunks are staged as raw deflate streams with the gzip trailer's
+    CRC-32 to check, numcodecs' lz4 chunks as raw LZ4 blocks; zlib-wrapped chunks (an adler32
+    no GPU decoder checks) are decoded by the CPU. The reference executor then equals
+    read_crops bit for bit."""
+    import gzip
+
+    p = tmp_path / f"{kind}.zarr"
+    rng = np.random.default_rng(11)
+    want = _write_compressed(p, kind, (rng.integers(0, 50, size=(5, 60, 70)) * 7).astype("int16"), (2, 16, 32))
+    arr = lsio.open(str(p))
+    starts = np.array([[0, 0, 0], [3, 30, 20], [1, 44, 38]])
+    crop = (2, 16, 32)
+    plan = lsio.gpu.stage_crops(arr, starts, crop)
+    plan_checks(plan)
+    f = plan.frames
+    assert (f[:, _plan.F_FILE] >= 0).all()  # no missing chunks here
+    assert (f[:, _plan.F_CODEC] == codec).all(), f[:, _plan.F_CODEC]
+    if codec == _plan.CODEC_RAW:
+        assert (f[:, _plan.F_CHECK] == -1).all() and plan.gpu_frames().size == 0
+    else:
+        assert plan.gpu_frames().tolist() == plan.compressed(codec).tolist() == list(range(len(f)))
+    for row in f:
+        stored = open(plan.files[int(row[_plan.F_FILE])], "rb").read()
+        frame = plan.staging_np[row[_plan.F_STAGING]: row[_plan.F_STAGING] + row[_plan.F_STORED]].tobytes()
+        if codec == _plan.CODEC_DEFLATE:
+            decoded = gzip.decompress(stored)
+            assert row[_plan.F_CHECK] == zlib.crc32(decoded)
+            assert frame == stored[len(stored) - 8 - len(frame): len(stored) - 8]  # the member's body
+            assert zlib.decompressobj(-15).decompress(frame) == decoded
+        elif codec == _plan.CODEC_LZ4:
+            assert row[_plan.F_CHECK] == -1
+            assert frame == stored[4:] and int.from_bytes(stored[:4], "little") == row[_plan.F_DECODED]
+    expected = np.stack([want[crop_slices(s, crop)] for s in starts])
+    assert_same_bits(arr.read_crops(starts, crop), expected)
+    for gpu_codecs in (True, False):
+        assert_same_bits(lsio.gpu.read_crops_reference(arr, starts, crop, gpu_codecs=gpu_codecs), expected)
+
+
+@pytest.mark.parametrize("name", ["z_gzip_v2dot", "z_shard_gzip_inner", "ts_gzip_dotsep_nan", "ts_3d"])
+def test_gzip_stores_of_the_matrix_reach_the_deflate_decoder(stores, name):
+    """test_reference_matches_read_crops covers these stores; this says their chunks took the
+    GPU path (deflate frames, each with a CRC-32 to check) and not the CPU one."""
+    store = stores.get(name)
+    arr = lsio.open(str(store.path))
+    starts, crop = random_crops(seed_of(store.name), store.expected.shape, arr.chunks)
+    plan = lsio.gpu.stage_crops(arr, starts, crop)
+    deflate = plan.compressed(_plan.CODEC_DEFLATE)
+    assert deflate.size > 0 and (plan.frames[deflate, _plan.F_CHECK] >= 0).all()
+    assert (plan.frames[plan.frames[:, _plan.F_CODEC] != _plan.CODEC_DEFLATE, _plan.F_FILE] == -1).all()
+
+
+def test_gzip_crc_mismatch_after_a_clean_inflate_is_a_typed_error(tmp_path):
+    """A flipped byte in a stored deflate block still inflates; the gzip trailer's CRC-32,
+    checked after decoding, catches it, and the error names the chunk."""
+    p = tmp_path / "g0.zarr"
+    _write_compressed(p, "gzip0", np.arange(4 * 32 * 32, dtype="int32").reshape(4, 32, 32), (2, 16, 16))
+    chunk = os.path.join(str(p), "c", "0", "0", "0")
+    with open(chunk, "r+b") as fh:
+        b = bytearray(fh.read())
+        b[len(b) // 2] ^= 0x5A
+        fh.seek(0)
+        fh.write(bytes(b))
+    arr = lsio.open(str(p))
+    plan = lsio.gpu.stage_crops(arr, [[0, 0, 0]], (2, 10, 10))
+    assert (plan.frames[:, _plan.F_CODEC] == _plan.CODEC_DEFLATE).all()  # the headers pass
+    with pytest.raises(lsio.CorruptDataError, match="CRC-32") as e:
+        lsio.gpu.read_crops_reference(arr, [[0, 0, 0]], (2, 10, 10))
+    assert "(0, 0, 0)" in str(e.value) and chunk in str(e.value)
+    with pytest.raises(lsio.CorruptDataError):  # the CPU read agrees
+        arr.read_crops([[0, 0, 0]], (2, 10, 10))
+
+
 EMULATED = textwrap.dedent(r"""
     import ctypes, os, sys, zlib
     import numpy as np, torch

@@ -21,10 +21,14 @@ enum FrameCol : int {
   kFrameStoredBytes,        ///< bytes of the frame in staging
   kFrameDecodedOffset,      ///< compressed frames: offset in the decode area; -1: raw (decoded in staging)
   kFrameDecodedBytes,       ///< the decoded chunk's size
-  kFrameCodec,              ///< GpuCodec (0: raw, the staging bytes are the decoded chunk)
+  kFrameCodec,              ///< GpuCodec: 0 raw (the staging bytes are the decoded chunk), 1 zstd,
+                            ///< 2 deflate (raw stream), 3 lz4 (raw block)
   kFrameFile,               ///< index into StagedBatch::files; -1 for the fill frame
   kFrameObjectOffset,       ///< byte offset of the stored chunk in its object
   kFrameTask,               ///< the chunk's task (coords: StagedBatch::coords); -1 for fill
+  kFrameCheck,              ///< deflate frames of gzip members: the CRC-32 (zlib's crc32, 0..2^32-1)
+                            ///< the decoded chunk must have, checked by the executor after
+                            ///< decoding; -1: nothing to check
   kFrameCols
 };
 
@@ -65,8 +69,10 @@ struct StagedBatch {
 };
 
 /// Decodes one frame of kFrameCodec `codec` on the CPU into exactly out.size() bytes (what
-/// a GPU decoder does with it; the CPU reference executor of a staged plan). Fails with
-/// kDataLoss on corrupt data, kInvalidArgument for an unknown codec.
-Status DecodeStagedFrame(int64_t codec, std::span<const uint8_t> in, std::span<uint8_t> out);
+/// a GPU decoder does with it; the CPU reference executor of a staged plan), then, when
+/// `check` (the frame's kFrameCheck) is >= 0, compares the CRC-32 of `out` with it. Fails
+/// with kDataLoss on corrupt data, another size, bytes after a deflate stream's final block
+/// or a CRC-32 mismatch; kInvalidArgument for an unknown codec.
+Status DecodeStagedFrame(int64_t codec, std::span<const uint8_t> in, std::span<uint8_t> out, int64_t check = -1);
 
 }  // namespace lsio

@@ -94,9 +94,12 @@ Result<std::unique_ptr<CodecChain>> CodecChain::Build(std::vector<std::unique_pt
   const uint64_t stages = chain->stored_is_decoded_ ? 0 : 3 * chain->decoded_size();
   chain->decode_scratch_ = codec_scratch > UINT64_MAX - stages ? UINT64_MAX : stages + codec_scratch;
   const auto& bb = chain->bb_;
-  if (chain->perm_.empty() && !chain->swap_ && !bb.empty() && bb[0]->name() == "zstd" &&
+  if (chain->perm_.empty() && !chain->swap_ && !bb.empty() &&
       (bb.size() == 1 || (bb.size() == 2 && bb[1]->name() == "crc32c"))) {
-    chain->gpu_codec_ = GpuCodec::kZstd;
+    const std::string& c = bb[0]->name();
+    if (c == "zstd") chain->gpu_codec_ = GpuCodec::kZstd;
+    else if (c == "gzip") chain->gpu_codec_ = GpuCodec::kDeflate;
+    else if (c == "numcodecs.lz4") chain->gpu_codec_ = GpuCodec::kLz4;
   }
   chain->description_ = desc;
   return chain;

@@ -34,10 +34,17 @@
 
 namespace lsio {
 
-/// The stored form of a chunk a GPU decoder can turn into the decoded chunk alone (read/stage.h):
-/// kZstd when the chain is exactly `bytes` in host order (no transpose) + `zstd`, optionally
-/// followed by `crc32c` (verified on the CPU, see CodecChain::GpuFrame).
-enum class GpuCodec : int64_t { kNone = 0, kZstd = 1 };
+/// The stored form of a chunk a GPU decoder can turn into the decoded chunk alone (read/stage.h),
+/// set when the chain is exactly `bytes` in host order (no transpose) + one compressor,
+/// optionally followed by `crc32c` (verified on the CPU, see CodecChain::GpuFrame):
+///   kZstd:    `zstd`; the frame is the zstd frame (codec/zstd.h: ZstdGpuDecodable);
+///   kDeflate: `gzip` (also numcodecs' zlib and gzip); the frame is the raw deflate body of a
+///             single gzip member, whose CRC-32 the executor checks (codec/gzip.h);
+///   kLz4:     `numcodecs.lz4`; the frame is the raw LZ4 block after the size header
+///             (codec/numcodecs.h).
+/// Each chunk is still checked on its own (a zlib-wrapped or odd chunk goes to the CPU).
+/// The values are the kFrameCodec column of a staged plan (lsio/stage.h).
+enum class GpuCodec : int64_t { kNone = 0, kZstd = 1, kDeflate = 2, kLz4 = 3 };
 
 class CodecChain {
  public:

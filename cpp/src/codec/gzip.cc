@@ -1,5 +1,8 @@
 // `gzip` codec (bytes -> bytes), decoded with zlib. windowBits 15+32 accepts gzip and zlib
 // wrappers alike; several concatenated gzip members are decoded one after the other.
+// Also the gzip member parsing and raw inflate of staged reads (codec/gzip.h).
+#include "codec/gzip.h"
+
 #include <zlib.h>
 
 #include <algorithm>
@@ -113,6 +116,105 @@ class GzipCodec final : public BytesToBytesCodec {
 };
 
 }  // namespace
+
+namespace {
+
+uint32_t Le32(const uint8_t* p) {
+  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
+
+// zlib's crc32 takes uInt lengths: chunks over 4 GiB are summed in pieces.
+uLong Crc32Of(std::span<const uint8_t> b) {
+  uLong c = crc32(0L, Z_NULL, 0);
+  for (size_t at = 0; at < b.size();) {
+    const uInt n = static_cast<uInt>(std::min<size_t>(b.size() - at, 1u << 30));
+    c = crc32(c, b.data() + at, n);
+    at += n;
+  }
+  return c;
+}
+
+}  // namespace
+
+bool GzipGpuFrame(std::span<const uint8_t> in, uint64_t decoded, std::span<const uint8_t>* body, uint32_t* crc) {
+  // RFC 1952: ID1 ID2 CM FLG MTIME(4) XFL OS, then the optional fields FLG announces.
+  constexpr uint8_t kFhcrc = 0x02, kFextra = 0x04, kFname = 0x08, kFcomment = 0x10;
+  const size_t size = in.size();
+  if (decoded > UINT32_MAX || size < 10 + 1 + 8) return false;
+  if (in[0] != 0x1f || in[1] != 0x8b || in[2] != 8 || (in[3] & 0xE0) != 0) return false;
+  const uint8_t flg = in[3];
+  const size_t end = size - 8;  // the trailer: CRC-32, ISIZE
+  size_t pos = 10;
+  if (flg & kFextra) {
+    if (end - pos < 2) return false;
+    const size_t xlen = size_t{in[pos]} | size_t{in[pos + 1]} << 8;
+    pos += 2;
+    if (end - pos < xlen) return false;
+    pos += xlen;
+  }
+  for (const uint8_t field : {kFname, kFcomment}) {  // zero-terminated strings
+    if ((flg & field) == 0) continue;
+    while (pos < end && in[pos] != 0) ++pos;
+    if (pos == end) return false;
+    ++pos;
+  }
+  if (flg & kFhcrc) {
+    // zlib checks the header's CRC-16 when the CPU inflates; the GPU never sees the header.
+    if (end - pos < 2) return false;
+    const uint32_t want = uint32_t{in[pos]} | uint32_t{in[pos + 1]} << 8;
+    if ((Crc32Of(in.first(pos)) & 0xffff) != want) return false;
+    pos += 2;
+  }
+  if (pos >= end) return false;  // no deflate stream at all
+  if (Le32(in.data() + size - 4) != decoded) return false;
+  *body = in.subspan(pos, end - pos);
+  *crc = Le32(in.data() + end);
+  return true;
+}
+
+Status InflateRawFrame(std::span<const uint8_t> in, std::span<uint8_t> out, int64_t check) {
+  z_stream zs{};
+  if (inflateInit2(&zs, -15) != Z_OK) return Status::ResourceExhausted("deflate: cannot allocate a zlib stream");
+  size_t in_pos = 0, out_pos = 0;
+  uint8_t probe;
+  Status st = Status::Ok();
+  for (;;) {
+    const bool full = out_pos == out.size();
+    zs.next_in = const_cast<Bytef*>(in.data() + in_pos);
+    zs.avail_in = static_cast<uInt>(std::min<size_t>(in.size() - in_pos, 1u << 30));
+    zs.next_out = full ? &probe : out.data() + out_pos;
+    zs.avail_out = full ? 1 : static_cast<uInt>(std::min<size_t>(out.size() - out_pos, 1u << 30));
+    const uInt in_before = zs.avail_in, out_before = zs.avail_out;
+    const int r = inflate(&zs, Z_NO_FLUSH);
+    in_pos += in_before - zs.avail_in;
+    const size_t produced = out_before - zs.avail_out;
+    if (full && produced > 0) {
+      st = Status::DataLoss("deflate: frame decodes to more than " + std::to_string(out.size()) + " bytes");
+      break;
+    }
+    out_pos += produced;
+    if (r == Z_STREAM_END) {
+      if (in_pos != in.size()) {
+        st = Status::DataLoss("deflate: " + std::to_string(in.size() - in_pos) + " bytes after the final block");
+      } else if (out_pos != out.size()) {
+        st = Status::DataLoss("deflate: frame decodes to " + std::to_string(out_pos) + " bytes, expected " +
+                              std::to_string(out.size()));
+      }
+      break;
+    }
+    if (r == Z_OK) continue;
+    if (r == Z_BUF_ERROR && in_pos == in.size()) {
+      st = Status::DataLoss("deflate: truncated stream");
+    } else {
+      st = Status::DataLoss(std::string("deflate: corrupt data") + (zs.msg != nullptr ? std::string(": ") + zs.msg : ""));
+    }
+    break;
+  }
+  inflateEnd(&zs);
+  if (!st.ok() || check < 0) return st;
+  if (Crc32Of(out) != static_cast<uLong>(check)) return Status::DataLoss("gzip: CRC-32 mismatch");
+  return Status::Ok();
+}
 
 Result<std::unique_ptr<Codec>> ParseGzipCodec(const nlohmann::json& config) {
   auto lv = config.find("level");

@@ -18,6 +18,9 @@
 //            each step adds the two values as float32 and rounds the sum to float16
 //            (numpy/_core/src/umath/loops.c.src, HALF_add; cumsum is an accumulate, not a
 //            reduce, so every partial sum is rounded), which lsio must match bit for bit.
+// Also the lz4 block checks and decoder of staged reads (codec/numcodecs.h).
+#include "codec/numcodecs.h"
+
 #include <lz4.h>
 
 #include <bit>
@@ -244,6 +247,35 @@ class DeltaCodec final : public BytesToBytesCodec {
 };
 
 }  // namespace
+
+bool Lz4GpuFrame(std::span<const uint8_t> in, uint64_t decoded, std::span<const uint8_t>* block) {
+  if (in.size() < 5) return false;
+  const uint64_t n = uint64_t{in[0]} | uint64_t{in[1]} << 8 | uint64_t{in[2]} << 16 | uint64_t{in[3]} << 24;
+  // Within LZ4's own limits too, so that the CPU executor (Lz4DecodeBlock) can decode any
+  // frame a GPU decoder is given.
+  if (n != decoded || n > static_cast<uint64_t>(LZ4_MAX_INPUT_SIZE) || in.size() - 4 > static_cast<uint64_t>(INT32_MAX)) {
+    return false;
+  }
+  *block = in.subspan(4);
+  return true;
+}
+
+Status Lz4DecodeBlock(std::span<const uint8_t> in, std::span<uint8_t> out) {
+  if (in.size() > static_cast<uint64_t>(INT32_MAX) || out.size() > static_cast<uint64_t>(LZ4_MAX_INPUT_SIZE)) {
+    return Status::DataLoss("lz4: block of " + std::to_string(in.size()) + " -> " + std::to_string(out.size()) +
+                            " bytes is beyond LZ4's limits");
+  }
+  // LZ4_decompress_safe never writes past out.size(), whatever the input, and fails on a
+  // block that would.
+  const int got = LZ4_decompress_safe(reinterpret_cast<const char*>(in.data()), reinterpret_cast<char*>(out.data()),
+                                      static_cast<int>(in.size()), static_cast<int>(out.size()));
+  if (got < 0) return Status::DataLoss("lz4: corrupt block");
+  if (static_cast<uint64_t>(got) != out.size()) {
+    return Status::DataLoss("lz4: block decodes to " + std::to_string(got) + " bytes, expected " +
+                            std::to_string(out.size()));
+  }
+  return Status::Ok();
+}
 
 Result<std::unique_ptr<Codec>> ParseNumcodecsLz4Codec(const nlohmann::json& config) {
   auto a = config.find("acceleration");

@@ -5,11 +5,35 @@
 #include <algorithm>
 #include <cstring>
 
+#include "codec/gzip.h"
+#include "codec/numcodecs.h"
 #include "codec/zstd.h"
 #include "read/call.h"
 
 namespace lsio {
 namespace {
+
+// The frame a GPU decoder of `codec` gets from `frame` (stored bytes, any crc32c stripped) of
+// a chunk of `decoded` bytes, and the CRC-32 the executor checks after decoding (-1: none);
+// false when the chunk must be decoded by the CPU. Header checks only: nothing is decoded.
+bool GpuDecodable(GpuCodec codec, uint64_t decoded, std::span<const uint8_t>* frame, int64_t* check) {
+  *check = -1;
+  switch (codec) {
+    case GpuCodec::kZstd:
+      return ZstdGpuDecodable(*frame, decoded);
+    case GpuCodec::kDeflate: {
+      uint32_t crc = 0;
+      if (!GzipGpuFrame(*frame, decoded, frame, &crc)) return false;
+      *check = crc;
+      return true;
+    }
+    case GpuCodec::kLz4:
+      return Lz4GpuFrame(*frame, decoded, frame);
+    case GpuCodec::kNone:
+      break;
+  }
+  return false;
+}
 
 constexpr uint64_t Aligned(uint64_t n) { return (n + kStageAlign - 1) & ~(kStageAlign - 1); }
 
@@ -111,10 +135,12 @@ Status StageSink::StageTask(const CallState& cs, uint32_t ti, std::span<const ui
   const ChunkTask& t = cs.plan->tasks[ti];
   const uint64_t n = l.chain->decoded_size();
   std::span<const uint8_t> frame;
-  bool gpu = gpu_codecs_ && l.chain->gpu_codec() == GpuCodec::kZstd;
+  int64_t check = -1;
+  const GpuCodec codec = gpu_codecs_ ? l.chain->gpu_codec() : GpuCodec::kNone;
+  bool gpu = codec != GpuCodec::kNone;
   if (gpu) {
     LSIO_RETURN_IF_ERROR(l.chain->GpuFrame(in, &frame));
-    gpu = ZstdGpuDecodable(frame, n);
+    gpu = GpuDecodable(codec, n, &frame, &check);
   }
   uint64_t at = 0;
   if (!Reserve(gpu ? frame.size() : n, &at)) {
@@ -131,10 +157,11 @@ Status StageSink::StageTask(const CallState& cs, uint32_t ti, std::span<const ui
                                    static_cast<int64_t>(gpu ? frame.size() : n),
                                    decoded_at,
                                    static_cast<int64_t>(n),
-                                   static_cast<int64_t>(gpu ? GpuCodec::kZstd : GpuCodec::kNone),
+                                   static_cast<int64_t>(gpu ? codec : GpuCodec::kNone),
                                    t.file,
                                    static_cast<int64_t>(t.offset),
-                                   static_cast<int64_t>(ti)};
+                                   static_cast<int64_t>(ti),
+                                   gpu ? check : -1};
   task_frame_[ti] = AddFrame(row);
   return Status::Ok();
 }
@@ -178,10 +205,15 @@ uint64_t StageSink::Bound(const ArrayLayout& l, const Plan& plan, uint32_t first
   return committed + Aligned(n) + Rest(l, plan, first);
 }
 
-Status DecodeStagedFrame(int64_t codec, std::span<const uint8_t> in, std::span<uint8_t> out) {
+Status DecodeStagedFrame(int64_t codec, std::span<const uint8_t> in, std::span<uint8_t> out, int64_t check) {
+  // Only deflate frames carry a check (the gzip trailer's CRC-32); the others have none.
   switch (static_cast<GpuCodec>(codec)) {
     case GpuCodec::kZstd:
       return ZstdDecodeFrame(in, out);
+    case GpuCodec::kDeflate:
+      return InflateRawFrame(in, out, check);
+    case GpuCodec::kLz4:
+      return Lz4DecodeBlock(in, out);
     case GpuCodec::kNone:
       if (in.size() != out.size()) return Status::DataLoss("raw frame of " + std::to_string(in.size()) + " bytes, expected " + std::to_string(out.size()));
       std::memcpy(out.data(), in.data(), in.size());
@@ -204,7 +236,7 @@ Status StageSink::Finish(const ArrayLayout& l, const Plan& plan, const uint8_t* 
         for (uint64_t k = 0; k < n; k += isz) std::memcpy(p + k, l.fill.data(), std::min<uint64_t>(isz, n - k));
       }
       const int64_t row[kFrameCols] = {static_cast<int64_t>(at), static_cast<int64_t>(n), -1, static_cast<int64_t>(n),
-                                       0, -1, 0, -1};
+                                       0, -1, 0, -1, -1};
       fill = AddFrame(row);
     }
   }

@@ -4,10 +4,11 @@
 // (planner, shard indexes, coalesced io_uring / remote reads, the same workers), but instead
 // of decoding into the caller's output it leaves, in a caller-owned staging buffer (pinned
 // host memory when a GPU consumes it):
-//   - frames: the stored bytes of each chunk a GPU decoder can decode (GpuCodec::kZstd, one
-//     zstd frame declaring the chunk's size), or the chunk already decoded by the CPU for
-//     every other chain (blosc, transposes, big endian, uncompressed, odd frames), and one
-//     fill-value chunk when chunks are missing;
+//   - frames: the compressed stream of each chunk a GPU decoder can decode (GpuCodec: a zstd
+//     frame declaring the chunk's size, the raw deflate body of a single gzip member with its
+//     CRC-32 to check, the raw block of a numcodecs lz4 chunk), or the chunk already decoded
+//     by the CPU for every other chain or chunk (blosc, transposes, big endian, uncompressed,
+//     zlib wrappers, odd frames), and one fill-value chunk when chunks are missing;
 //   - ops: the scatter that places each chunk's part of each box into the output, as
 //     strided copies: (run bytes) x n1 x n2 with byte strides, offsets relative to the
 //     frame's decoded chunk and to the output's start.

@@ -11,9 +11,9 @@ each chunk's part of each box into the output. Executors lay one *work* buffer o
 
 copy the staging bytes in, decode every compressed frame to ``decode_base + decoded_offset``
 and run the ops with :meth:`StagedPlan.op_table`'s absolute offsets. :func:`run_reference`
-does exactly that on the CPU (the engine's zstd decoder, numpy strided copies), so tests can
-check the plan and the arithmetic bit for bit without a GPU; lsio/gpu/_cuda.py does it with
-nvCOMP and a Triton kernel.
+does exactly that on the CPU (the engine's zstd, raw deflate and LZ4 block decoders, the
+gzip CRC-32 check, numpy strided copies), so tests can check the plan and the arithmetic bit
+for bit without a GPU; lsio/gpu/_cuda.py does it with nvCOMP and a Triton kernel.
 """
 
 from __future__ import annotations
@@ -26,10 +26,14 @@ import numpy as np
 from .. import _core
 
 # Columns of the engine's tables (lsio/stage.h: FrameCol, OpCol).
-F_STAGING, F_STORED, F_DECODED_AT, F_DECODED, F_CODEC, F_FILE, F_OBJECT_OFFSET, F_TASK = range(8)
+# F_CHECK: for deflate frames (gzip members) the CRC-32 (zlib.crc32) the decoded chunk must
+# have, checked after decoding; -1 for every other frame.
+F_STAGING, F_STORED, F_DECODED_AT, F_DECODED, F_CODEC, F_FILE, F_OBJECT_OFFSET, F_TASK, F_CHECK = range(9)
 O_FRAME, O_SRC, O_DST, O_RUN, O_N1, O_SS1, O_DS1, O_N2, O_SS2, O_DS2 = range(10)
-CODEC_RAW, CODEC_ZSTD = 0, 1
-CODEC_NAMES = {CODEC_RAW: "raw", CODEC_ZSTD: "zstd"}
+# GpuCodec (cpp/src/codec/chain.h): raw = decoded by the CPU into staging; deflate frames are
+# raw deflate streams (a gzip member's body), lz4 frames raw LZ4 blocks (no size header).
+CODEC_RAW, CODEC_ZSTD, CODEC_DEFLATE, CODEC_LZ4 = 0, 1, 2, 3
+CODEC_NAMES = {CODEC_RAW: "raw", CODEC_ZSTD: "zstd", CODEC_DEFLATE: "deflate", CODEC_LZ4: "lz4"}
 
 DECODE_ALIGN = 256  # where the decode area starts in the work buffer
 
@@ -47,7 +51,7 @@ class StagedPlan:
     staging_used: int
     decoded_bytes: int
     max_decoded: int
-    frames: np.ndarray         # (F, 8) int64
+    frames: np.ndarray         # (F, 9) int64
     ops: np.ndarray            # (O, 10) int64
     coords: np.ndarray         # (F, ndim) chunk coordinates (-1: the fill frame)
     files: List[str]
@@ -65,6 +69,11 @@ class StagedPlan:
     def compressed(self, codec: int = CODEC_ZSTD) -> np.ndarray:
         """Indexes of the frames of ``codec`` (decoded into the decode area)."""
         return np.flatnonzero(self.frames[:, F_CODEC] == codec)
+
+    def gpu_frames(self) -> np.ndarray:
+        """Indexes of every compressed frame, whatever its codec (all that an executor
+        decodes into the decode area)."""
+        return np.flatnonzero(self.frames[:, F_CODEC] != CODEC_RAW)
 
     def frame_base(self) -> np.ndarray:
         """Per frame: where its decoded chunk starts in the work buffer."""
@@ -133,16 +142,17 @@ def stage(native: Any, starts: np.ndarray, counts: Sequence[int], steps: Optiona
 
 
 def decode_frames_cpu(plan: StagedPlan, work: np.ndarray, frames: Optional[np.ndarray] = None) -> None:
-    """Decodes compressed frames (all, or the indexes ``frames``) from the staging copy at the
-    start of ``work`` into its decode area, with the engine's CPU decoders."""
-    idx = plan.compressed() if frames is None else frames
+    """Decodes compressed frames (all, of every codec, or the indexes ``frames``) from the
+    staging copy at the start of ``work`` into its decode area, with the engine's CPU
+    decoders, checking each deflate frame's CRC-32 (F_CHECK)."""
+    idx = plan.gpu_frames() if frames is None else frames
     base = plan.decode_base
     for i in idx:
         f = plan.frames[i]
         src = work[f[F_STAGING]: f[F_STAGING] + f[F_STORED]]
         at = base + f[F_DECODED_AT]
         try:
-            _core.decode_staged_frame(int(f[F_CODEC]), src, work[at: at + f[F_DECODED]])
+            _core.decode_staged_frame(int(f[F_CODEC]), src, work[at: at + f[F_DECODED]], int(f[F_CHECK]))
         except Exception as e:
             raise type(e)(f"{e} ({plan.describe_frame(int(i))})") from None
 

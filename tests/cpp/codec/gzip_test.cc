@@ -1,5 +1,11 @@
 // gzip specifics: gzip and zlib wrappers, concatenated members, truncation, corrupt
-// trailer, wrong sizes and level validation. Streams are made with zlib.
+// trailer, wrong sizes and level validation. Also what staged reads make of gzip members
+// (GzipGpuFrame: header fields, what is left to the CPU) and their raw deflate decoder
+// (InflateRawFrame: exact sizes, trailing bytes, the CRC-32 check). Streams are made with zlib.
+#include "codec/gzip.h"
+
+#include <zlib.h>
+
 #include <string>
 
 #include <gtest/gtest.h>
@@ -99,6 +105,166 @@ TEST(GzipTest, LevelIsValidated) {
     EXPECT_EQ(c.status().code(), StatusCode::kInvalidFormat);
     EXPECT_EQ(c.status().message(), "gzip codec: \"level\" must be an integer in 0..9");
   }
+}
+
+// A gzip member with every optional header field zlib can write.
+Bytes GzipWithFields(const Bytes& data, std::string* extra, std::string* name, std::string* comment) {
+  *extra = std::string("XYab\0\1z", 7);  // any bytes, zeros included
+  *name = "chunk.bin";
+  *comment = "written by a test";
+  gz_header h{};
+  h.extra = reinterpret_cast<Bytef*>(extra->data());
+  h.extra_len = static_cast<uInt>(extra->size());
+  h.name = reinterpret_cast<Bytef*>(name->data());
+  h.comment = reinterpret_cast<Bytef*>(comment->data());
+  h.hcrc = 1;
+  z_stream zs{};
+  EXPECT_EQ(deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  EXPECT_EQ(deflateSetHeader(&zs, &h), Z_OK);
+  Bytes out(deflateBound(&zs, static_cast<uLong>(data.size())) + 256);
+  zs.next_in = const_cast<Bytef*>(data.data());
+  zs.avail_in = static_cast<uInt>(data.size());
+  zs.next_out = out.data();
+  zs.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+uint32_t Crc32(const Bytes& b) { return static_cast<uint32_t>(crc32(0L, b.data(), static_cast<uInt>(b.size()))); }
+
+Bytes RawDeflate(const Bytes& data) {
+  z_stream zs{};
+  EXPECT_EQ(deflateInit2(&zs, 6, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  Bytes out(deflateBound(&zs, static_cast<uLong>(data.size())) + 64);
+  zs.next_in = const_cast<Bytef*>(data.data());
+  zs.avail_in = static_cast<uInt>(data.size());
+  zs.next_out = out.data();
+  zs.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+TEST(GzipGpuFrameTest, APlainMemberGivesItsDeflateBodyAndTrailerCrc) {
+  const Bytes data = lsio_test::TestData(5000);
+  const Bytes enc = Deflate(data);
+  std::span<const uint8_t> body;
+  uint32_t crc = 0;
+  ASSERT_TRUE(GzipGpuFrame(enc, data.size(), &body, &crc));
+  EXPECT_EQ(body.data(), enc.data() + 10);  // no optional fields: a 10-byte header
+  EXPECT_EQ(body.size(), enc.size() - 18);
+  EXPECT_EQ(crc, Crc32(data));
+  Bytes out(data.size());
+  ASSERT_TRUE(InflateRawFrame(body, out, crc).ok());
+  EXPECT_EQ(out, data);
+}
+
+TEST(GzipGpuFrameTest, OptionalHeaderFieldsAreSkipped) {
+  const Bytes data = lsio_test::TestData(3000, 5);
+  std::string extra, name, comment;
+  const Bytes enc = GzipWithFields(data, &extra, &name, &comment);
+  ASSERT_EQ(enc[3], 0x02 | 0x04 | 0x08 | 0x10);  // FHCRC FEXTRA FNAME FCOMMENT
+  const size_t header = 10 + 2 + extra.size() + name.size() + 1 + comment.size() + 1 + 2;
+  std::span<const uint8_t> body;
+  uint32_t crc = 0;
+  ASSERT_TRUE(GzipGpuFrame(enc, data.size(), &body, &crc));
+  EXPECT_EQ(body.data(), enc.data() + header);
+  EXPECT_EQ(body.size(), enc.size() - header - 8);
+  EXPECT_EQ(crc, Crc32(data));
+  Bytes out(data.size());
+  ASSERT_TRUE(InflateRawFrame(body, out, crc).ok());
+  EXPECT_EQ(out, data);
+
+  // The header's own CRC-16 is checked (zlib checks it on the CPU path, which reports it).
+  Bytes bad_hcrc = enc;
+  bad_hcrc[header - 1] ^= 0x40;
+  EXPECT_FALSE(GzipGpuFrame(bad_hcrc, data.size(), &body, &crc));
+  // Every cut inside the header's fields leaves no member to hand over.
+  for (size_t cut = 0; cut < header + 1; ++cut) {
+    Bytes b(enc.begin(), enc.begin() + static_cast<long>(cut));
+    EXPECT_FALSE(GzipGpuFrame(b, data.size(), &body, &crc)) << cut;
+  }
+  // An extra field longer than the member runs out of bytes.
+  Bytes long_extra = enc;
+  long_extra[10] = 0xff;
+  long_extra[11] = 0xff;
+  EXPECT_FALSE(GzipGpuFrame(long_extra, data.size(), &body, &crc));
+}
+
+TEST(GzipGpuFrameTest, EverythingElseIsLeftToTheCpu) {
+  const Bytes data = lsio_test::TestData(2000, 3);
+  const Bytes enc = Deflate(data);
+  std::span<const uint8_t> body;
+  uint32_t crc = 0;
+  // A zlib wrapper: its adler32 cannot be checked on the GPU.
+  EXPECT_FALSE(GzipGpuFrame(Deflate(data, false), data.size(), &body, &crc));
+  // Two members: the trailer's ISIZE is the last member's.
+  EXPECT_FALSE(GzipGpuFrame(Concat({Deflate(Bytes(data.begin(), data.begin() + 1000)),
+                                    Deflate(Bytes(data.begin() + 1000, data.end()))}),
+                            data.size(), &body, &crc));
+  // ISIZE other than the chunk's size; a chunk of 2^32 bytes or more.
+  EXPECT_FALSE(GzipGpuFrame(enc, data.size() + 1, &body, &crc));
+  EXPECT_FALSE(GzipGpuFrame(enc, data.size() + (uint64_t{1} << 32), &body, &crc));
+  // Another compression method, reserved flags, a wrong magic.
+  for (size_t at : {size_t{0}, size_t{1}, size_t{2}}) {
+    Bytes b = enc;
+    b[at] ^= 0x01;
+    EXPECT_FALSE(GzipGpuFrame(b, data.size(), &body, &crc)) << at;
+  }
+  for (uint8_t flag : {0x20, 0x40, 0x80}) {
+    Bytes b = enc;
+    b[3] |= flag;
+    EXPECT_FALSE(GzipGpuFrame(b, data.size(), &body, &crc)) << int{flag};
+  }
+  // FNAME announced with no terminating zero before the trailer.
+  Bytes unterminated(enc.begin(), enc.begin() + 10);
+  unterminated[3] = 0x08;
+  unterminated.insert(unterminated.end(), 12, 'a');
+  EXPECT_FALSE(GzipGpuFrame(unterminated, 12, &body, &crc));
+  // An empty deflate body: header and trailer only.
+  Bytes empty(enc.begin(), enc.begin() + 10);
+  empty.insert(empty.end(), enc.end() - 8, enc.end());
+  EXPECT_FALSE(GzipGpuFrame(empty, data.size(), &body, &crc));
+}
+
+TEST(InflateRawFrameTest, ExactSizeNoTrailingBytesAndTheCrc) {
+  const Bytes data = lsio_test::TestData(4000, 9);
+  const Bytes raw = RawDeflate(data);
+  const int64_t crc = Crc32(data);
+  Bytes out(data.size());
+  ASSERT_TRUE(InflateRawFrame(raw, out, crc).ok());
+  EXPECT_EQ(out, data);
+  ASSERT_TRUE(InflateRawFrame(raw, out, -1).ok());  // no check asked for
+
+  Bytes bigger(data.size() + 1), smaller(data.size() - 1);
+  Status st = InflateRawFrame(raw, bigger, -1);
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(st.message(), "deflate: frame decodes to 4000 bytes, expected 4001");
+  st = InflateRawFrame(raw, smaller, -1);
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(st.message(), "deflate: frame decodes to more than 3999 bytes");
+
+  st = InflateRawFrame(raw, out, crc ^ 1);
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(st.message(), "gzip: CRC-32 mismatch");
+
+  Bytes trailing = raw;
+  trailing.push_back(0);
+  st = InflateRawFrame(trailing, out, crc);
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(st.message(), "deflate: 1 bytes after the final block");
+
+  st = InflateRawFrame(std::span<const uint8_t>(raw.data(), raw.size() - 3), out, crc);
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(st.message(), "deflate: truncated stream");
+
+  const Bytes garbage(100, 0xff);  // block type 3 is reserved
+  st = InflateRawFrame(garbage, out, crc);
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(st.message(), "deflate: corrupt data: invalid block type");
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // + raw block, as numcodecs writes them), shuffle byte planes and delta running sums built
 // here by the definitions in numcodecs' source, and corrupt inputs that must fail with
 // kDataLoss without writing past the chunk.
+#include "codec/numcodecs.h"
+
 #include <lz4.h>
 
 #include <cstring>
@@ -53,6 +55,35 @@ TEST(NumcodecsTest, Lz4FramesDecodeAndCorruptOnesFail) {
     EXPECT_EQ(r.status().code(), StatusCode::kDataLoss) << r.status().ToString();
     EXPECT_NE(r.status().message().find("lz4"), std::string::npos) << r.status().message();
   }
+}
+
+TEST(NumcodecsTest, Lz4GpuFrameIsTheBlockAfterAMatchingSizeHeader) {
+  const Bytes data = Pattern(3000);
+  const Bytes frame = Lz4Frame(data);
+  std::span<const uint8_t> block;
+  ASSERT_TRUE(Lz4GpuFrame(frame, data.size(), &block));
+  EXPECT_EQ(block.data(), frame.data() + 4);
+  EXPECT_EQ(block.size(), frame.size() - 4);
+  Bytes out(data.size());
+  ASSERT_TRUE(Lz4DecodeBlock(block, out).ok());
+  EXPECT_EQ(out, data);
+  // Another size in the header, no block after it, or not even a header: the CPU decodes
+  // (and reports) the chunk.
+  EXPECT_FALSE(Lz4GpuFrame(frame, data.size() + 1, &block));
+  EXPECT_FALSE(Lz4GpuFrame(std::span<const uint8_t>(frame.data(), 4), data.size(), &block));
+  EXPECT_FALSE(Lz4GpuFrame(Bytes{1, 2, 3}, data.size(), &block));
+
+  Bytes garbage(block.begin(), block.end());
+  for (size_t i = 0; i < garbage.size(); i += 3) garbage[i] = 0xFF;
+  Status st = Lz4DecodeBlock(garbage, out);
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(st.message(), "lz4: corrupt block");
+  Bytes bigger(data.size() + 10);
+  st = Lz4DecodeBlock(block, bigger);
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(st.message(), "lz4: block decodes to 3000 bytes, expected 3010");
+  Bytes smaller(data.size() - 1);
+  EXPECT_EQ(Lz4DecodeBlock(block, smaller).code(), StatusCode::kDataLoss);
 }
 
 TEST(NumcodecsTest, ShuffleUndoesBytePlanes) {
