@@ -31,6 +31,7 @@
 # W1's delivered GB/s, CropLoader depth 2 / depth 1 / the CPU path) -> $OUT/feed_nomodel.json,
 # gpu_feed at 4 threads with an 11 ms step -> feed_t4.json, gpu_decode on gzip and LZ4 copies of
 # the small W1 store -> decode_gzip.json, decode_lz4.json, gpu_feed at THREADS -> feed_t16.json.
+# LSIO_DEVICE_STEPS=custom: setup, tests, then `bash -c "$LSIO_DEVICE_CMD"` (a follow-up).
 # LSIO_DEVICE_STEPS=probe runs a short second pass instead: setup, tests, benchmarks/device/
 # probe.py (phases of a batch on the GPU, nvCOMP and a corrupt frame) -> $OUT/probe.json and
 # gpu_feed.py at 4 threads with a 10 ms step -> $OUT/gpu_feed_t4.json.
@@ -273,6 +274,14 @@ from suite import STORES; print(ensure_store(STORES['weather'][0], '$CACHE'))"
     [ "${LSIO_DEVICE_PROBE:-1}" = 1 ] && step "probe" 120 "$PY" benchmarks/device/probe.py --cache-dir "$CACHE" --json "$OUT/probe.json"
     step "gpu_feed threads=4 step=10ms" 150 "$PY" $B/gpu_feed.py --threads 4 --workers 4 --batches 100 --step-ms 10 \
       --modes lsio,lsio.torch,lsio.gpu --cache-dir "$CACHE" --json "$OUT/gpu_feed_t4.json"
+    echo; echo "### summary ($(( $(date +%s) - T0 ))s of ${BUDGET}s)"
+    for s in "${STATUS[@]}"; do echo "  $s"; done
+    return "$FAILED"
+  fi
+
+  if [ "${LSIO_DEVICE_STEPS:-all}" = custom ]; then
+    # A follow-up on a warm machine: the environment above, then LSIO_DEVICE_CMD.
+    step "custom" "$(left)" bash -c "$LSIO_DEVICE_CMD"
     echo; echo "### summary ($(( $(date +%s) - T0 ))s of ${BUDGET}s)"
     for s in "${STATUS[@]}"; do echo "  $s"; done
     return "$FAILED"

@@ -33,8 +33,8 @@ Modes (``--modes``):
   ``lsio.torch`` has no ``CropLoader`` this mode runs the ``lsio.gpu.manual`` loop instead
   (its ``config`` says which).
 - ``lsio.gpu.depth1``: the same with ``depth=1`` (``lsio.gpu`` uses ``--gpu-depth``, default
-  2): each batch's GPU half finishes before the next one is queued, as before CropLoader
-  kept two batches on the GPU.
+  3, CropLoader's default): each batch's GPU half finishes before the next one is queued, as
+  before CropLoader kept several batches on the GPU.
 - ``lsio.gpu.manual``: the same decode without the loader: two CUDA output tensors; a
   background thread runs ``arr.read_crops(starts, shape, out=cuda_tensor)`` for batch k+1 on a
   side CUDA stream and synchronizes that stream (so the batch is complete when handed over)
@@ -496,7 +496,7 @@ def main(argv=None) -> int:
     ap.add_argument("--step-ms", type=float, default=None, help="repeat fwd+bwd until a step takes about this")
     ap.add_argument("--eps-ms", type=float, default=0.1, help="a gap above this counts as the GPU waiting")
     ap.add_argument("--quick", action="store_true", help="the 4x smaller W1 store")
-    ap.add_argument("--gpu-depth", type=int, default=2, help="lsio.gpu: CropLoader's batches in flight on the GPU")
+    ap.add_argument("--gpu-depth", type=int, default=3, help="lsio.gpu: CropLoader's batches in flight on the GPU")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache-dir", type=Path, default=CACHE_DIR)
     ap.add_argument("--json", type=Path, default=None)

@@ -414,7 +414,7 @@ class CropLoader:
     that read is the host half of a GPU read (lsio/gpu: the compressed chunks of the whole
     batch into a pinned staging buffer, one per array and slot, reused); the main thread then
     queues the copy to the device, nvCOMP's decode and the scatter into new batch tensors on
-    ``stream`` and goes on: up to ``depth`` batches (default 2) are on the GPU at once, each on
+    ``stream`` and goes on: up to ``depth`` batches (default 3) are on the GPU at once, each on
     a side stream of the loader's own (default; so decoding overlaps the work queued on the
     current stream and the previous batch's decode). A batch is handed out once its own
     stream has finished it and nvCOMP's statuses say every chunk decoded (a chunk it could not
@@ -429,7 +429,7 @@ class CropLoader:
     """
 
     def __init__(self, dataset: CropDataset, batch_size: int, *, sampler: Any = None, device: Any = "cuda",
-                 drop_last: bool = False, stream: Any = None, depth: int = 2) -> None:
+                 drop_last: bool = False, stream: Any = None, depth: int = 3) -> None:
         if int(batch_size) < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.dataset = dataset
@@ -514,7 +514,7 @@ class CropLoader:
                 return plans
 
             # One executor (device work buffers) and one stream per batch in flight: batch k
-            # decodes on stream k % depth while batch k-1's kernels may still run on the other.
+            # decodes on stream k % depth while earlier batches' kernels may still run on theirs.
             executors = [_cuda.Executor(self.device) for _ in range(depth)]
             streams = [self.stream if self.stream is not None else torch.cuda.Stream(self.device)
                        for _ in range(depth)]
