@@ -500,7 +500,9 @@ class CropLoader:
             # Staging slot k % (depth + 1) holds batch k: the host thread fills the next batch's
             # slot while `depth` batches may still be on the GPU (Staging.get also waits for the
             # copy that last read a slot).
-            slots = [[_cuda.Staging(a.options.get("memory_limit") or 0) for a in src.arrays]
+            # An array's memory_limit bounds all its slots together: each gets its share.
+            slots = [[_cuda.Staging((a.options.get("memory_limit") or 0) // (depth + 1),
+                                    f"depth + 1 = {depth + 1} staging slots of CropLoader") for a in src.arrays]
                      for _ in range(depth + 1)]
 
             def host(keys: List[Any], slot: int) -> Any:

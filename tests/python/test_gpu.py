@@ -693,3 +693,18 @@ def test_cuda_gzip_crc_mismatch_is_a_typed_error(tmp_path):
             got.append(b)
     assert len(got) == 2  # records 0 and 1; record 2 is the bad chunk
     assert torch.equal(got[1].cpu(), torch.from_numpy(np.asarray(z[1:2])).reshape(1, 1, 16, 16))
+
+
+def test_staging_refuses_more_than_its_share_of_memory_limit():
+    """A staging buffer never grows past its limit; CropLoader gives each of an array's
+    depth + 1 slots limit / (depth + 1), and the error says so. No allocation happens before
+    the refusal, so this runs without CUDA."""
+    pytest.importorskip("torch")
+    from lsio.gpu import _cuda
+
+    s = _cuda.Staging(4 << 20, "depth + 1 = 4 staging slots of CropLoader")
+    with pytest.raises(MemoryError, match=r"its share for the depth \+ 1 = 4 staging slots.*4194304 bytes"):
+        s.get(5 << 20)
+    assert s.buf is None
+    with pytest.raises(MemoryError, match=r"memory_limit \(1000 bytes\)"):
+        _cuda.Staging(1000).get(2000)

@@ -81,8 +81,9 @@ class Staging:
     ``copied``: the event after which the copy of the batch it last held has left it (set by
     whoever submitted that batch); :meth:`get` waits for it before the buffer is refilled."""
 
-    def __init__(self, limit: int = 0) -> None:
+    def __init__(self, limit: int = 0, shared: str = "") -> None:
         self.limit = int(limit)
+        self.shared = shared  # says who shares the array's memory_limit (error messages)
         self.buf: Optional[torch.Tensor] = None
         self.pid = os.getpid()
         self.copied: Any = None
@@ -98,8 +99,10 @@ class Staging:
             if self.limit and size > self.limit:
                 size = max(n, 0)
             if self.limit and size > self.limit:
+                share = f" (its share for the {self.shared})" if self.shared else ""
                 raise MemoryError(f"lsio: a GPU batch needs {n} bytes of pinned staging, more than "
-                                  f"memory_limit ({self.limit} bytes); read smaller batches or raise the limit")
+                                  f"memory_limit{share} ({self.limit} bytes); read smaller batches, lower the "
+                                  f"loader's depth or raise the limit")
             old = 0 if self.buf is None else self.buf.numel()
             self.buf = None
             self.buf = torch.empty(size, dtype=torch.uint8, pin_memory=True)
