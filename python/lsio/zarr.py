@@ -18,8 +18,9 @@ a worker thread with the GIL released, that writes straight into zarr's output b
 
 Whatever lsio cannot read goes to zarr's own :class:`~zarr.core.codec_pipeline.BatchedCodecPipeline`
 for that array: other stores than :class:`zarr.storage.LocalStore`, ``FsspecStore`` over
-HTTP(S) and S3 (s3fs) and ``ObjectStore`` over obstore's local, HTTP and S3 stores, codecs or data types
-lsio does not read, 0-d arrays, output buffers that are not writable numpy arrays, and an
+HTTP(S), S3 (s3fs) and GCS (gcsfs, anonymous or with Application Default Credentials) and
+``ObjectStore`` over obstore's local, HTTP and S3 stores, codecs or data types lsio does not
+read, 0-d arrays, output buffers that are not writable numpy arrays, and an
 lsio error while reading (zarr then reads, and raises its own error if the data is bad).
 Writes always go to zarr's pipeline. Falling back is silent unless the config key
 ``codec_pipeline.strict`` is true (``lsio.zarr.enable(strict=True)``,
@@ -377,7 +378,12 @@ def _store_root(store: Any) -> Tuple[Optional[str], Optional[dict], Optional[str
             # anon, endpoint_url, client_kwargs, ...) are spelled as lsio takes them.
             return ("s3://" + str(store.path).strip("/"), dict(getattr(store.fs, "storage_options", {}) or {}),
                     None)
-        return None, None, f"FsspecStore over {'/'.join(protocols)} (lsio reads fsspec's HTTP(S) and S3 file systems)"
+        if set(protocols) & {"gs", "gcs"}:
+            if _GetResult is not None:
+                return None, None, "FsspecStore on zarr-python >= 3.2 (per-chunk presence is reported for local stores only)"
+            return _gcsfs_root(store)
+        return None, None, (f"FsspecStore over {'/'.join(protocols)} (lsio reads fsspec's HTTP(S), S3 and GCS "
+                            "file systems)")
     try:
         from zarr.storage import ObjectStore
     except ImportError:  # pragma: no cover - zarr without obstore support
@@ -386,6 +392,40 @@ def _store_root(store: Any) -> Tuple[Optional[str], Optional[dict], Optional[str
         return _obstore_root(store.store)
     return None, None, (f"store {type(store).__name__} (lsio reads zarr's LocalStore, FsspecStore over HTTP(S) "
                         "and S3 and ObjectStore over obstore's LocalStore, HTTPStore and S3Store)")
+
+
+# gcsfs options that do not change which bytes are read or who reads them (caching, timeouts,
+# the event loop); any other option (endpoint_url, requester_pays, version_aware, ...) makes
+# zarr's pipeline read that array.
+_GCSFS_NEUTRAL = {"project", "access", "consistency", "cache_timeout", "secure_serialize", "check_connection",
+                  "requests_timeout", "timeout", "asynchronous", "loop", "skip_instance_cache", "use_listings_cache",
+                  "listings_expiry_time", "max_paths", "block_size"}
+
+
+def _gcsfs_root(store: Any) -> Tuple[Optional[str], Optional[dict], Optional[str]]:
+    """gcsfs under zarr's FsspecStore: ("gs://bucket/prefix", storage_options, None) when lsio
+    authenticates as gcsfs does, else why not. gcsfs resolves its credentials when it is
+    made (``fs.credentials.method``): anonymous stays anonymous, Application Default
+    Credentials (incl. the GCE metadata server) become lsio's ``GoogleAuthCredentials``; a
+    token, cached or browser login, or service-account dict lsio cannot take over leaves the
+    array to zarr's pipeline, so enabling lsio never reads with other credentials."""
+    fs = store.fs
+    opts = dict(getattr(fs, "storage_options", {}) or {})
+    opts.pop("token", None)
+    other = sorted(k for k in opts if k not in _GCSFS_NEUTRAL)
+    if other:
+        return None, None, f"gcsfs with options {other}"
+    path = str(store.path).strip("/")
+    if not path:
+        return None, None, "gcsfs store without a bucket"
+    method = getattr(getattr(fs, "credentials", None), "method", None)
+    if method == "anon":
+        return "gs://" + path, {"token": "anon"}, None
+    if method in ("google_default", "cloud"):
+        from ._storage.credentials import GoogleAuthCredentials
+
+        return "gs://" + path, {"credentials": GoogleAuthCredentials()}, None
+    return None, None, f"gcsfs credentials of kind {method!r} (lsio takes anonymous access and Application Default Credentials)"
 
 
 # obstore S3Store config keys -> lsio storage_options keys (values as strings)

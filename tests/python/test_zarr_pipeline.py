@@ -10,6 +10,7 @@ results and are counted; strict mode raises; forked DataLoader workers read corr
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import subprocess
@@ -729,3 +730,54 @@ def test_string_array_falls_back(tmp_path):
     got = _open(path, lz.PATH)
     np.testing.assert_array_equal(got[1:4], _open(path, DEFAULT)[1:4])
     assert "StringArray" in got._async_array.codec_pipeline.fallback_reason
+
+
+# -- gcsfs: which credentials carry over --------------------------------------------------------
+
+
+def _fake_service_account(path):
+    """A service-account key file google.auth loads without any network (the token is only
+    fetched when first used)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()
+    path.write_text(json.dumps({
+        "type": "service_account", "project_id": "lsio-test", "private_key_id": "k1", "private_key": pem,
+        "client_email": "reader@lsio-test.iam.gserviceaccount.com", "client_id": "1",
+        "token_uri": "https://oauth2.googleapis.com/token"}))
+    return path
+
+
+def test_gcsfs_store_maps_to_lsio_gs_url(tmp_path, monkeypatch):
+    """An FsspecStore over gcsfs is read by lsio's gs:// store when lsio authenticates as gcsfs
+    does (anonymous, or Application Default Credentials); gcsfs options or credentials lsio
+    cannot take leave the array to zarr's pipeline, with the reason."""
+    gcsfs = pytest.importorskip("gcsfs")
+    from lsio._storage.credentials import GoogleAuthCredentials
+
+    def root(fs, path="bucket/data"):
+        return lz._store_root(zarr.storage.FsspecStore(fs, path=path, read_only=True))
+
+    fs = gcsfs.GCSFileSystem(token="anon", skip_instance_cache=True)
+    assert root(fs) == ("gs://bucket/data", {"token": "anon"}, None)
+    assert root(fs, "bucket/") == ("gs://bucket", {"token": "anon"}, None)
+    # Application Default Credentials (here a service-account key named by the environment):
+    # lsio's GoogleAuthCredentials resolves the same ones, lazily, in each process.
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(_fake_service_account(tmp_path / "sa.json")))
+    fs = gcsfs.GCSFileSystem(token="google_default", skip_instance_cache=True)
+    url, opts, why = root(fs)
+    assert (url, why) == ("gs://bucket/data", None) and opts == {"credentials": GoogleAuthCredentials()}
+    # An emulator endpoint speaks gcsfs's JSON API, which lsio does not: zarr reads.
+    fs = gcsfs.GCSFileSystem(token="anon", endpoint_url="http://127.0.0.1:9", skip_instance_cache=True)
+    url, _, why = root(fs)
+    assert url is None and "endpoint_url" in why
+    # Credentials given to gcsfs as an object lsio cannot take over: zarr reads.
+    import google.oauth2.service_account as sa
+
+    creds = sa.Credentials.from_service_account_file(str(tmp_path / "sa.json"))
+    fs = gcsfs.GCSFileSystem(token=creds, skip_instance_cache=True)
+    url, _, why = root(fs)
+    assert url is None and "credentials of kind" in why
