@@ -17,7 +17,8 @@
 # After pytest, scripts/zarr_suite.py runs a sample of zarr-python's own tests (400, or
 # LSIO_ZARR_SUITE_SAMPLE) with zarr's default codec pipeline and with lsio's, and fails when
 # a test passing with the default does not pass with lsio's (needs PyPI once: it downloads
-# zarr's sdist for its tests/ into ~/.cache/lsio/zarr-suite).
+# zarr's sdist for its tests/ into ~/.cache/lsio/zarr-suite), and tests/python/
+# test_zarr_pipeline.py runs again under zarr-python 3.1.0, the oldest lsio supports.
 # After ctest and pytest, the C++ steps (not with --python-only) also run
 # scripts/sanitize.sh (ctest under ASan+UBSan; with the Python step also test_goldens and
 # test_errors against an ASan+UBSan _core; ctest under TSan for util/io/read; any report
@@ -143,6 +144,19 @@ if [ "$run_python" = 1 ]; then
   # every test passing with the default must pass with lsio's (scripts/zarr_suite.py).
   lsio_log "Python: zarr-python's tests with lsio's codec pipeline (scripts/zarr_suite.py, sampled)"
   if lsio_run python scripts/zarr_suite.py --sample "${LSIO_ZARR_SUITE_SAMPLE:-400}"; then zarr_status="ok"; else zarr_status="FAILED"; failed_steps+=("zarr-python suite"); fi
+  # The pipeline's tests again under the oldest zarr-python lsio supports (its read signature
+  # and buffer classes differ from the current 3.x): zarr 3.1.0 on PYTHONPATH, ahead of the
+  # venv's zarr.
+  lsio_log "Python: lsio's codec pipeline under zarr-python 3.1.0 (tests/python/test_zarr_pipeline.py)"
+  old_zarr="$(mktemp -d)"
+  if lsio_run python -m pip install -q --no-deps --target "$old_zarr" "zarr==3.1.0" crc32c \
+     && lsio_run env PYTHONPATH="$old_zarr" python -c "import zarr; assert zarr.__version__ == '3.1.0', zarr.__version__" \
+     && lsio_run env PYTHONPATH="$old_zarr" python -m pytest -q -p no:cacheprovider tests/python/test_zarr_pipeline.py; then
+    :
+  else
+    zarr_status="FAILED"; failed_steps+=("zarr-python 3.1.0 pipeline tests")
+  fi
+  rm -rf "$old_zarr"
 fi
 # ---------------------------------------------------------------- sanitizers and fuzzing
 if [ "$run_cpp" = 1 ] && [ "$run_sanitizers" = 1 ]; then

@@ -146,6 +146,32 @@ def _get(z, kind, key):
     return z.blocks[key]
 
 
+def _reference(ref, kind, key):
+    """zarr's default pipeline's answer. zarr-python 3.1.0's own pipeline fails some orthogonal
+    selections of sharded 3-d arrays (a broadcast ValueError in its read_batch, fixed in later
+    3.1 releases); then the answer is the same selection of the whole array, read by that
+    pipeline, taken with numpy."""
+    try:
+        return _get(ref, kind, key)
+    except ValueError:
+        if kind not in ("oindex", "basic") or zarr.__version__ != "3.1.0":
+            raise
+    full = np.asarray(ref[...])
+    if kind == "basic":
+        return full[key]
+    picks, drop = [], []
+    for d, k in enumerate(key):
+        if isinstance(k, (int, np.integer)):
+            picks.append(np.array([int(k) % full.shape[d]]))
+            drop.append(d)
+        elif isinstance(k, slice):
+            picks.append(np.arange(full.shape[d])[k])
+        else:
+            k = np.asarray(k)
+            picks.append(np.flatnonzero(k) if k.dtype == bool else k % full.shape[d])
+    return np.squeeze(full[np.ix_(*picks)], axis=tuple(drop)) if drop else full[np.ix_(*picks)]
+
+
 def _open(path, pipeline):
     with zarr.config.set({"codec_pipeline.path": pipeline}):
         return zarr.open_array(path, mode="r")
@@ -177,7 +203,7 @@ def test_reads_equal_zarr_pipeline(case, matrix_root, monkeypatch):
     sels = _selections(case["shape"], case["shards"] or case["chunks"], rng)
     nonempty = 0
     for kind, key in sels:
-        want = _get(ref, kind, key)
+        want = _reference(ref, kind, key)
         nonempty += np.asarray(want).size > 0  # zarr reads nothing for an empty selection
         have = _get(got, kind, key)
         assert type(have) is type(want), (kind, key)
