@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <thread>
 #include <tuple>
@@ -29,6 +30,8 @@ constexpr char kMagic[8] = {'L', 'S', 'I', 'O', 'B', 'L', 'K', '2'};
 // headers): owner-only, whatever the umask.
 constexpr mode_t kDirMode = 0700;
 constexpr mode_t kFileMode = 0600;
+// How stale a hit block's mtime (its LRU time) may be before a hit refreshes it.
+constexpr time_t kTouchSeconds = 60;
 
 // 64-bit FNV-1a with a seed: stable across builds and processes (block names must be).
 uint64_t Fnv(const std::string& s, uint64_t seed) {
@@ -157,8 +160,14 @@ bool DiskCache::Get(const std::string& url, const std::string& version, uint64_t
     damaged = true;  // blocks are renamed into place whole: a wrong size is damage
   }
   if (ok) {
-    const struct timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};  // mtime = LRU clock
-    futimens(fd, times);
+    // mtime is the LRU clock. A block touched within the last minute keeps its mtime: eviction
+    // cannot tell a minute apart anyway, and a warm batch then dirties no inodes.
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    if (now.tv_sec - st.st_mtim.tv_sec >= kTouchSeconds || now.tv_sec < st.st_mtim.tv_sec) {
+      const struct timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
+      futimens(fd, times);
+    }
   }
   close(fd);
   if (!ok && damaged) unlink(path.c_str());

@@ -27,7 +27,8 @@
 // readers in any process see a whole block or none (no torn reads), and concurrent writers
 // of one block leave one of their identical copies. Get checks the header against the key,
 // the file's size and the checksum (a hash collision is a miss; a damaged file is a miss
-// and is removed) and bumps the file's mtime, the LRU clock.
+// and is removed) and bumps the file's mtime, the LRU clock, when it is over a minute old
+// (a warm batch then writes no inodes; eviction needs no finer clock).
 // Eviction: every process adds the bytes it wrote to one counter in <dir>/usage (under
 // flock), so the bound holds for all processes sharing the directory; whoever sees the
 // counter pass the capacity rescans the directory (all processes' blocks) without holding

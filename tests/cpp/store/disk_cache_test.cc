@@ -6,6 +6,7 @@
 // owner-only; the directory is created with its parents or refused at once.
 #include "store/disk_cache.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -82,6 +83,12 @@ TEST(DiskCacheTest, EvictsLeastRecentlyUsedBlocksToStayWithinTheBound) {
     c.Put("u" + std::to_string(i), "v", 0, block, b.data());
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // distinct mtimes
   }
+  for (const auto& p : Blocks(dir.path())) {  // all over a minute old: a hit refreshes them
+    struct stat st;
+    ASSERT_EQ(stat(p.c_str(), &st), 0);
+    const struct timespec t[2] = {{0, UTIME_OMIT}, {st.st_mtim.tv_sec - 1000, st.st_mtim.tv_nsec}};
+    ASSERT_EQ(utimensat(AT_FDCWD, p.c_str(), t, 0), 0);
+  }
   ASSERT_TRUE(c.Get("u0", "v", 0, block, out.data()));  // u0 becomes the most recent
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   c.Put("u4", "v", 0, block, b.data());
@@ -93,6 +100,31 @@ TEST(DiskCacheTest, EvictsLeastRecentlyUsedBlocksToStayWithinTheBound) {
   EXPECT_FALSE(c.Get("u1", "v", 0, block, out.data()));  // the oldest unused went first
   EXPECT_TRUE(c.Get("u5", "v", 0, block, out.data()));
   EXPECT_GT(c.stats().evictions, 0u);
+}
+
+TEST(DiskCacheTest, AHitRefreshesTheLruTimeOnlyOfBlocksUnusedForAMinute) {
+  TempDir dir;
+  DiskCache c(dir.path(), 1 << 20);
+  const auto b = PatternBytes(1000, 5);
+  std::vector<uint8_t> out(1000);
+  c.Put("u", "v", 0, 1000, b.data());
+  const auto blocks = Blocks(dir.path());
+  ASSERT_EQ(blocks.size(), 1u);
+  const std::string p = blocks[0].string();
+  const auto mtime = [&] {
+    struct stat st;
+    EXPECT_EQ(stat(p.c_str(), &st), 0);
+    return st.st_mtim;
+  };
+  const struct timespec put = mtime();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(c.Get("u", "v", 0, 1000, out.data()));
+  EXPECT_EQ(mtime().tv_sec, put.tv_sec);  // used within the minute: no inode write
+  EXPECT_EQ(mtime().tv_nsec, put.tv_nsec);
+  const struct timespec t[2] = {{0, UTIME_OMIT}, {put.tv_sec - 120, 0}};
+  ASSERT_EQ(utimensat(AT_FDCWD, p.c_str(), t, 0), 0);
+  ASSERT_TRUE(c.Get("u", "v", 0, 1000, out.data()));
+  EXPECT_GE(mtime().tv_sec, put.tv_sec);  // two minutes old: refreshed to now
 }
 
 TEST(DiskCacheTest, BlocksLargerThanTheBoundAreNotKeptAndOldTempFilesAreCleaned) {
