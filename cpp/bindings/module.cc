@@ -28,6 +28,7 @@ void BindLimits(py::module_& m);  // limits.cc: private micro-benchmarks for ben
 void BindRemote(py::module_& m);  // remote.cc: remote stores (S3, GCS, HTTP)
 void BindRanges(py::module_& m);  // ranges.cc: byte-range reads (read_ranges)
 void BindNode(py::module_& m);    // node.cc: node metadata (read_node), StringArray
+void BindManifest(py::module_& m);  // manifest.cc: kerchunk references
 }  // namespace lsio_py
 
 PYBIND11_MODULE(_core, m) {
@@ -42,6 +43,7 @@ PYBIND11_MODULE(_core, m) {
   lsio_py::BindLimits(m);
   lsio_py::BindRanges(m);
   lsio_py::BindNode(m);
+  lsio_py::BindManifest(m);
   lsio::SetInterruptProbe(&lsio_py::SigintPending);
   m.def("io_backend_info", [] {
     const lsio::IoBackendInfo i = lsio::GetIoBackendInfo();

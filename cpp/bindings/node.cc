@@ -7,6 +7,7 @@
 
 #include "errors.h"
 #include "gil.h"
+#include "lsio/manifest.h"
 #include "lsio/remote.h"
 #include "lsio/strings.h"
 
@@ -78,6 +79,10 @@ void BindNode(py::module_& m) {
         if (py::isinstance<py::str>(source)) {
           const std::string dir = py::cast<std::string>(source);
           return NodeDict(Value(WithoutGil([&] { return lsio::ReadNode(dir, key, v2_consolidated); })));
+        }
+        if (py::isinstance<lsio::ReferenceView>(source)) {
+          auto view = py::cast<std::shared_ptr<lsio::ReferenceView>>(source);
+          return NodeDict(Value(WithoutGil([&] { return lsio::ReadNode(*view->store(), key, v2_consolidated); })));
         }
         auto store = py::cast<std::shared_ptr<lsio::RemoteStore>>(source);
         return NodeDict(Value(WithoutGil([&] { return lsio::ReadNode(*store->store(), key, v2_consolidated); })));

@@ -11,7 +11,7 @@ import os
 import warnings
 from typing import Any, Dict, Optional
 
-from . import _core, _options, _storage
+from . import _core, _kerchunk, _options, _storage
 from ._remote import Handle as _Handle
 from ._strings import is_vlen_string, open_string_array
 from .array import Array
@@ -37,6 +37,8 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
     tune: bool = False,
     cache_bytes: Optional[int] = None,
     storage_options: Optional[dict] = None,
+    remote_options: Optional[dict] = None,
+    remote_protocol: Optional[str] = None,
 ) -> "Array":
     """Open the Zarr v3 array stored in directory ``path`` (the one holding ``zarr.json``),
     or at a URL: ``s3://bucket/x.zarr``, ``gs://bucket/x.zarr``, ``https://host/x.zarr``.
@@ -102,6 +104,12 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
         ``max_gap``/``max_request`` are given the store measures how far to coalesce
         (within 1 MiB / 16 MiB; ``Array.stats()`` shows the values in use).
 
+    remote_options, remote_protocol:
+        For kerchunk references (``path`` a ``.json`` reference file, local or at a URL):
+        ``storage_options`` for the objects the references name (fsspec's names), and the
+        protocol of reference paths written without one. ``storage_options`` then apply to
+        the reference file itself. See :mod:`lsio._kerchunk`.
+
     Raises
     ------
     lsio.FormatError, lsio.UnsupportedError, lsio.StorageError, ValueError
@@ -111,6 +119,14 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
     Environment variables are read when the array is opened; ``Array.options`` shows the
     values in effect.
     """
+    if _kerchunk.is_references(path):
+        return _open_references(path, name, storage_options, remote_options, remote_protocol,
+                                dict(threads=threads, io=io, queue_depth=queue_depth, max_gap=max_gap,
+                                     max_request=max_request, index_cache_bytes=index_cache_bytes,
+                                     memory_limit=memory_limit, direct=direct, chunk_cache_bytes=chunk_cache_bytes,
+                                     cache_bytes=cache_bytes))
+    if remote_options is not None or remote_protocol is not None:
+        raise ValueError("remote_options and remote_protocol apply to kerchunk reference files")
     remote = isinstance(path, str) and _storage.is_remote(path)
     base = path
     if name is not None:
@@ -213,3 +229,41 @@ def _group_message(path: str, storage_options: Optional[dict] = None) -> str:
         if names
         else f"{path!r} is a Zarr group, not an array, and holds no arrays; use lsio.open_group(path)"
     )
+
+
+def _open_references(path: Any, name: Optional[str], storage_options: Optional[dict], remote_options: Optional[dict],
+                     remote_protocol: Optional[str], options: Dict[str, Any]) -> "Array":
+    """lsio.open on kerchunk references: the array ``name`` inside them (lsio/_kerchunk.py)."""
+    spec = _kerchunk.spec_for(path, storage_options, remote_options, remote_protocol)
+    nodes = _kerchunk.ReferenceNodes(spec)
+    where = spec["refs"]
+    if name is not None:
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {type(name).__name__}")
+        parts = [p for p in name.split("/") if p not in ("", ".")]
+        if not parts or ".." in parts:
+            raise ValueError(f"invalid array name {name!r}")
+        where = nodes.join(where, "/".join(parts))
+    try:
+        node = nodes.read(where, False)
+    except NotFoundError:
+        if name is None:
+            raise
+        names = [n for n, _ in open_group(path, storage_options=storage_options, remote_options=remote_options,
+                                          remote_protocol=remote_protocol).walk_arrays()]
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        listing = ", ".join(repr(n) for n in names[:50]) or "none"
+        err = NotFoundError(errno.ENOENT, f"kerchunk references {spec['refs']!r} have no array {name!r} "
+                                          f"(arrays: {listing}){hint}")
+        err.path = where  # type: ignore[attr-defined]
+        raise err from None
+    if node["node_type"] == "group":
+        names = [n for n, _ in open_group(path, storage_options=storage_options, remote_options=remote_options,
+                                          remote_protocol=remote_protocol).walk_arrays()]
+        listing = ", ".join(repr(n) for n in names[:50]) or "none"
+        raise FormatError(f"{where!r} is a group of kerchunk references, not an array; pass an array name "
+                          f"(arrays: {listing}) or use lsio.open_group")
+    if is_vlen_string(node["metadata"]):
+        raise UnsupportedError(f"{where!r}: variable-length strings in kerchunk references are not read by lsio yet")
+    return Array(where, _references=spec, _files=node["files"], **options)

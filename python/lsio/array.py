@@ -47,7 +47,20 @@ class Array:
         self._first_files: Optional[list] = options.pop("_files", None)
         self._first_store: Any = options.pop("_store", None)
         self._handle: Optional[_Handle] = None
-        if isinstance(path, str) and _storage.is_remote(path):
+        # kerchunk references (lsio/_kerchunk.py): the node at `path` ("<refs>/t2m") inside them.
+        self._refs: Optional[dict] = options.pop("_references", None)
+        self._refs_prefix = ""
+        if self._refs is not None:
+            from . import _kerchunk
+
+            self._refs_prefix = _kerchunk.prefix_of(str(path), self._refs)
+            kind, root = _kerchunk.target_location(self._refs)
+            if storage_options is not None:
+                raise ValueError("storage_options: pass them for the reference file to lsio.open")
+            self._config = (_options.resolve_remote(root, options) if kind == "remote"
+                            else _options.resolve(root, options))
+            self._config["path"] = str(path)
+        elif isinstance(path, str) and _storage.is_remote(path):
             self._config = _options.resolve_remote(path, options)
             # Kept as given (not resolved): a worker process re-resolves it, so credentials
             # come from its own environment and a credentials callable is called there.
@@ -89,7 +102,17 @@ class Array:
                 engine = {_options.ENGINE_NAMES.get(k, k): v for k, v in self._config.items()
                           if k not in _options.NOT_ENGINE}
                 files, self._first_files = self._first_files, None
-                if self._handle is not None:
+                if self._refs is not None:
+                    from . import _kerchunk
+
+                    engine.pop("path")
+                    view = _kerchunk.view(self._refs, self._refs_prefix, self._config)
+                    native = _core.open_references(
+                        view, files=files, **{k: v for k, v in engine.items()
+                                              if k in ("threads", "max_gap", "max_request", "index_cache_bytes",
+                                                       "memory_limit", "cache_bytes", "adaptive_coalescing")})
+                    self._store = view
+                elif self._handle is not None:
                     # A store of this array's own (its counters are Array.stats()), built by
                     # the process's context for the URL, which refreshes its credentials. In
                     # a forked child the handle resolves again (its environment, its call).
@@ -148,11 +171,14 @@ class Array:
         self.close()
 
     def __getstate__(self) -> dict:
-        return {"config": dict(self._config), "url": self._url}
+        return {"config": dict(self._config), "url": self._url, "references": self._refs,
+                "references_prefix": self._refs_prefix}
 
     def __setstate__(self, state: dict) -> None:
         self._config = dict(state["config"])
         self._url = state.get("url")
+        self._refs = state.get("references")
+        self._refs_prefix = state.get("references_prefix", "")
         # Resolved on first use, in this process (its environment, its credentials call).
         self._handle = None if self._url is None else _Handle(self._url, self._config["storage_options"])
         self._lock = _ProcessLock()

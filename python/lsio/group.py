@@ -44,6 +44,8 @@ def open_group(
     *,
     consolidated: Optional[bool] = None,
     storage_options: Optional[dict] = None,
+    remote_options: Optional[dict] = None,
+    remote_protocol: Optional[str] = None,
     **options: Any,
 ) -> "Group":
     """Open the Zarr group stored in directory ``path`` (the one holding its ``zarr.json``, or
@@ -55,12 +57,23 @@ def open_group(
     are passed to :func:`lsio.open` for the arrays opened through the group.
 
     ``path`` may be a URL (``s3://``, ``gs://``, ``http(s)://``) with ``storage_options`` as
-    for :func:`lsio.open`; see the module docstring for listing remote groups.
+    for :func:`lsio.open`; see the module docstring for listing remote groups. ``path`` may
+    also be a kerchunk JSON reference file (local or a URL), with ``remote_options`` and
+    ``remote_protocol`` for the files it references (:mod:`lsio._kerchunk`).
 
     Raises ``lsio.FormatError`` if ``path`` is an array (use :func:`lsio.open`) or not a
     group, ``lsio.StorageError`` if it has neither ``zarr.json`` nor ``.zgroup``.
     """
     nodes: Any
+    from . import _kerchunk  # noqa: PLC0415 - kerchunk support is loaded when used
+
+    if _kerchunk.is_references(path):
+        # kerchunk references: the group at their root (lsio/_kerchunk.py).
+        nodes = _kerchunk.ReferenceNodes(_kerchunk.spec_for(path, storage_options, remote_options, remote_protocol))
+        root = nodes.display
+        return group_from(nodes, root, nodes.read(root, consolidated is not False), consolidated, options)
+    if remote_options is not None or remote_protocol is not None:
+        raise ValueError("remote_options and remote_protocol apply to kerchunk reference files")
     if isinstance(path, str) and _storage.is_remote(path):
         nodes = RemoteNodes(path, storage_options)
         root = nodes.display

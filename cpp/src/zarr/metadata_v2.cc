@@ -151,7 +151,9 @@ Result<nlohmann::json> V2Compressor(const nlohmann::json& c, size_t typesize) {
 }
 
 // A filter as a bytes -> bytes codec (filters see the chunk's bytes in stored byte order).
-Result<nlohmann::json> V2Filter(const nlohmann::json& f) {
+// Compressors may be filters too: kerchunk writes an HDF5 dataset's filter pipeline (shuffle,
+// zlib) as v2 filters with no compressor.
+Result<nlohmann::json> V2Filter(const nlohmann::json& f, size_t typesize) {
   if (!f.is_object() || !f.contains("id") || !f["id"].is_string()) {
     return Status::InvalidFormat(".zarray: filters must be objects with a string \"id\", got " + f.dump());
   }
@@ -162,6 +164,7 @@ Result<nlohmann::json> V2Filter(const nlohmann::json& f) {
     return nlohmann::json{{"name", "lsio.v2." + id}, {"configuration", config}};
   }
   if (auto other = V2BytesCodec(f)) return *other;
+  if (id == "zlib" || id == "gzip" || id == "zstd" || id == "blosc" || id == "lz4") return V2Compressor(f, typesize);
   return Status::Unimplemented("filter '" + id + "' is not supported by lsio yet");
 }
 
@@ -240,7 +243,7 @@ nlohmann::json V2ArrayAsV3(const nlohmann::json& j, const nlohmann::json& attrib
   if (auto f = j.find("filters"); f != j.end() && f->is_array()) {
     for (const auto& one : *f) {
       if (vlen_string && one.is_object() && one.value("id", std::string()) == "vlen-utf8") continue;  // the serializer
-      auto codec = V2Filter(one);
+      auto codec = V2Filter(one, itemsize);
       filters.push_back(codec.ok() ? std::move(codec).value() : NumcodecsName(one));
     }
   }
@@ -323,7 +326,7 @@ Result<ArrayMetadata> ParseArrayMetadataV2(std::string_view zarray, std::string_
   if (auto f = j.find("filters"); f != j.end() && !f->is_null()) {
     if (!f->is_array()) return Status::InvalidFormat(".zarray: filters must be a list or null");
     for (const auto& one : *f) {
-      LSIO_ASSIGN_OR_RETURN(nlohmann::json codec, V2Filter(one));
+      LSIO_ASSIGN_OR_RETURN(nlohmann::json codec, V2Filter(one, m.dtype.itemsize));
       filters.push_back(std::move(codec));
     }
   }

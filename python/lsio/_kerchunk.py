@@ -1,0 +1,253 @@
+"""kerchunk references: arrays and groups whose chunks are byte ranges of other files.
+
+``lsio.open("refs.json", "t2m")``, ``lsio.open_group("refs.json")`` and the xarray backend
+read kerchunk's JSON references (versions 0 and 1: what ``kerchunk.hdf.SingleHdf5ToZarr``,
+``MultiZarrToZarr`` and VirtualiZarr's kerchunk writer produce) through the engine: the
+references become a manifest (cpp/src/store/manifest.h; parsed in C++, a few tens of bytes per
+chunk), served as a store over the *target* that holds the referenced files, so every chunk
+read is the engine's (coalesced local reads or concurrent range requests, decoded in place).
+
+Targets: every URL of the references must live in one place, a local directory tree or one
+remote bucket / host:
+- absolute paths and ``file://`` URLs; relative paths, resolved against the reference file's
+  directory (fsspec resolves them against the working directory: lsio takes the file's
+  directory, where kerchunk users keep them, and says which file is missing otherwise);
+- ``s3://``, ``gs://``, ``http(s)://`` URLs of one bucket or host, read with
+  ``remote_options`` (fsspec's name: lsio's ``storage_options`` for the referenced objects);
+  paths without a scheme with ``remote_protocol`` set are URLs of that protocol.
+``storage_options`` apply to the reference file itself when it is a URL.
+
+What is read where: this module resolves the reference file and its targets and caches the
+parsed references per process (keyed by the file and, for local files, its size and mtime);
+lsio.array.Array opens a view of them (``_core.References.local_view`` / ``remote_view``) in
+each process, so arrays pickle as their reference file, name and options.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import threading
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import _core, _storage
+from ._nodes import missing
+from ._remote import Handle as _Handle
+from .errors import FormatError, StorageError, UnsupportedError
+
+__all__ = ["is_references", "spec_for", "prefix_of", "ReferenceNodes"]
+
+_MAX_REFS_BYTES = 1 << 30  # a reference file larger than this is refused before it is read
+
+_lock = threading.Lock()
+_cache: Dict[Tuple[Any, ...], Tuple[int, Any]] = {}
+
+
+def is_references(path: Any) -> bool:
+    """True for a kerchunk JSON reference file: a local file (not a directory) whose name
+    ends in ``.json`` or whose first byte is ``{``, or a URL ending in ``.json``."""
+    if isinstance(path, str) and _storage.is_remote(path):
+        return path.rstrip("/").lower().endswith(".json")
+    try:
+        p = _storage.local_path(path)
+    except (TypeError, ValueError):
+        return False
+    if not os.path.isfile(p):
+        return False
+    if p.lower().endswith(".json"):
+        return True
+    try:
+        with open(p, "rb") as f:
+            return f.read(64).lstrip()[:1] == b"{"
+    except OSError:
+        return False
+
+
+def spec_for(path: Any, storage_options: Optional[dict], remote_options: Optional[dict],
+             remote_protocol: Optional[str]) -> Dict[str, Any]:
+    """The picklable description of a reference file and its targets."""
+    remote = isinstance(path, str) and _storage.is_remote(path)
+    if storage_options is not None and not remote:
+        raise ValueError("storage_options apply to a reference file at a URL; for the referenced files use "
+                         "remote_options")
+    return {"refs": path.rstrip("/") if remote else _storage.local_path(path),
+            "storage_options": dict(storage_options or {}) if remote else None,
+            "remote_options": None if remote_options is None else dict(remote_options),
+            "remote_protocol": remote_protocol}
+
+
+def _read_text(spec: Dict[str, Any]) -> bytes:
+    refs = spec["refs"]
+    if _storage.is_remote(refs):
+        base, _, name = refs.rpartition("/")
+        store = _Handle(base, spec["storage_options"] or {}).get().new_store()
+        text = store.get(name, _MAX_REFS_BYTES)
+        if text is None:
+            raise missing(refs, refs)
+        return text
+    with open(refs, "rb") as f:
+        return f.read(_MAX_REFS_BYTES + 1)
+
+
+def references(spec: Dict[str, Any]) -> Any:
+    """This process's parsed references of ``spec`` (_core.References). A local file is
+    parsed once per process and version (size, mtime, inode); a remote one at every call
+    (arrays and groups keep what they parsed)."""
+    refs = spec["refs"]
+    key: Optional[Tuple[Any, ...]] = None
+    if not _storage.is_remote(refs):
+        try:
+            st = os.stat(refs)
+        except OSError as e:
+            raise StorageError(e.errno, f"cannot read kerchunk references {refs!r}: {e.strerror}", refs) from None
+        key = (refs, st.st_size, st.st_mtime_ns, st.st_ino)
+        with _lock:
+            hit = _cache.get(key)
+        if hit is not None and hit[0] == os.getpid():
+            return hit[1]
+    text = _read_text(spec)
+    if len(text) > _MAX_REFS_BYTES:
+        raise FormatError(f"kerchunk references {refs!r} are larger than lsio reads ({_MAX_REFS_BYTES} bytes)")
+    parsed = _core.References.from_kerchunk(text, refs)
+    if key is not None:
+        with _lock:
+            _cache[key] = (os.getpid(), parsed)
+    return parsed
+
+
+def prefix_of(path: str, spec: Dict[str, Any]) -> str:
+    """The key prefix of the node at ``path`` ("<refs>/a/b") inside the references."""
+    p = str(path)
+    refs = spec["refs"]
+    if p.rstrip("/") == refs:
+        return ""
+    if not p.startswith(refs + "/"):
+        raise ValueError(f"{p!r} is not inside kerchunk references {refs!r}")
+    parts = [x for x in p[len(refs) + 1:].split("/") if x not in ("", ".")]
+    if ".." in parts:
+        raise ValueError(f"invalid node path {p!r}")
+    return "/".join(parts)
+
+
+def _scheme(url: str) -> Tuple[str, str]:
+    scheme, sep, rest = url.partition("://")
+    return (scheme.lower(), rest) if sep else ("", url)
+
+
+def targets(spec: Dict[str, Any], refs: Any) -> Tuple[str, str, List[str]]:
+    """("local", root directory, keys) or ("remote", root URL, keys): where every referenced
+    URL lives, and each one's key below that root."""
+    base = posixpath.dirname(spec["refs"]) if _storage.is_remote(spec["refs"]) else os.path.dirname(spec["refs"])
+    protocol = (spec.get("remote_protocol") or "").lower() or None
+    local: List[str] = []
+    remote: List[Tuple[str, str]] = []
+    for url in refs.urls():
+        scheme, rest = _scheme(url)
+        if not scheme and protocol and protocol not in ("file", "local"):
+            scheme, rest = protocol, url.lstrip("/") if protocol in ("s3", "gs", "gcs") else url
+            url = f"{scheme}://{rest}"
+        if scheme in ("", "file", "local"):
+            if _storage.is_remote(spec["refs"]) and not os.path.isabs(rest) and scheme == "":
+                # A relative path in a remote reference file: beside the file, remotely.
+                remote.append(_split_remote(posixpath.join(base, rest)))
+                continue
+            p = _storage.local_path(url) if scheme == "file" else rest
+            local.append(os.path.normpath(p if os.path.isabs(p) else os.path.join(base, p)))
+        elif _storage.is_remote(url):
+            remote.append(_split_remote(url))
+        else:
+            raise UnsupportedError(f"kerchunk references {spec['refs']!r} name {url!r}: lsio reads local files "
+                                   "and s3://, gs://, http(s):// objects")
+    if local and remote:
+        raise UnsupportedError(f"kerchunk references {spec['refs']!r} name both local files and remote objects; "
+                               "lsio reads references whose files live in one place")
+    if remote:
+        roots = sorted({r for r, _ in remote})
+        if len(roots) > 1:
+            raise UnsupportedError(f"kerchunk references {spec['refs']!r} name objects in {len(roots)} buckets or "
+                                   f"hosts ({', '.join(roots[:3])}{', ...' if len(roots) > 3 else ''}); lsio reads "
+                                   "references whose objects share one bucket or host")
+        return "remote", roots[0], [k for _, k in remote]
+    if not local:
+        return "local", base or os.getcwd(), []
+    root = os.path.commonpath([os.path.dirname(p) for p in local])
+    return "local", root, [os.path.relpath(p, root) for p in local]
+
+
+def _split_remote(url: str) -> Tuple[str, str]:
+    """(root URL: scheme://bucket or scheme://host, key below it)."""
+    scheme, rest = _scheme(url)
+    host, _, key = rest.partition("/")
+    return f"{scheme}://{host}", key
+
+
+def view(spec: Dict[str, Any], prefix: str, config: Dict[str, Any]) -> Any:
+    """A _core.ReferenceView of ``spec``'s references below ``prefix``, over their target."""
+    refs = references(spec)
+    kind, root, keys = targets(spec, refs)
+    if kind == "local":
+        return refs.local_view(prefix, root, keys, config.get("io", "auto"), int(config.get("queue_depth", 64)),
+                               bool(config.get("direct", False)))
+    store = _Handle(root, spec.get("remote_options") or {}).get().new_store()
+    return refs.remote_view(prefix, store, keys)
+
+
+def target_location(spec: Dict[str, Any]) -> Tuple[str, str]:
+    """(kind, root) of ``spec``'s target: what the array's options are resolved for."""
+    kind, root, _ = targets(spec, references(spec))
+    return kind, root
+
+
+class ReferenceNodes:
+    """Node access (lsio._nodes) for a group inside kerchunk references."""
+
+    remote = False
+    listable = True
+
+    def __init__(self, spec: Dict[str, Any]) -> None:
+        self.spec = spec
+        self.display = spec["refs"]
+        self._view: Any = None
+        self._pid = -1
+
+    def __getstate__(self) -> dict:
+        return {"spec": self.spec}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["spec"])  # type: ignore[misc]
+
+    def _root(self) -> Any:
+        if self._view is None or self._pid != os.getpid():
+            self._view = view(self.spec, "", {})
+            self._pid = os.getpid()
+        return self._view
+
+    def join(self, base: str, name: str) -> str:
+        return base.rstrip("/") + "/" + name
+
+    def basename(self, path: str) -> str:
+        return path.rstrip("/").rsplit("/", 1)[-1]
+
+    def rel(self, path: str) -> str:
+        return path[len(self.display):].strip("/") if path.startswith(self.display) else ""
+
+    def read(self, path: str, v2_consolidated: bool = True) -> dict:
+        rel = self.rel(path)
+        # Read through a view of the node itself: its files' keys are then the node's own
+        # (".zarray"), as Array takes them.
+        node = _core.read_node(self._root().sub(rel) if rel else self._root(), "", v2_consolidated)
+        if node is None:
+            raise missing(path, self._root().location(f"{rel}/.zgroup" if rel else ".zgroup"))
+        return node
+
+    def list_children(self, path: str) -> Dict[str, dict]:
+        children: Dict[str, dict] = {}
+        for name in references(self.spec).children(self.rel(path)):
+            try:
+                children[name] = self.read(self.join(path, name), False)["metadata"]
+            except (FormatError, UnsupportedError, StorageError):
+                continue  # not a node (no metadata, malformed): not a member
+        return children
+
+    def array_options(self) -> Dict[str, Any]:
+        return {"_references": self.spec}
