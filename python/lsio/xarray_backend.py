@@ -170,11 +170,23 @@ class LsioStore(AbstractDataStore):
         consolidated: Optional[bool] = None,
         drop_variables: Optional[Iterable[str]] = None,
         storage_options: Optional[dict] = None,
+        remote_options: Optional[dict] = None,
+        remote_protocol: Optional[str] = None,
         **options: Any,
     ) -> "LsioStore":
         parts = [p for p in (group or "").split("/") if p]
         nodes: Any
-        if isinstance(path, str) and _storage.is_remote(path):
+        from . import _kerchunk  # noqa: PLC0415 - loaded when used
+
+        if _kerchunk.is_references(path):
+            # kerchunk references (lsio/_kerchunk.py): arrays carry the reference spec.
+            nodes = _kerchunk.ReferenceNodes(_kerchunk.spec_for(path, storage_options, remote_options,
+                                                                remote_protocol))
+            root = "/".join([nodes.display, *parts])
+            options.update(nodes.array_options())
+        elif remote_options is not None or remote_protocol is not None:
+            raise ValueError("remote_options and remote_protocol apply to kerchunk reference files")
+        elif isinstance(path, str) and _storage.is_remote(path):
             root = "/".join([path.rstrip("/"), *parts])
             nodes = RemoteNodes(root, storage_options)
             root = nodes.display
@@ -190,6 +202,9 @@ class LsioStore(AbstractDataStore):
         if node["node_type"] == "array":
             name = nodes.basename(root)
             url = nodes.url if nodes.remote else root
+            if "_references" in options and is_vlen_string(meta):
+                raise UnsupportedError(f"variable {name!r}: variable-length strings in kerchunk references are not "
+                                       f"read by lsio yet (drop_variables=[{name!r}])")
             if name in drop:
                 arrays = {}
             elif is_vlen_string(meta):
@@ -199,7 +214,7 @@ class LsioStore(AbstractDataStore):
             return cls(arrays, {}, {name: meta})
         # The group's zarr.json is the one read above, not fetched again.
         g: Group = group_from(nodes, root, node, consolidated,
-                               {k: v for k, v in options.items() if k != "storage_options"})
+                               {k: v for k, v in options.items() if k not in ("storage_options", "_references")})
         names = [n for n in g.array_names if n not in drop]
         arrays = {}
         for n in names:
@@ -272,6 +287,8 @@ class LsioBackendEntrypoint(BackendEntrypoint):
         "threads",
         "io",
         "storage_options",
+        "remote_options",
+        "remote_protocol",
     )
 
     def open_dataset(  # type: ignore[override]
@@ -290,6 +307,8 @@ class LsioBackendEntrypoint(BackendEntrypoint):
         threads: Optional[int] = None,
         io: Optional[str] = None,
         storage_options: Optional[dict] = None,
+        remote_options: Optional[dict] = None,
+        remote_protocol: Optional[str] = None,
     ) -> Any:
         if not isinstance(filename_or_obj, (str, os.PathLike)):
             raise TypeError(
@@ -301,6 +320,8 @@ class LsioBackendEntrypoint(BackendEntrypoint):
             consolidated=consolidated,
             drop_variables=drop_variables,
             storage_options=storage_options,
+            remote_options=remote_options,
+            remote_protocol=remote_protocol,
             threads=threads,
             io=io,
         )
