@@ -234,9 +234,11 @@ def test_references_over_http(nginx_server, tmp_path):
     # The reference file at a URL, naming objects on the same host.
     a = lsio.open(f"{server.http_url}/d.json", "v")
     np.testing.assert_array_equal(a[...], data)
+    # The 18 chunks lie back to back in the file: neighbouring references merge into a few
+    # range requests (the planner sees ranges of one object, Store::Locate).
+    assert 0 < a.stats()["requests"] <= 3, a.stats()
     np.testing.assert_array_equal(a.read_crops([[1, 2, 3], [3, 10, 20]], (2, 8, 9)),
                                   np.stack([data[1:3, 2:10, 3:12], data[3:5, 10:18, 20:29]]))
-    assert a.stats()["requests"] > 0
     # A local reference file naming remote objects.
     local = tmp_path / "local.json"
     local.write_text(json.dumps(refs))

@@ -77,6 +77,11 @@ size_t WaveBudget(const ReadContext& ctx, const StoreTraits& traits, bool one_re
     return SIZE_MAX;
   }
   size_t budget = std::max<size_t>(4, traits.open_budget);
+  if (!ctx.layout->sharded && ctx.store->LocatesKeys()) {
+    // A manifest: a wave's chunks are ranges of a few shared objects (each opened once), and
+    // the wider the wave the more neighbouring ranges merge into one read.
+    return std::max<size_t>(4096, budget * 64);
+  }
   if (traits.remote && !ctx.layout->sharded) {
     const size_t in_flight = static_cast<size_t>(std::max(1, ctx.threads)) * std::max(1u, traits.max_in_flight);
     budget = std::min(budget, std::max<size_t>(4, in_flight));

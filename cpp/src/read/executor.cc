@@ -11,6 +11,7 @@
 #include <chrono>
 #include <exception>
 #include <new>
+#include <unordered_map>
 
 #include "codec/codec.h"
 #include "read/budget.h"
@@ -48,6 +49,35 @@ Status Resolve(const ReadContext& ctx, bool one_read, uint32_t first, uint32_t l
     plan->file_refs.push_back(std::move(ref));
     return static_cast<int32_t>(plan->files.size() - 1);
   };
+
+  if (!l.sharded && store.LocatesKeys()) {
+    // A manifest (store/manifest.h): chunks are byte ranges of a few shared objects; one plan
+    // file per object, so the planner merges neighbouring chunks into one read.
+    std::vector<std::string> keys;
+    keys.reserve(last - first);
+    for (uint32_t i = first; i < last; ++i) keys.push_back(ObjectKey(l, plan->coords.data() + plan->tasks[i].coords));
+    std::vector<KeyRange> where;
+    if (Status st = store.Locate(keys, &where); !st.ok()) return st;
+    std::unordered_map<const StoreObject*, int32_t> file_of;
+    for (uint32_t i = first; i < last; ++i) {
+      ChunkTask& t = plan->tasks[i];
+      KeyRange& k = where[i - first];
+      if (k.object == nullptr) {
+        t.missing = true;
+        continue;
+      }
+      auto it = file_of.find(k.object.get());
+      if (it == file_of.end()) {
+        const StoreObject* key = k.object.get();
+        it = file_of.emplace(key, add_file(std::move(k.location), std::move(k.object))).first;
+      }
+      t.file = it->second;
+      t.offset = k.offset;
+      t.nbytes = k.nbytes;
+      LSIO_RETURN_IF_ERROR(CheckStoredSize(l, *plan, t));
+    }
+    return Status::Ok();
+  }
 
   if (!l.sharded) {
     std::vector<uint32_t> unsized;  // tasks whose object size the store learns by reading it

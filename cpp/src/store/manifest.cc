@@ -143,6 +143,7 @@ struct Translated {
   RangeRead inner;
   std::vector<std::pair<uint64_t, uint64_t>> needed;
   bool whole_into_body = false;  // a kWhole read of a range slice, read as a range
+  bool passthrough = false;      // a read of a target object itself
 };
 
 // Fills t->inner from *t->outer; false (outer finished, status set) when the read cannot be
@@ -151,6 +152,21 @@ bool Translate(Translated* t) {
   RangeRead& r = *t->outer;
   RangeRead& in = t->inner;
   auto* s = dynamic_cast<SliceObject*>(r.object);
+  if (s == nullptr && !r.object->resident) {  // a target object (Locate): read as it is
+    in = RangeRead{};
+    in.object = r.object;
+    in.kind = r.kind;
+    in.offset = r.offset;
+    in.length = r.length;
+    in.min_length = r.min_length;
+    in.dst = r.dst;
+    in.min_size = r.min_size;
+    in.pin_version = r.pin_version;
+    in.needed = r.needed;
+    in.max_length = r.max_length;
+    t->passthrough = true;
+    return true;
+  }
   if (s == nullptr) {  // inline bytes: the readers take them from `resident` without a read
     const StoreObject& obj = *r.object;
     const std::string empty;
@@ -235,6 +251,10 @@ void Back(Translated* t) {
   if (in.missing) {  // the manifest points at nothing: an error, never a missing chunk
     r.status = Status::IoError("the referenced object does not exist", ENOENT);
     r.transferred = 0;
+  }
+  if (t->passthrough) {
+    if (r.kind == ReadKind::kWhole) r.body = std::move(in.body);
+    return;
   }
   auto* s = static_cast<SliceObject*>(r.object);
   if (s->whole) {
@@ -460,6 +480,50 @@ void ManifestStore::ReadStream(const std::function<RangeRead*()>& next, const st
         finished.push_back(std::move(t));
       },
       cancelled);
+}
+
+Status ManifestStore::Locate(std::span<const std::string> keys, std::vector<KeyRange>* out) {
+  out->assign(keys.size(), KeyRange{});
+  std::unordered_map<uint32_t, ObjectRef> opened;  // URL number -> the target's object
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const std::string full = Full(keys[i]);
+    const Manifest::Entry e = manifest_->Find(full);
+    KeyRange& k = (*out)[i];
+    switch (e.kind) {
+      case Manifest::Kind::kMissing:
+        continue;
+      case Manifest::Kind::kInline:
+      case Manifest::Kind::kWhole: {  // objects of their own
+        LSIO_ASSIGN_OR_RETURN(k.object, Open(keys[i]));
+        k.location = RefLocation(e, full);
+        k.nbytes = k.object->size;
+        continue;
+      }
+      case Manifest::Kind::kRange:
+        break;
+    }
+    auto it = opened.find(e.url);
+    if (it == opened.end()) {
+      const std::string& key = (*target_keys_)[e.url];
+      Result<ObjectRef> t = target_->Open(key);
+      if (!t.ok()) return Status(t.status()).WithPath(RefLocation(e, full));
+      if (t.value() == nullptr) {
+        return Status::IoError("the referenced object does not exist", ENOENT).WithPath(RefLocation(e, full));
+      }
+      it = opened.emplace(e.url, std::move(t).value()).first;
+    }
+    const ObjectRef& obj = it->second;
+    if (obj->size_known && (e.offset > obj->size || e.length > obj->size - e.offset)) {
+      return Status::DataLoss("the reference runs past the end of its object (" + std::to_string(obj->size) +
+                              " bytes)")
+          .WithPath(RefLocation(e, full));
+    }
+    k.object = obj;
+    k.location = target_->Location((*target_keys_)[e.url]);
+    k.offset = e.offset;
+    k.nbytes = e.length;
+  }
+  return Status::Ok();
 }
 
 StoreTraits ManifestStore::traits() {

@@ -132,6 +132,10 @@ class ManifestStore final : public Store {
   void ReadStream(const std::function<RangeRead*()>& next, const std::function<void(RangeRead&)>& on_done,
                   const std::function<bool()>& cancelled = {}, std::span<const ObjectRef> confirm = {}) override;
   StoreTraits traits() override;
+  bool LocatesKeys() const override { return true; }
+  /// Ranges resolve to the target's objects (each opened once per call), inline values to
+  /// resident objects: neighbouring chunks of one file then coalesce into one read.
+  Status Locate(std::span<const std::string> keys, std::vector<KeyRange>* out) override;
   Result<std::string> TransportName() override { return target_->TransportName(); }
   void Close() override { target_->Close(); }
   StoreStats& stats() override { return target_->stats(); }

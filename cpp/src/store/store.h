@@ -51,6 +51,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "lsio/remote.h"  // StoreCounters
 #include "lsio/status.h"
@@ -143,6 +144,15 @@ struct StoreTraits {
   /// Serves some reads from local copies (a disk cache): pass the call's objects to
   /// ReadStream (`confirm`) so that their adopted versions are confirmed while it serves.
   bool confirm_early = false;
+};
+
+/// Where a key's bytes are, for stores whose keys are byte ranges of shared objects
+/// (manifests: Store::Locate).
+struct KeyRange {
+  ObjectRef object;      ///< null: no such key (missing)
+  std::string location;  ///< the object's location (messages)
+  uint64_t offset = 0;
+  uint64_t nbytes = 0;
 };
 
 /// Counters of one store (one Array), relaxed atomics. Remote stores count; local stores
@@ -251,6 +261,17 @@ class Store {
     (void)objects;
     (void)cancelled;
     return Status::Ok();
+  }
+
+  /// Stores whose keys are byte ranges of a few shared objects (store/manifest.h): true, and
+  /// Locate resolves a batch of keys to (object, offset, nbytes), opening each distinct object
+  /// once, so that the planner merges neighbouring ranges of one object into one read. The
+  /// objects returned are read through this store's Read / ReadStream like any other.
+  virtual bool LocatesKeys() const { return false; }
+  virtual Status Locate(std::span<const std::string> keys, std::vector<KeyRange>* out) {
+    (void)keys;
+    (void)out;
+    return Status::Unimplemented("this store does not locate keys");
   }
 
   /// Drops what the store keeps for its objects in this process (cached descriptors,
