@@ -36,6 +36,21 @@ void BindManifest(py::module_& m) {
             return Value(WithoutGil([&] { return lsio::References::FromKerchunk(t, location); }));
           },
           py::arg("text"), py::arg("location"))
+      .def_static(
+          "from_entries",
+          [](const py::dict& inline_values, std::vector<std::string> keys, std::vector<std::string> urls,
+             const std::vector<int64_t>& url_ids, const std::vector<int64_t>& offsets,
+             const std::vector<int64_t>& lengths, const std::string& location) {
+            std::vector<std::pair<std::string, std::string>> inl;
+            inl.reserve(inline_values.size());
+            for (auto item : inline_values) {
+              inl.emplace_back(py::cast<std::string>(item.first), py::cast<std::string>(item.second));
+            }
+            return Value(lsio::References::FromEntries(std::move(inl), std::move(keys), std::move(urls), url_ids,
+                                                       offsets, lengths, location));
+          },
+          py::arg("inline_values"), py::arg("keys"), py::arg("urls"), py::arg("url_ids"), py::arg("offsets"),
+          py::arg("lengths"), py::arg("location"))
       .def("urls", &lsio::References::urls)
       .def("__len__", &lsio::References::size)
       .def("memory_bytes", &lsio::References::memory_bytes)

@@ -9,6 +9,7 @@
 #include "store/kerchunk.h"
 #include "store/local_store.h"
 #include "store/manifest.h"
+#include "store/store.h"
 
 namespace lsio {
 
@@ -24,6 +25,46 @@ std::shared_ptr<ReferenceView> ReferenceView::Sub(std::string_view prefix) const
 
 Result<std::shared_ptr<References>> References::FromKerchunk(std::string_view json, std::string location) {
   Result<std::shared_ptr<const Manifest>> m = ParseKerchunkJson(json);
+  if (!m.ok()) return Status(m.status()).WithPath(location);
+  std::shared_ptr<References> r(new References());
+  r->manifest_ = std::move(m).value();
+  r->location_ = std::move(location);
+  return r;
+}
+
+Result<std::shared_ptr<References>> References::FromEntries(
+    std::vector<std::pair<std::string, std::string>> inline_values, std::vector<std::string> keys,
+    std::vector<std::string> urls, const std::vector<int64_t>& url_ids, const std::vector<int64_t>& offsets,
+    const std::vector<int64_t>& lengths, std::string location) {
+  if (url_ids.size() != keys.size() || offsets.size() != keys.size() || lengths.size() != keys.size()) {
+    return Status::InvalidArgument("one URL number, offset and length per key are needed");
+  }
+  Manifest::Builder b;
+  std::vector<uint32_t> ids;
+  ids.reserve(urls.size());
+  for (const std::string& u : urls) ids.push_back(b.Url(u));
+  for (auto& [k, v] : inline_values) {
+    if (!ValidateKey(k).ok()) return Status::InvalidFormat("reference key \"" + k + "\" leaves the store").WithPath(location);
+    b.AddInline(std::move(k), std::move(v));
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!ValidateKey(keys[i]).ok()) {
+      return Status::InvalidFormat("reference key \"" + keys[i] + "\" leaves the store").WithPath(location);
+    }
+    if (url_ids[i] < 0 || static_cast<uint64_t>(url_ids[i]) >= ids.size()) {
+      return Status::InvalidFormat("reference \"" + keys[i] + "\" names URL number " + std::to_string(url_ids[i]) +
+                                   " of " + std::to_string(ids.size()))
+          .WithPath(location);
+    }
+    const uint32_t u = ids[static_cast<size_t>(url_ids[i])];
+    if (lengths[i] < 0) {
+      b.AddWhole(std::move(keys[i]), u);
+    } else {
+      if (offsets[i] < 0) return Status::InvalidFormat("reference \"" + keys[i] + "\" has a negative offset").WithPath(location);
+      b.AddRange(std::move(keys[i]), u, static_cast<uint64_t>(offsets[i]), static_cast<uint64_t>(lengths[i]));
+    }
+  }
+  Result<std::shared_ptr<const Manifest>> m = std::move(b).Finish();
   if (!m.ok()) return Status(m.status()).WithPath(location);
   std::shared_ptr<References> r(new References());
   r->manifest_ = std::move(m).value();

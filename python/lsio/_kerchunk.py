@@ -25,10 +25,13 @@ each process, so arrays pickle as their reference file, name and options.
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import threading
 from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
 
 from . import _core, _storage
 from ._nodes import missing
@@ -44,14 +47,38 @@ _cache: Dict[Tuple[Any, ...], Tuple[int, Any]] = {}
 
 
 def is_references(path: Any) -> bool:
-    """True for a kerchunk JSON reference file: a local file (not a directory) whose name
-    ends in ``.json`` or whose first byte is ``{``, or a URL ending in ``.json``."""
+    """True for kerchunk references: a JSON reference file (a local file whose name ends in
+    ``.json`` or whose first byte is ``{``, or a URL ending in ``.json``) or a parquet
+    reference directory (fsspec's layout: ``.zmetadata`` with ``record_size``; a URL ending in
+    ``.parq`` or ``.parquet``)."""
+    return _format(path) is not None
+
+
+def _format(path: Any) -> Optional[str]:
     if isinstance(path, str) and _storage.is_remote(path):
-        return path.rstrip("/").lower().endswith(".json")
+        p = path.rstrip("/").lower()
+        return "json" if p.endswith(".json") else "parquet" if p.endswith((".parq", ".parquet")) else None
     try:
         p = _storage.local_path(path)
     except (TypeError, ValueError):
-        return False
+        return None
+    if os.path.isdir(p):
+        z = os.path.join(p, ".zmetadata")
+        if not os.path.isfile(z):
+            return None
+        # fsspec writes {"metadata": {...}, "record_size": n}: the key is in the last bytes, so
+        # zarr's own consolidated .zmetadata (a large file, maybe) is not parsed here.
+        try:
+            with open(z, "rb") as f:
+                f.seek(max(0, os.fstat(f.fileno()).st_size - 256))
+                tail = f.read()
+        except OSError:
+            return None
+        return "parquet" if b'"record_size"' in tail else None
+    return "json" if _is_json_file(p) else None
+
+
+def _is_json_file(p: str) -> bool:
     if not os.path.isfile(p):
         return False
     if p.lower().endswith(".json"):
@@ -70,7 +97,8 @@ def spec_for(path: Any, storage_options: Optional[dict], remote_options: Optiona
     if storage_options is not None and not remote:
         raise ValueError("storage_options apply to a reference file at a URL; for the referenced files use "
                          "remote_options")
-    return {"refs": path.rstrip("/") if remote else _storage.local_path(path),
+    return {"refs": path.rstrip("/") if remote else _storage.local_path(path).rstrip(os.sep),
+            "format": _format(path) or "json",
             "storage_options": dict(storage_options or {}) if remote else None,
             "remote_options": None if remote_options is None else dict(remote_options),
             "remote_protocol": remote_protocol}
@@ -105,14 +133,106 @@ def references(spec: Dict[str, Any]) -> Any:
             hit = _cache.get(key)
         if hit is not None and hit[0] == os.getpid():
             return hit[1]
-    text = _read_text(spec)
-    if len(text) > _MAX_REFS_BYTES:
-        raise FormatError(f"kerchunk references {refs!r} are larger than lsio reads ({_MAX_REFS_BYTES} bytes)")
-    parsed = _core.References.from_kerchunk(text, refs)
+    if spec.get("format") == "parquet":
+        parsed = _parquet_references(spec)
+    else:
+        text = _read_text(spec)
+        if len(text) > _MAX_REFS_BYTES:
+            raise FormatError(f"kerchunk references {refs!r} are larger than lsio reads ({_MAX_REFS_BYTES} bytes)")
+        parsed = _core.References.from_kerchunk(text, refs)
     if key is not None:
         with _lock:
             _cache[key] = (os.getpid(), parsed)
     return parsed
+
+
+def _read_member(spec: Dict[str, Any], rel: str) -> Optional[bytes]:
+    """A file inside a parquet reference directory, None when it is not there."""
+    refs = spec["refs"]
+    if _storage.is_remote(refs):
+        return _Handle(refs, spec["storage_options"] or {}).get().new_store().get(rel, _MAX_REFS_BYTES)
+    p = os.path.join(refs, *rel.split("/"))
+    try:
+        with open(p, "rb") as f:
+            return f.read(_MAX_REFS_BYTES + 1)
+    except FileNotFoundError:
+        return None
+
+
+def _parquet_references(spec: Dict[str, Any]) -> Any:
+    """fsspec's parquet reference layout (fsspec/implementations/reference.py, what
+    kerchunk.df.refs_to_dataframe writes): ``.zmetadata`` holds ``{"metadata": {key: document},
+    "record_size": n}``; the references of array ``v`` are in ``v/refs.<i>.parq``, row j of
+    file i being the chunk whose C-order number is i * n + j, with columns ``path``,
+    ``offset``, ``size`` and ``raw`` (inline bytes; path null: missing; offset = size = 0: the
+    whole file)."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as e:
+        raise UnsupportedError(f"parquet kerchunk references need pyarrow: pip install 'lsio[parquet]' ({e})") from None
+    refs = spec["refs"]
+    head = _read_member(spec, ".zmetadata")
+    if head is None:
+        raise StorageError(2, f"parquet kerchunk references {refs!r} have no .zmetadata", refs)
+    try:
+        zmeta = json.loads(head)
+        record_size = int(zmeta["record_size"])
+        meta = zmeta["metadata"]
+        if record_size < 1 or not isinstance(meta, dict):
+            raise ValueError("record_size must be >= 1 and metadata an object")
+    except (ValueError, KeyError, TypeError) as e:
+        raise FormatError(f"parquet kerchunk references {refs!r}: malformed .zmetadata ({e})") from None
+    inline: Dict[str, bytes] = {}
+    for k, v in meta.items():
+        inline[k] = (v if isinstance(v, str) else json.dumps(v)).encode()
+    keys: List[str] = []
+    url_ids: List[int] = []
+    offsets: List[int] = []
+    lengths: List[int] = []
+    urls: List[str] = []
+    url_index: Dict[str, int] = {}
+    for k, v in meta.items():
+        if not (k == ".zarray" or k.endswith("/.zarray")):
+            continue
+        var = k[: -len(".zarray")].rstrip("/")
+        za = json.loads(v) if isinstance(v, str) else v
+        shape, chunks = list(za["shape"]), list(za["chunks"])
+        sep = za.get("dimension_separator") or "."
+        grid = [-(-int(s) // int(c)) for s, c in zip(shape, chunks)]
+        n = int(np.prod(grid)) if grid else 1
+        for i in range(-(-n // record_size)):
+            rel = f"{var}/refs.{i}.parq" if var else f"refs.{i}.parq"
+            data = _read_member(spec, rel)
+            if data is None:
+                continue  # no references in this record: its chunks read as the fill value
+            try:
+                t = pq.read_table(pa.BufferReader(data), columns=["path", "offset", "size", "raw"])
+            except Exception as e:  # noqa: BLE001 - pyarrow's errors: one typed error naming the file
+                raise FormatError(f"parquet kerchunk references {refs!r}: cannot read {rel} ({e})") from None
+            paths, offs, sizes, raws = (t.column(c).to_pylist() for c in ("path", "offset", "size", "raw"))
+            first = i * record_size
+            for j in range(min(len(paths), n - first)):
+                coords = np.unravel_index(first + j, grid) if grid else ()
+                key = sep.join(str(int(c)) for c in coords) if grid else "0"
+                key = f"{var}/{key}" if var else key
+                if raws[j] is not None:
+                    inline[key] = raws[j]
+                    continue
+                path = paths[j]
+                if path is None:
+                    continue  # missing
+                u = url_index.get(path)
+                if u is None:
+                    u = url_index[path] = len(urls)
+                    urls.append(path)
+                keys.append(key)
+                url_ids.append(u)
+                off, size = int(offs[j] or 0), int(sizes[j] or 0)
+                whole = off == 0 and size == 0
+                offsets.append(off)
+                lengths.append(-1 if whole else size)
+    return _core.References.from_entries(inline, keys, urls, url_ids, offsets, lengths, refs)
 
 
 def prefix_of(path: str, spec: Dict[str, Any]) -> str:

@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "lsio/status.h"
@@ -45,6 +46,16 @@ class References {
   /// kerchunk JSON references (versions 0 and 1): kInvalidFormat / kUnimplemented as
   /// store/kerchunk.h says. `location` names them in messages.
   static Result<std::shared_ptr<References>> FromKerchunk(std::string_view json, std::string location);
+
+  /// References given as columns (readers in Python: kerchunk's parquet form): `inline_values`
+  /// (key, bytes) pairs, then per reference its key, the number of its URL in `urls`, its
+  /// offset and length (length < 0: the whole object). kInvalidFormat for a key given twice
+  /// or a URL number out of range.
+  static Result<std::shared_ptr<References>> FromEntries(std::vector<std::pair<std::string, std::string>> inline_values,
+                                                         std::vector<std::string> keys, std::vector<std::string> urls,
+                                                         const std::vector<int64_t>& url_ids,
+                                                         const std::vector<int64_t>& offsets,
+                                                         const std::vector<int64_t>& lengths, std::string location);
 
   const std::vector<std::string>& urls() const;
   size_t size() const;
