@@ -16,6 +16,9 @@ temporary directory:
   (truncated with the header's compressed size patched to match, a c-blosc2 version byte,
   a header claiming another decoded size).
 
+* ``kerchunk_fuzzer``: kerchunk's JSON references of an h5py file (version 1 with inline and
+  base64 values, the same flat as version 0, and with templates).
+
 Usage (from the repository root, in the test venv):  python tests/fuzz/make_corpus.py [TARGET ...]
 (no target: all of them)
 The corpora are committed; rerun only when a fuzzer's input format or chain table changes.
@@ -235,9 +238,32 @@ def codec_chain_seeds(tmp: Path) -> dict[str, bytes]:
     return out
 
 
+def kerchunk_seeds(tmp: Path) -> dict:
+    """kerchunk's own references of an HDF5 file written by h5py (JSON version 1, inline and
+    base64 values, ranges), the same as version 0, and one with templates."""
+    import h5py
+    import numpy as np
+    from kerchunk.hdf import SingleHdf5ToZarr
+
+    path = tmp / "seed.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("a", data=np.arange(200, dtype="<f4").reshape(10, 20), chunks=(5, 10), compression="gzip",
+                         shuffle=True)
+        f.create_dataset("s", data=np.arange(6, dtype="<i2"))
+        f.require_group("g").create_dataset("b", data=np.ones((4, 4), ">f8"), chunks=(2, 2))
+    v1 = SingleHdf5ToZarr(str(path), inline_threshold=50).translate()
+    v1["refs"] = {k: (["/data/seed.h5", *v[1:]] if isinstance(v, list) else v) for k, v in v1["refs"].items()}
+    out = {"v1_h5py_inline": json.dumps(v1).encode(), "v0_flat": json.dumps(v1["refs"]).encode()}
+    tpl = {"version": 1, "templates": {"u": "s3://bucket/data"},
+           "refs": {k: (["{{u}}/seed.h5", *v[1:]] if isinstance(v, list) else v) for k, v in v1["refs"].items()}}
+    out["v1_templates"] = json.dumps(tpl).encode()
+    return out
+
+
 def main(argv=None) -> int:
     makers = {"metadata_fuzzer": metadata_seeds, "shard_index_fuzzer": shard_index_seeds,
-              "codec_chain_fuzzer": codec_chain_seeds, "node_fuzzer": node_seeds}
+              "codec_chain_fuzzer": codec_chain_seeds, "node_fuzzer": node_seeds,
+              "kerchunk_fuzzer": kerchunk_seeds}
     wanted = (argv if argv is not None else sys.argv[1:]) or list(makers)
     unknown = [t for t in wanted if t not in makers]
     if unknown:
