@@ -10,9 +10,10 @@ What it does, in one process (W6 forks one child per reader):
   1. Writes the stores it needs once with zarr-python (sharded, zstd level 3) under
      benchmarks/.cache/ and prints each one's compression ratio (stores.py).
   2. Checks once that dropping a store from the page cache works (mincore before/after).
-  3. Runs the workloads W1..W8 (WORKLOADS below; W7, the W1 crops over HTTP from an emulated
-     object store on loopback, is in w7.py; W8, the W1 crops from a Zarr v2 blosc-lz4 copy of
-     the store, in w8.py). Within a workload every reader gets the same
+  3. Runs the workloads W1..W8 and W13 (WORKLOADS below; W7, the W1 crops over HTTP from an
+     emulated object store on loopback, is in w7.py; W8, the W1 crops from a Zarr v2 blosc-lz4
+     copy of the store, in w8.py; W13, zarr-python's API with zarr's, zarrs' and lsio's codec
+     pipelines, in w13.py). Within a workload every reader gets the same
      thread count and the same batches; contenders (readers and machine limits) run
      interleaved, round by round, in a rotating order; round 0 is an untimed warm-up whose
      results are checked bit for bit against zarr-python's (a mismatching reader is flagged
