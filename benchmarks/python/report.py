@@ -329,6 +329,11 @@ def keep_standalone(existing: str, new: str, suite_ids: frozenset = frozenset())
 
 
 
+def _machine(doc: dict) -> str:
+    m = doc.get("machine", {})
+    return f"{m.get('cpu_model', '?')}, {m.get('cpus_usable')} usable CPUs, {m.get('ram_gib', '?')} GiB RAM"
+
+
 def merge_w7(existing: str, doc: dict, md: str) -> str:
     """RESULTS.md from a run of W7 alone (see merge_section)."""
     return merge_section(existing, doc, md, "W7")
@@ -347,7 +352,7 @@ def merge_section(existing: str, doc: dict, md: str, wid: str = "W7") -> str:
         sec.pop()
     sec += ["", f"{wid} run: {doc['date']}, `{doc['command']}` ({doc['elapsed_s'] / 60:.1f} min), "
             f"threads {doc['args'].get('threads')}; store{'s' if len(doc['stores']) > 1 else ''}: "
-            + "; ".join(s['spec'] for s in doc['stores'].values()) + ".", ""]
+            + "; ".join(s['spec'] for s in doc['stores'].values()) + f"; machine: {_machine(doc)}.", ""]
     old = existing.splitlines()
     if any(x.startswith(heading) for x in old):
         a = next(i for i, x in enumerate(old) if x.startswith(heading))
