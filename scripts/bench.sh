@@ -24,7 +24,8 @@ cd "$LSIO_ROOT"
 lsio_pip_install_package . "zarr>=3.1" "numpy>=1.24"
 # Peers and the plot: each optional, installed one by one so one failure does not stop the rest.
 # obstore, fsspec and aiohttp: W7 (zarr-python over HTTP; aiohttp also runs object_server.py).
-for spec in "tensorstore" "zarrs>=0.2,<0.3" "matplotlib" "obstore" "fsspec" "aiohttp"; do
+# zarrs, xarray and dask: W13 (zarr-python's API with zarrs-python's pipeline, xarray, dask).
+for spec in "tensorstore" "zarrs>=0.2,<0.3" "matplotlib" "obstore" "fsspec" "aiohttp" "xarray" "dask[array]"; do
   if ! lsio_run python -m pip install "$spec"; then
     lsio_log "warning: could not install $spec; the suite reports it as not installed"
   fi

@@ -41,7 +41,7 @@ def short_line(row: dict) -> str:
 
 
 def markdown(doc: dict) -> str:
-    rows = [r for r in doc["rows"] if r["workload"] not in ("W6", "W7")]
+    rows = [r for r in doc["rows"] if r["workload"] not in ("W6", "W7", "W13")]
     lines = ["| workload | cache | reader | threads | rate | MB/s | lsio/x | vs limit | target | check |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -76,6 +76,9 @@ def markdown(doc: dict) -> str:
     remote = [r for r in doc["rows"] if r["workload"] == "W7"]
     if remote:
         out += w7_section(doc, remote)
+    zp = [r for r in doc["rows"] if r["workload"] == "W13"]
+    if zp:
+        out += w13_section(doc, zp)
     if doc.get("targets"):
         out += ["## Targets", "", "| workload | cache | threads | reader | target | result |", "|---|---|---|---|---|---|"]
         for v in doc["targets"]:
@@ -141,6 +144,38 @@ def w7_section(doc: dict, rows: list[dict]) -> list[str]:
     return out
 
 
+W13_HEADING = "## zarr-python's API with each codec pipeline (W13)"
+
+
+def w13_section(doc: dict, rows: list[dict]) -> list[str]:
+    """W13: one row per case and pipeline (plus lsio's own API as the reference)."""
+    det = (doc.get("workloads", {}).get("W13", {}).get("details") or [{}])[0]
+    out = [W13_HEADING, "",
+           "| case | reader | threads | rate | MB/s | lsio pipeline/x | target | check |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        st = r.get("status", "")
+        if st == "ok" and "units_per_s" in r:
+            rate, mbps = f"{_fmt_rate(r['units_per_s'])} {r['unit']}/s", f"{r['MBps']:,.0f}"
+        else:
+            rate, mbps = st or "-", "-"
+        reader = f"*{r['reader']}*" if r.get("kind") == "reference" else r["reader"]
+        ratio = f"{r['lsio_ratio']:.2f}x" if "lsio_ratio" in r else ""
+        check = r.get("check", "-") if st == "ok" or str(st).startswith("MISMATCH") else "-"
+        out.append(f"| {r.get('case')} | {reader} | {r['threads']} | {rate} | {mbps} | {ratio} "
+                   f"| {r.get('target', '')} | {check} |")
+    v = det.get("versions") or {}
+    out += ["", "Each call goes through zarr-python's own API; *lsio native* is lsio's API on the same data "
+            "(the reference every result is checked against bit for bit). Crops: W1's batches (16 (4,256,256) "
+            "float32 crops) as 16 `z[box]` calls; chunks: W3's single 64^3 inner-chunk reads as `z.oindex[box]`; "
+            "xarray: W1's crops as `xr.open_zarr(..., chunks=None)[var].isel(...).values`; calls spread over "
+            f"{det.get('python_threads', '?')} Python threads. dask mean: `dask.array.from_zarr(z, chunks=shards)"
+            ".mean()` over W5's array, threaded scheduler. zarr config for every pipeline: "
+            + ", ".join(f"`{k}={x}`" for k, x in (det.get("zarr_config") or {}).items()) + ".",
+            "Versions: " + ", ".join(f"{k} {x or 'not installed'}" for k, x in v.items()) + ".", ""]
+    return out
+
+
 def notes_lines(doc: dict) -> list[str]:
     n = []
     v = doc.get("versions", {})
@@ -185,7 +220,7 @@ def plot(doc: dict, path: Path) -> None:
     for r in doc["rows"]:
         if r["workload"] == "W6" or r.get("status") != "ok" or "MBps" not in r:
             continue
-        groups.setdefault((r["workload"], r["cache"], r["threads"]), []).append(r)
+        groups.setdefault((r["workload"], r.get("case") or r["cache"], r["threads"]), []).append(r)
     mem = [r for r in doc["rows"] if r["workload"] == "W6" and r.get("status") == "ok"]
     n = len(groups) + (1 if mem else 0)
     if n == 0:
@@ -294,27 +329,40 @@ def keep_standalone(existing: str, new: str, suite_ids: frozenset = frozenset())
 
 
 
+def _machine(doc: dict) -> str:
+    m = doc.get("machine", {})
+    return f"{m.get('cpu_model', '?')}, {m.get('cpus_usable')} usable CPUs, {m.get('ram_gib', '?')} GiB RAM"
+
+
 def merge_w7(existing: str, doc: dict, md: str) -> str:
-    """RESULTS.md from a run of W7 alone: the existing file with its W7 section (and W7 target
-    lines) replaced or inserted before "## Targets", the other sections kept as they are."""
+    """RESULTS.md from a run of W7 alone (see merge_section)."""
+    return merge_section(existing, doc, md, "W7")
+
+
+def merge_section(existing: str, doc: dict, md: str, wid: str = "W7") -> str:
+    """RESULTS.md from a run of W7 or W13 alone: the existing file with that workload's section
+    (and its target lines) replaced or inserted before "## Targets", the other sections kept as
+    they are."""
+    heading = {"W7": W7_HEADING, "W13": W13_HEADING}[wid]
     lines = md.splitlines()
-    start = next(i for i, x in enumerate(lines) if x.startswith(W7_HEADING))
+    start = next(i for i, x in enumerate(lines) if x.startswith(heading))
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
     sec = lines[start:end]
     while sec and not sec[-1].strip():
         sec.pop()
-    sec += ["", f"W7 run: {doc['date']}, `{doc['command']}` ({doc['elapsed_s'] / 60:.1f} min), "
-            f"threads {doc['args'].get('threads')}; store: {next(iter(doc['stores'].values()))['spec']}.", ""]
+    sec += ["", f"{wid} run: {doc['date']}, `{doc['command']}` ({doc['elapsed_s'] / 60:.1f} min), "
+            f"threads {doc['args'].get('threads')}; store{'s' if len(doc['stores']) > 1 else ''}: "
+            + "; ".join(s['spec'] for s in doc['stores'].values()) + f"; machine: {_machine(doc)}.", ""]
     old = existing.splitlines()
-    if any(x.startswith(W7_HEADING) for x in old):
-        a = next(i for i, x in enumerate(old) if x.startswith(W7_HEADING))
+    if any(x.startswith(heading) for x in old):
+        a = next(i for i, x in enumerate(old) if x.startswith(heading))
         b = next((i for i in range(a + 1, len(old)) if old[i].startswith("## ")), len(old))
         old[a:b] = sec
     else:
         at = next((i for i, x in enumerate(old) if x.startswith("## Targets")), len(old))
         old[at:at] = sec
-    # W7 target lines: drop the old ones, append the new ones to the targets table.
-    old = [x for x in old if not x.startswith("| W7 |")]
+    # Its target lines: drop the old ones, append the new ones to the targets table.
+    old = [x for x in old if not x.startswith(f"| {wid} |")]
     if any(x.startswith("## Targets") for x in old):
         t = next(i for i, x in enumerate(old) if x.startswith("## Targets"))
         last = t
@@ -324,6 +372,6 @@ def merge_w7(existing: str, doc: dict, md: str) -> str:
             elif last > t:
                 break
         new = [f"| {v['workload']} | {v['cache']} | {v['threads']} | {v['reader']} | {v['target']} | "
-               f"{'met' if v['met'] else 'missed'} ({v['detail']}) |" for v in doc.get("targets", []) if v["workload"] == "W7"]
+               f"{'met' if v['met'] else 'missed'} ({v['detail']}) |" for v in doc.get("targets", []) if v["workload"] == wid]
         old[last + 1:last + 1] = new
     return "\n".join(old) + "\n"

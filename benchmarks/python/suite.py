@@ -10,9 +10,10 @@ What it does, in one process (W6 forks one child per reader):
   1. Writes the stores it needs once with zarr-python (sharded, zstd level 3) under
      benchmarks/.cache/ and prints each one's compression ratio (stores.py).
   2. Checks once that dropping a store from the page cache works (mincore before/after).
-  3. Runs the workloads W1..W8 (WORKLOADS below; W7, the W1 crops over HTTP from an emulated
-     object store on loopback, is in w7.py; W8, the W1 crops from a Zarr v2 blosc-lz4 copy of
-     the store, in w8.py). Within a workload every reader gets the same
+  3. Runs the workloads W1..W8 and W13 (WORKLOADS below; W7, the W1 crops over HTTP from an
+     emulated object store on loopback, is in w7.py; W8, the W1 crops from a Zarr v2 blosc-lz4
+     copy of the store, in w8.py; W13, zarr-python's API with zarr's, zarrs' and lsio's codec
+     pipelines, in w13.py). Within a workload every reader gets the same
      thread count and the same batches; contenders (readers and machine limits) run
      interleaved, round by round, in a rotating order; round 0 is an untimed warm-up whose
      results are checked bit for bit against zarr-python's (a mismatching reader is flagged
@@ -54,6 +55,7 @@ import readers as readers_mod  # noqa: E402
 import report  # noqa: E402
 import w7  # noqa: E402
 import w8  # noqa: E402
+import w13  # noqa: E402
 from stores import ShardLayout, StoreSpec, byte_ranges, data_files, ensure_store, stored_bytes  # noqa: E402
 
 BENCH_DIR = HERE.parent
@@ -90,6 +92,7 @@ class WorkloadDef:
     n_quick: int = 0
     rounds: int = 10
     per_thread: bool = False        # W3: rows for 1 and N threads
+    extra_stores: tuple = ()        # W13: stores it reads besides `store`
 
 
 LSIO_CROP_READERS = ["lsio", "lsio io=pread"]
@@ -114,6 +117,10 @@ WORKLOADS = [
                 "", (4, 256, 256), 16, 8, 5),
     WorkloadDef("W8", "W1's crops on the same data as Zarr v2, blosc-lz4 + byte shuffle, hot (w8.py)", "weather",
                 "hot", "crops", "crops", ["lsio"] + PEERS, "lsio >= 2x best peer", "blosc", (4, 256, 256), 16, 16, 10),
+    WorkloadDef("W13", "zarr-python's API (z[box], z.oindex, xarray isel, dask mean) with zarr's default, zarrs' and "
+                "lsio's codec pipelines (w13.py)", "weather", "hot", "crops", "crops", list(w13.PIPELINES),
+                "lsio pipeline >= 3x default and >= 1.5x zarrs on crops; >= both on every row", "",
+                (4, 256, 256), 16, 16, 10, extra_stores=("volume", "full")),
 ]
 
 
@@ -487,6 +494,9 @@ def evaluate_targets(rows: list[dict]) -> list[dict]:
     wdefs = {w.id: w for w in WORKLOADS}
     for (wid, cache, threads), rs in groups.items():
         w = wdefs[wid]
+        if wid == "W13":
+            verdicts += w13.targets(w, threads, rs)
+            continue
         ok = {r["reader"]: r for r in rs if r.get("status") == "ok"}
         if wid == "W7":
             verdicts += w7_targets(w, cache, threads, rs, ok)
@@ -646,7 +656,7 @@ def main(argv=None) -> int:
     log("\nstores (written once with zarr-python, zstd level 3):")
     store_info = {}
     paths = {}
-    for key in dict.fromkeys(w.store for w in workloads):
+    for key in dict.fromkeys(k for w in workloads for k in (w.store, *w.extra_stores)):
         spec = STORES[key][1 if args.quick else 0]
         path = ensure_store(spec, args.cache_dir, log=log)
         packed = stored_bytes(path)
@@ -678,6 +688,8 @@ def main(argv=None) -> int:
             res = w7.run(w, args, path, spec, make_batches, report.short_line)
         elif w.id == "W8":
             res = w8.run(w, args, path, spec, make_batches, report.short_line)
+        elif w.id == "W13":
+            res = w13.run(w, args, paths, make_batches, {x.id: x for x in WORKLOADS}, report.short_line)
         else:
             res = run_workload(w, args, path, spec, versions, uring)
         res["seconds"] = time.perf_counter() - t0
@@ -715,10 +727,11 @@ def main(argv=None) -> int:
         except Exception as e:  # noqa: BLE001 - the plot is a nicety
             log(f"plot failed: {e}")
     log("\n" + md)
-    if args.write_results and [w.id for w in workloads] == ["W7"] and args.results_md.exists() and not args.quick:
-        # W7 alone: update its section of the existing RESULTS.md, keep the rest.
-        args.results_md.write_text(report.merge_w7(args.results_md.read_text(), doc, md))
-        log(f"updated the W7 section of {args.results_md}")
+    alone = [w.id for w in workloads]
+    if args.write_results and alone in (["W7"], ["W13"]) and args.results_md.exists() and not args.quick:
+        # W7 or W13 alone: update its section of the existing RESULTS.md, keep the rest.
+        args.results_md.write_text(report.merge_section(args.results_md.read_text(), doc, md, alone[0]))
+        log(f"updated the {alone[0]} section of {args.results_md}")
     elif full_mode or args.write_results:
         new = report.results_md(doc, md)
         if args.results_md.exists():

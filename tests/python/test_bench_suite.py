@@ -7,6 +7,7 @@ zarr-python's. It asserts no timing: speed is measured by the suite, never by te
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -258,3 +259,32 @@ def test_suite_rewrite_keeps_standalone_sections_and_target_rows():
     assert out.count("| W9 | hot") == 1 and out.count("| DataLoader feed |") == 1
     rows = out[out.index("## Targets"):out.index("## Stores")]
     assert "| W9 | hot" in rows and "| DataLoader feed |" in rows
+
+
+def test_w13_pipelines_quick_run(tmp_path):
+    """W13 in its quick form: zarr-python's API through zarr's default pipeline, zarrs' (or a
+    "not installed" row) and lsio's, every result checked bit for bit against lsio's own API;
+    a results section and one target verdict per case. No timing is asserted."""
+    pytest.importorskip("zarr", minversion="3")
+    cmd = [sys.executable, str(SUITE), "--quick", "--only", "W13", "--rounds", "1", "--no-plot",
+           "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"),
+           "--results-md", str(tmp_path / "RESULTS.md")]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert set(doc["workloads"]) == {"W13"} and doc["checks_passed"] is True
+    rows = {(r["case"], r["reader"]): r for r in doc["rows"]}
+    have = {m: importlib.util.find_spec(m) is not None for m in ("zarrs", "xarray", "dask")}
+    cases = ["crops arr[box]", "chunks oindex"] + (["xarray isel crops"] if have["xarray"] else []) \
+        + (["dask mean"] if have["dask"] else [])
+    for case in cases:
+        for reader in ("zarr default pipeline", "lsio pipeline", "lsio native"):
+            r = rows[(case, reader)]
+            assert r["status"] == "ok", (case, reader, r["status"])
+            assert r["check"] == ("reference" if reader == "lsio native" else "ok"), (case, reader)
+            assert len(r["times_s"]) == 1 and r["units_per_s"] > 0
+        z = rows[(case, "zarrs pipeline")]
+        assert z["status"] == ("ok" if have["zarrs"] else "not installed"), z["status"]
+        assert rows[(case, "lsio pipeline")]["config"]["lsio.zarr.stats() delta"]["fallback_reads"] == 0
+        assert any(v["workload"] == "W13" and case in v["reader"] for v in doc["targets"])
+    assert "## zarr-python's API with each codec pipeline (W13)" in (tmp_path / "out" / "results.md").read_text()
