@@ -43,7 +43,7 @@ __all__ = ["is_references", "spec_for", "prefix_of", "ReferenceNodes"]
 _MAX_REFS_BYTES = 1 << 30  # a reference file larger than this is refused before it is read
 
 _lock = threading.Lock()
-_cache: Dict[Tuple[Any, ...], Tuple[int, Any]] = {}
+_cache: Dict[str, Tuple[int, Tuple[Any, ...], Any]] = {}  # path -> (pid, version, parsed)
 
 
 def is_references(path: Any) -> bool:
@@ -122,17 +122,13 @@ def references(spec: Dict[str, Any]) -> Any:
     parsed once per process and version (size, mtime, inode); a remote one at every call
     (arrays and groups keep what they parsed)."""
     refs = spec["refs"]
-    key: Optional[Tuple[Any, ...]] = None
+    version: Optional[Tuple[Any, ...]] = None
     if not _storage.is_remote(refs):
-        try:
-            st = os.stat(refs)
-        except OSError as e:
-            raise StorageError(e.errno, f"cannot read kerchunk references {refs!r}: {e.strerror}", refs) from None
-        key = (refs, st.st_size, st.st_mtime_ns, st.st_ino)
+        version = _local_version(refs, spec.get("format") == "parquet")
         with _lock:
-            hit = _cache.get(key)
-        if hit is not None and hit[0] == os.getpid():
-            return hit[1]
+            hit = _cache.get(refs)
+        if hit is not None and hit[0] == os.getpid() and hit[1] == version:
+            return hit[2]
     if spec.get("format") == "parquet":
         parsed = _parquet_references(spec)
     else:
@@ -140,10 +136,27 @@ def references(spec: Dict[str, Any]) -> Any:
         if len(text) > _MAX_REFS_BYTES:
             raise FormatError(f"kerchunk references {refs!r} are larger than lsio reads ({_MAX_REFS_BYTES} bytes)")
         parsed = _core.References.from_kerchunk(text, refs)
-    if key is not None:
+    if version is not None:
         with _lock:
-            _cache[key] = (os.getpid(), parsed)
+            _cache[refs] = (os.getpid(), version, parsed)  # one entry per file: older versions go
     return parsed
+
+
+def _local_version(refs: str, parquet: bool) -> Tuple[Any, ...]:
+    """What changes when a local reference file (or any file of a parquet directory) does."""
+    def one(p: str) -> Tuple[Any, ...]:
+        st = os.stat(p)
+        return (p, st.st_size, st.st_mtime_ns, st.st_ino)
+
+    try:
+        if not parquet:
+            return one(refs)
+        parts = [one(os.path.join(refs, ".zmetadata"))]
+        for d, _, files in os.walk(refs):
+            parts += [one(os.path.join(d, f)) for f in sorted(files) if f.endswith(".parq")]
+        return tuple(parts)
+    except OSError as e:
+        raise StorageError(e.errno, f"cannot read kerchunk references {refs!r}: {e.strerror}", refs) from None
 
 
 def _read_member(spec: Dict[str, Any], rel: str) -> Optional[bytes]:
@@ -196,12 +209,21 @@ def _parquet_references(spec: Dict[str, Any]) -> Any:
         if not (k == ".zarray" or k.endswith("/.zarray")):
             continue
         var = k[: -len(".zarray")].rstrip("/")
-        za = json.loads(v) if isinstance(v, str) else v
-        shape, chunks = list(za["shape"]), list(za["chunks"])
-        sep = za.get("dimension_separator") or "."
-        grid = [-(-int(s) // int(c)) for s, c in zip(shape, chunks)]
-        n = int(np.prod(grid)) if grid else 1
-        for i in range(-(-n // record_size)):
+        try:
+            za = json.loads(v) if isinstance(v, str) else v
+            shape, chunks = [int(x) for x in za["shape"]], [int(x) for x in za["chunks"]]
+            sep = za.get("dimension_separator") or "."
+            if len(shape) != len(chunks) or any(x < 0 for x in shape) or any(c < 1 for c in chunks):
+                raise ValueError("shape and chunks must be non-negative / positive and of one length")
+        except (ValueError, KeyError, TypeError) as e:
+            raise FormatError(f"parquet kerchunk references {refs!r}: malformed {k} ({e})") from None
+        grid = [-(-s // c) for s, c in zip(shape, chunks)]
+        n = int(np.prod(grid, dtype=object)) if grid else 1
+        files = -(-n // record_size)
+        if files > 1 << 24:
+            raise FormatError(f"parquet kerchunk references {refs!r}: {k} describes {n} chunks in {files} record "
+                              "files, more than lsio reads")
+        for i in range(files):
             rel = f"{var}/refs.{i}.parq" if var else f"refs.{i}.parq"
             data = _read_member(spec, rel)
             if data is None:
@@ -271,6 +293,11 @@ def targets(spec: Dict[str, Any], refs: Any) -> Tuple[str, str, List[str]]:
                 # A relative path in a remote reference file: beside the file, remotely.
                 remote.append(_split_remote(posixpath.join(base, rest)))
                 continue
+            if _storage.is_remote(spec["refs"]) and protocol not in ("file", "local"):
+                # A reference file fetched from elsewhere must not make lsio read this
+                # machine's files (credentials, keys) as array data.
+                raise UnsupportedError(f"kerchunk references {spec['refs']!r} (a URL) name the local file "
+                                       f"{url!r}; pass remote_protocol='file' to allow references to local files")
             p = _storage.local_path(url) if scheme == "file" else rest
             local.append(os.path.normpath(p if os.path.isabs(p) else os.path.join(base, p)))
         elif _storage.is_remote(url):
@@ -303,13 +330,23 @@ def _split_remote(url: str) -> Tuple[str, str]:
 
 def view(spec: Dict[str, Any], prefix: str, config: Dict[str, Any]) -> Any:
     """A _core.ReferenceView of ``spec``'s references below ``prefix``, over their target."""
+    return open_view(spec, prefix, config)[0]
+
+
+def open_view(spec: Dict[str, Any], prefix: str, config: Dict[str, Any]) -> Tuple[Any, Any, Any]:
+    """(view, handle, store): the view, and for a remote target the process context's handle
+    and the RemoteStore the view reads through. Keep both while reading: the context refreshes
+    expiring credentials only in stores that are alive (``handle.get().refresh_if_needed()``)."""
     refs = references(spec)
     kind, root, keys = targets(spec, refs)
     if kind == "local":
-        return refs.local_view(prefix, root, keys, config.get("io", "auto"), int(config.get("queue_depth", 64)),
-                               bool(config.get("direct", False)))
-    store = _Handle(root, spec.get("remote_options") or {}).get().new_store()
-    return refs.remote_view(prefix, store, keys)
+        if config.get("direct"):
+            raise UnsupportedError("direct=True is not supported for kerchunk references yet")
+        return (refs.local_view(prefix, root, keys, config.get("io", "auto"), int(config.get("queue_depth", 64)),
+                                False), None, None)
+    handle = _Handle(root, spec.get("remote_options") or {})
+    store = handle.get().new_store()
+    return refs.remote_view(prefix, store, keys), handle, store
 
 
 def target_location(spec: Dict[str, Any]) -> Tuple[str, str]:

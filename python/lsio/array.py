@@ -50,6 +50,7 @@ class Array:
         # kerchunk references (lsio/_kerchunk.py): the node at `path` ("<refs>/t2m") inside them.
         self._refs: Optional[dict] = options.pop("_references", None)
         self._refs_prefix = ""
+        self._refs_handle: Optional[_Handle] = None
         if self._refs is not None:
             from . import _kerchunk
 
@@ -90,6 +91,8 @@ class Array:
         if native is not None and self._pid == os.getpid():
             if self._handle is not None:
                 self._handle.get().refresh_if_needed()
+            elif self._refs_handle is not None:
+                self._refs_handle.get().refresh_if_needed()
             return native
         return self._open_native()
 
@@ -106,12 +109,13 @@ class Array:
                     from . import _kerchunk
 
                     engine.pop("path")
-                    view = _kerchunk.view(self._refs, self._refs_prefix, self._config)
+                    view, self._refs_handle, remote_store = _kerchunk.open_view(self._refs, self._refs_prefix,
+                                                                                self._config)
                     native = _core.open_references(
                         view, files=files, **{k: v for k, v in engine.items()
                                               if k in ("threads", "max_gap", "max_request", "index_cache_bytes",
                                                        "memory_limit", "cache_bytes", "adaptive_coalescing")})
-                    self._store = view
+                    self._store = (view, remote_store)  # alive: the context refreshes its credentials
                 elif self._handle is not None:
                     # A store of this array's own (its counters are Array.stats()), built by
                     # the process's context for the URL, which refreshes its credentials. In
@@ -179,6 +183,7 @@ class Array:
         self._url = state.get("url")
         self._refs = state.get("references")
         self._refs_prefix = state.get("references_prefix", "")
+        self._refs_handle = None
         # Resolved on first use, in this process (its environment, its credentials call).
         self._handle = None if self._url is None else _Handle(self._url, self._config["storage_options"])
         self._lock = _ProcessLock()

@@ -501,7 +501,7 @@ class CropLoader:
             # slot while `depth` batches may still be on the GPU (Staging.get also waits for the
             # copy that last read a slot).
             # An array's memory_limit bounds all its slots together: each gets its share.
-            slots = [[_cuda.Staging((a.options.get("memory_limit") or 0) // (depth + 1),
+            slots = [[_cuda.Staging(-(-(a.options.get("memory_limit") or 0) // (depth + 1)),
                                     f"depth + 1 = {depth + 1} staging slots of CropLoader") for a in src.arrays]
                      for _ in range(depth + 1)]
 

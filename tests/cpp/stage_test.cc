@@ -80,20 +80,7 @@ std::unique_ptr<Written> Write(bool checksum) {
 
 // zlib's deflate with windowBits `bits` (15 + 16: gzip, 15: zlib, -15: raw); `header` adds
 // the optional gzip header fields.
-Bytes Deflate(const Bytes& raw, int bits, gz_header* header = nullptr) {
-  z_stream zs{};
-  EXPECT_EQ(deflateInit2(&zs, 6, Z_DEFLATED, bits, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  if (header != nullptr) EXPECT_EQ(deflateSetHeader(&zs, header), Z_OK);
-  Bytes out(deflateBound(&zs, static_cast<uLong>(raw.size())) + 256);
-  zs.next_in = const_cast<Bytef*>(raw.data());
-  zs.avail_in = static_cast<uInt>(raw.size());
-  zs.next_out = out.data();
-  zs.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
-}
+Bytes Deflate(const Bytes& raw, int bits, gz_header* header = nullptr) { return lsio_test::DeflateBits(raw, bits, header); }
 
 // numcodecs' lz4: the 4-byte little-endian size, then one raw block.
 Bytes Lz4(const Bytes& raw) {

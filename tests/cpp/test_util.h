@@ -26,6 +26,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include "lsio/box.h"
 
@@ -257,6 +258,23 @@ inline lsio::Selection Box(std::vector<int64_t> start, std::vector<int64_t> coun
   lsio::Selection s;
   for (size_t d = 0; d < start.size(); ++d) s.push_back({start[d], count[d], step.empty() ? 1 : step[d]});
   return s;
+}
+
+/// zlib's deflate of `data` with windowBits `bits` (15 + 16: a gzip member, 15: zlib, -15:
+/// raw deflate); `header` adds gzip header fields (name, comment, extra, header CRC).
+inline Bytes DeflateBits(const Bytes& data, int bits, gz_header* header = nullptr, int level = 6) {
+  z_stream zs{};
+  EXPECT_EQ(deflateInit2(&zs, level, Z_DEFLATED, bits, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  if (header != nullptr) EXPECT_EQ(deflateSetHeader(&zs, header), Z_OK);
+  Bytes out(deflateBound(&zs, static_cast<uLong>(data.size())) + 256);
+  zs.next_in = const_cast<Bytef*>(data.data());
+  zs.avail_in = static_cast<uInt>(data.size());
+  zs.next_out = out.data();
+  zs.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
 }
 
 }  // namespace lsio_test

@@ -252,6 +252,28 @@ def test_references_over_http(nginx_server, tmp_path):
     local = tmp_path / "local.json"
     local.write_text(json.dumps(refs))
     np.testing.assert_array_equal(lsio.open(str(local), "v")[2], data[2])
+    # Whole-object references to remote objects (kerchunk's form of a Zarr store's chunks):
+    # sized by reading them whole.
+    import zarr
+
+    z = zarr.create_array(str(src / "z.zarr"), shape=(6, 10), chunks=(3, 4), dtype="<i2", zarr_format=2,
+                          compressors=None)
+    z[...] = np.arange(60, dtype="<i2").reshape(6, 10)
+    whole = {"version": 1, "refs": {".zarray": (src / "z.zarr" / ".zarray").read_text()}}
+    for f in sorted((src / "z.zarr").iterdir()):
+        if not f.name.startswith("."):
+            whole["refs"][f.name] = [f"{server.http_url}/z.zarr/{f.name}"]
+    (src / "whole.json").write_text(json.dumps(whole))
+    np.testing.assert_array_equal(lsio.open(f"{server.http_url}/whole.json")[...], z[...])
+    # A reference file at a URL naming this machine's files: refused unless asked for.
+    (src / "sneaky.json").write_text(json.dumps({"version": 1, "refs": {
+        ".zarray": json.dumps({"zarr_format": 2, "shape": [8], "chunks": [8], "dtype": "|u1", "compressor": None,
+                               "fill_value": 0, "order": "C", "filters": None}),
+        "0": [str(src / "d.h5"), 0, 8]}}))
+    with pytest.raises(lsio.UnsupportedError, match="remote_protocol='file'"):
+        lsio.open(f"{server.http_url}/sneaky.json")[...]
+    got = lsio.open(f"{server.http_url}/sneaky.json", remote_protocol="file")[...]
+    assert got.tobytes() == (src / "d.h5").read_bytes()[:8]
 
 
 def test_pickled_and_dataloader_workers(h5_matrix, tmp_path):
@@ -304,3 +326,9 @@ def test_malformed_references_are_typed_errors(tmp_path):
     assert "bytes [16, 48)" in str(e.value)
     with pytest.raises(ValueError, match="remote_options"):
         lsio.open(str(tmp_path), "x", remote_options={})
+    refs["refs"]["x/1"] = [str(data), 0, 32]
+    r.write_text(json.dumps(refs))
+    with pytest.raises(lsio.UnsupportedError, match="direct"):
+        lsio.open(str(r), "x", direct=True)
+    # The reference file changed on disk: the next open reads the new one.
+    np.testing.assert_array_equal(lsio.open(str(r), "x")[...], np.concatenate([np.arange(8)] * 2))

@@ -78,9 +78,9 @@ size_t WaveBudget(const ReadContext& ctx, const StoreTraits& traits, bool one_re
   }
   size_t budget = std::max<size_t>(4, traits.open_budget);
   if (!ctx.layout->sharded && ctx.store->LocatesKeys()) {
-    // A manifest: a wave's chunks are ranges of a few shared objects (each opened once), and
-    // the wider the wave the more neighbouring ranges merge into one read.
-    return std::max<size_t>(4096, budget * 64);
+    // A manifest: the budget counts distinct objects (WaveResolver), whose chunks are ranges
+    // of them; every chunk of an object already in the wave comes free.
+    return budget;
   }
   if (traits.remote && !ctx.layout->sharded) {
     const size_t in_flight = static_cast<size_t>(std::max(1, ctx.threads)) * std::max(1u, traits.max_in_flight);

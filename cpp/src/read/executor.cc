@@ -12,6 +12,7 @@
 #include <exception>
 #include <new>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "codec/codec.h"
 #include "read/budget.h"
@@ -33,6 +34,53 @@ std::string ObjectKey(const ArrayLayout& l, const int64_t* coords) { return Chun
 // Codec buffers of the thread's DecodeScratch kept across calls, each (blosc's byte planes
 // and frame copy: 4 MiB covers chunks up to 4 MiB without a new allocation per call).
 constexpr size_t kCodecScratchKeepBytes = 4u << 20;
+
+// Reads the objects of tasks `unsized` whole, all in flight at once (objects whose size the
+// store learns only by reading them: remote unsharded chunks, whole-object references); the
+// bytes stay with the object (resident) and the workers decode from there.
+Status ReadWhole(const ReadContext& ctx, Plan* plan, const std::vector<uint32_t>& unsized) {
+  const ArrayLayout& l = *ctx.layout;
+  Store& store = *ctx.store;
+  if (unsized.empty()) return Status::Ok();
+  std::vector<RangeRead> reads(unsized.size());
+  // A chunk larger than its codecs can produce is refused before its body is buffered.
+  const uint64_t bound = l.chain->stored_is_decoded() ? l.chain->decoded_size() : l.chain->max_stored_size();
+  for (size_t k = 0; k < unsized.size(); ++k) {
+    reads[k].object = plan->file_refs[static_cast<size_t>(plan->tasks[unsized[k]].file)].get();
+    reads[k].kind = ReadKind::kWhole;
+    reads[k].max_length = std::max<uint64_t>(bound, 1);
+  }
+  Status first_error;
+  store.Read(reads, [&](size_t k) {
+    ChunkTask& t = plan->tasks[unsized[k]];
+    RangeRead& r = reads[k];
+    if (ctx.tuner != nullptr && r.status.ok()) ctx.tuner->AddSample(r.transferred, r.first_byte_s, r.total_s);
+    if (!first_error.ok()) return;
+    if (r.too_large) {
+      first_error = Status::DataLoss("stored chunk is larger than its codecs (" + l.chain->description() +
+                                     ") can produce for a chunk of " + std::to_string(l.chain->decoded_size()) +
+                                     " bytes (at most " + std::to_string(bound) + "): refused before reading it")
+                        .WithPath(plan->files[static_cast<size_t>(t.file)])
+                        .WithChunk(TaskCoords(*plan, t));
+      return;
+    }
+    if (!r.status.ok()) {
+      first_error = Status(r.status).WithPath(plan->files[static_cast<size_t>(t.file)]).WithChunk(TaskCoords(*plan, t));
+      return;
+    }
+    if (r.missing) {
+      t.missing = true;
+      return;
+    }
+    StoreObject& obj = *r.object;
+    obj.resident = std::make_shared<const std::string>(std::move(r.body));
+    obj.size = obj.resident->size();
+    obj.size_known = true;
+    t.nbytes = obj.size;
+    first_error = CheckStoredSize(l, *plan, t);
+  }, [&ctx] { return ctx.interrupt_probe != nullptr && ctx.interrupt_probe(); });
+  return first_error;
+}
 
 // Step 2: fill in file/offset/nbytes/missing for tasks [first, last). `shard_index` and
 // `shard_file` are per plan shard and persist across waves (-2: not looked at yet).
@@ -59,6 +107,7 @@ Status Resolve(const ReadContext& ctx, bool one_read, uint32_t first, uint32_t l
     std::vector<KeyRange> where;
     if (Status st = store.Locate(keys, &where); !st.ok()) return st;
     std::unordered_map<const StoreObject*, int32_t> file_of;
+    std::vector<uint32_t> unsized;  // whole-object references not sized yet (remote)
     for (uint32_t i = first; i < last; ++i) {
       ChunkTask& t = plan->tasks[i];
       KeyRange& k = where[i - first];
@@ -66,6 +115,7 @@ Status Resolve(const ReadContext& ctx, bool one_read, uint32_t first, uint32_t l
         t.missing = true;
         continue;
       }
+      const bool sized = k.sized;
       auto it = file_of.find(k.object.get());
       if (it == file_of.end()) {
         const StoreObject* key = k.object.get();
@@ -74,9 +124,10 @@ Status Resolve(const ReadContext& ctx, bool one_read, uint32_t first, uint32_t l
       t.file = it->second;
       t.offset = k.offset;
       t.nbytes = k.nbytes;
-      LSIO_RETURN_IF_ERROR(CheckStoredSize(l, *plan, t));
+      if (sized) LSIO_RETURN_IF_ERROR(CheckStoredSize(l, *plan, t));
+      else unsized.push_back(i);
     }
-    return Status::Ok();
+    return ReadWhole(ctx, plan, unsized);
   }
 
   if (!l.sharded) {
@@ -100,47 +151,7 @@ Status Resolve(const ReadContext& ctx, bool one_read, uint32_t first, uint32_t l
       if (sized) LSIO_RETURN_IF_ERROR(CheckStoredSize(l, *plan, t));
       else unsized.push_back(i);
     }
-    if (unsized.empty()) return Status::Ok();
-    // Whole-object reads, all in flight at once; the bytes stay with the object (resident)
-    // and the workers decode from there.
-    std::vector<RangeRead> reads(unsized.size());
-    // A chunk larger than its codecs can produce is refused before its body is buffered.
-    const uint64_t bound = l.chain->stored_is_decoded() ? l.chain->decoded_size() : l.chain->max_stored_size();
-    for (size_t k = 0; k < unsized.size(); ++k) {
-      reads[k].object = plan->file_refs[static_cast<size_t>(plan->tasks[unsized[k]].file)].get();
-      reads[k].kind = ReadKind::kWhole;
-      reads[k].max_length = std::max<uint64_t>(bound, 1);
-    }
-    Status first_error;
-    store.Read(reads, [&](size_t k) {
-      ChunkTask& t = plan->tasks[unsized[k]];
-      RangeRead& r = reads[k];
-      if (ctx.tuner != nullptr && r.status.ok()) ctx.tuner->AddSample(r.transferred, r.first_byte_s, r.total_s);
-      if (!first_error.ok()) return;
-      if (r.too_large) {
-        first_error = Status::DataLoss("stored chunk is larger than its codecs (" + l.chain->description() +
-                                       ") can produce for a chunk of " + std::to_string(l.chain->decoded_size()) +
-                                       " bytes (at most " + std::to_string(bound) + "): refused before reading it")
-                          .WithPath(plan->files[static_cast<size_t>(t.file)])
-                          .WithChunk(TaskCoords(*plan, t));
-        return;
-      }
-      if (!r.status.ok()) {
-        first_error = Status(r.status).WithPath(plan->files[static_cast<size_t>(t.file)]).WithChunk(TaskCoords(*plan, t));
-        return;
-      }
-      if (r.missing) {
-        t.missing = true;
-        return;
-      }
-      StoreObject& obj = *r.object;
-      obj.resident = std::make_shared<const std::string>(std::move(r.body));
-      obj.size = obj.resident->size();
-      obj.size_known = true;
-      t.nbytes = obj.size;
-      first_error = CheckStoredSize(l, *plan, t);
-    }, [&ctx] { return ctx.interrupt_probe != nullptr && ctx.interrupt_probe(); });
-    return first_error;
+    return ReadWhole(ctx, plan, unsized);
   }
 
   // Sharded: the shards touched in this wave, resolved by the chunk source (shard objects,
@@ -243,7 +254,19 @@ class WaveResolver {
     const bool sharded = ctx_.layout->sharded;
     uint32_t end = next_;
     size_t opened = 0;
-    for (; end < plan_->tasks.size(); ++end) {
+    if (!sharded && ctx_.store->LocatesKeys()) {
+      // A manifest: chunks of objects already in the wave are free; a wave holds at most
+      // `budget_` distinct objects open (a crop along time over thousands of daily files).
+      std::unordered_set<int64_t> objects;
+      for (; end < plan_->tasks.size(); ++end) {
+        const int64_t o = ctx_.store->ObjectNumber(
+            ObjectKey(*ctx_.layout, plan_->coords.data() + plan_->tasks[end].coords));
+        if (o < 0 || objects.count(o) != 0) continue;
+        if (objects.size() == budget_) break;
+        objects.insert(o);
+      }
+    }
+    for (; end < plan_->tasks.size() && !(!sharded && ctx_.store->LocatesKeys()); ++end) {
       if (sharded) {
         const size_t s = static_cast<size_t>(plan_->tasks[end].shard);
         if (shard_wave_[s] == wave_) continue;

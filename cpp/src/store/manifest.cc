@@ -2,6 +2,7 @@
 #include "store/manifest.h"
 
 #include <algorithm>
+#include <functional>
 #include <cerrno>
 #include <numeric>
 #include <utility>
@@ -320,7 +321,7 @@ Result<ObjectInfo> ManifestStore::Stat(std::string_view key) {
     case Manifest::Kind::kInline:
       info.found = true;
       info.size = e.length;
-      info.version = "inline";
+      info.version = "inline:" + std::to_string(std::hash<std::string_view>{}(e.bytes));
       return info;
     case Manifest::Kind::kRange:
     case Manifest::Kind::kWhole: {
@@ -356,7 +357,9 @@ Result<ObjectRef> ManifestStore::Open(std::string_view key) {
       obj->resident = std::make_shared<const std::string>(e.bytes);
       obj->size = e.length;
       obj->size_known = true;
-      obj->version = "inline";
+      // Anything keyed by the version (the chunk cache) must change with the bytes: a
+      // rewritten reference file may hold other inline values of the same length.
+      obj->version = "inline:" + std::to_string(std::hash<std::string_view>{}(e.bytes));
       return obj;
     }
     case Manifest::Kind::kRange:
@@ -493,10 +496,12 @@ Status ManifestStore::Locate(std::span<const std::string> keys, std::vector<KeyR
       case Manifest::Kind::kMissing:
         continue;
       case Manifest::Kind::kInline:
-      case Manifest::Kind::kWhole: {  // objects of their own
+      case Manifest::Kind::kWhole: {  // objects of their own (a remote one not sized yet:
+                                       // the executor reads it whole, size_known false)
         LSIO_ASSIGN_OR_RETURN(k.object, Open(keys[i]));
         k.location = RefLocation(e, full);
-        k.nbytes = k.object->size;
+        k.nbytes = k.object->size_known ? k.object->size : 0;
+        k.sized = k.object->size_known;
         continue;
       }
       case Manifest::Kind::kRange:
@@ -524,6 +529,11 @@ Status ManifestStore::Locate(std::span<const std::string> keys, std::vector<KeyR
     k.nbytes = e.length;
   }
   return Status::Ok();
+}
+
+int64_t ManifestStore::ObjectNumber(std::string_view key) const {
+  const Manifest::Entry e = manifest_->Find(Full(key));
+  return e.kind == Manifest::Kind::kRange || e.kind == Manifest::Kind::kWhole ? static_cast<int64_t>(e.url) : -1;
 }
 
 StoreTraits ManifestStore::traits() {

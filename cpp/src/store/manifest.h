@@ -133,6 +133,7 @@ class ManifestStore final : public Store {
                   const std::function<bool()>& cancelled = {}, std::span<const ObjectRef> confirm = {}) override;
   StoreTraits traits() override;
   bool LocatesKeys() const override { return true; }
+  int64_t ObjectNumber(std::string_view key) const override;
   /// Ranges resolve to the target's objects (each opened once per call), inline values to
   /// resident objects: neighbouring chunks of one file then coalesce into one read.
   Status Locate(std::span<const std::string> keys, std::vector<KeyRange>* out) override;

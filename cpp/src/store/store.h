@@ -153,6 +153,7 @@ struct KeyRange {
   std::string location;  ///< the object's location (messages)
   uint64_t offset = 0;
   uint64_t nbytes = 0;
+  bool sized = true;     ///< false: the whole object, whose size its read will tell
 };
 
 /// Counters of one store (one Array), relaxed atomics. Remote stores count; local stores
@@ -268,6 +269,13 @@ class Store {
   /// once, so that the planner merges neighbouring ranges of one object into one read. The
   /// objects returned are read through this store's Read / ReadStream like any other.
   virtual bool LocatesKeys() const { return false; }
+  /// For LocatesKeys stores: which object `key` is a range of (a number shared by every key
+  /// of that object), or -1 when reading it holds no object open (missing, inline); no I/O.
+  /// A read call's wave holds at most the descriptor budget of distinct objects.
+  virtual int64_t ObjectNumber(std::string_view key) const {
+    (void)key;
+    return -1;
+  }
   virtual Status Locate(std::span<const std::string> keys, std::vector<KeyRange>* out) {
     (void)keys;
     (void)out;

@@ -71,17 +71,7 @@ inline unsigned long long ZstdContentSize(const Bytes& frame) {
 
 /// DEFLATE with a gzip header (window_bits 15 + 16) or a zlib header (15).
 inline Bytes Deflate(const Bytes& data, bool gzip = true, int level = 6) {
-  z_stream zs{};
-  EXPECT_EQ(deflateInit2(&zs, level, Z_DEFLATED, gzip ? 15 + 16 : 15, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  Bytes out(deflateBound(&zs, static_cast<uLong>(data.size())) + 64);
-  zs.next_in = const_cast<Bytef*>(data.data());
-  zs.avail_in = static_cast<uInt>(data.size());
-  zs.next_out = out.data();
-  zs.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
+  return DeflateBits(data, gzip ? 15 + 16 : 15, nullptr, level);
 }
 
 struct BloscOptions {

@@ -118,35 +118,12 @@ Bytes GzipWithFields(const Bytes& data, std::string* extra, std::string* name, s
   h.name = reinterpret_cast<Bytef*>(name->data());
   h.comment = reinterpret_cast<Bytef*>(comment->data());
   h.hcrc = 1;
-  z_stream zs{};
-  EXPECT_EQ(deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  EXPECT_EQ(deflateSetHeader(&zs, &h), Z_OK);
-  Bytes out(deflateBound(&zs, static_cast<uLong>(data.size())) + 256);
-  zs.next_in = const_cast<Bytef*>(data.data());
-  zs.avail_in = static_cast<uInt>(data.size());
-  zs.next_out = out.data();
-  zs.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
+  return lsio_test::DeflateBits(data, 15 + 16, &h);
 }
 
 uint32_t Crc32(const Bytes& b) { return static_cast<uint32_t>(crc32(0L, b.data(), static_cast<uInt>(b.size()))); }
 
-Bytes RawDeflate(const Bytes& data) {
-  z_stream zs{};
-  EXPECT_EQ(deflateInit2(&zs, 6, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  Bytes out(deflateBound(&zs, static_cast<uLong>(data.size())) + 64);
-  zs.next_in = const_cast<Bytef*>(data.data());
-  zs.avail_in = static_cast<uInt>(data.size());
-  zs.next_out = out.data();
-  zs.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
-}
+Bytes RawDeflate(const Bytes& data) { return lsio_test::DeflateBits(data, -15); }
 
 TEST(GzipGpuFrameTest, APlainMemberGivesItsDeflateBodyAndTrailerCrc) {
   const Bytes data = lsio_test::TestData(5000);
