@@ -175,8 +175,11 @@ class Array:
         self.close()
 
     def __getstate__(self) -> dict:
-        return {"config": dict(self._config), "url": self._url, "references": self._refs,
-                "references_prefix": self._refs_prefix}
+        state = {"config": dict(self._config), "url": self._url}
+        if self._refs is not None:  # kerchunk references: the file and the node inside them
+            state["references"] = self._refs
+            state["references_prefix"] = self._refs_prefix
+        return state
 
     def __setstate__(self, state: dict) -> None:
         self._config = dict(state["config"])
