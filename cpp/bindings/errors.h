@@ -5,10 +5,19 @@
 // pybind11 propagates it to the caller.
 #pragma once
 
+#include <utility>
+
 #include "lsio/status.h"
 
 namespace lsio_py {
 
 [[noreturn]] void ThrowStatus(const lsio::Status& st);
+
+/// The value of `r`, or its status raised as ThrowStatus does.
+template <typename T>
+T Value(lsio::Result<T> r) {
+  if (!r.ok()) ThrowStatus(r.status());
+  return std::move(r).value();
+}
 
 }  // namespace lsio_py

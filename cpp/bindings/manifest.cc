@@ -13,15 +13,6 @@
 namespace py = pybind11;
 
 namespace lsio_py {
-namespace {
-
-template <typename T>
-T Value(lsio::Result<T> r) {
-  if (!r.ok()) ThrowStatus(r.status());
-  return std::move(r).value();
-}
-
-}  // namespace
 
 void BindManifest(py::module_& m) {
   py::class_<lsio::ReferenceView, std::shared_ptr<lsio::ReferenceView>>(m, "ReferenceView")

@@ -16,12 +16,6 @@ namespace py = pybind11;
 namespace lsio_py {
 namespace {
 
-template <typename T>
-T Value(lsio::Result<T> r) {
-  if (!r.ok()) ThrowStatus(r.status());
-  return std::move(r).value();
-}
-
 // JSON -> Python objects through the json module: bare NaN / Infinity tokens (kept by the
 // lenient parser, lsio/node.h) come back as floats, as json.loads reads them.
 py::object ToPython(const nlohmann::json& j) {

@@ -80,12 +80,6 @@ py::dict CountersDict(const lsio::StoreCounters& c) {
   return d;
 }
 
-template <typename T>
-T Value(lsio::Result<T> r) {
-  if (!r.ok()) ThrowStatus(r.status());
-  return std::move(r).value();
-}
-
 }  // namespace
 
 void BindRemote(py::module_& m) {

@@ -130,11 +130,7 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
     remote = isinstance(path, str) and _storage.is_remote(path)
     base = path
     if name is not None:
-        if not isinstance(name, str):
-            raise TypeError(f"name must be a str, got {type(name).__name__}")
-        parts = [p for p in name.split("/") if p not in ("", ".")]
-        if not parts or ".." in parts:
-            raise ValueError(f"invalid array name {name!r}")
+        parts = _name_parts(name)
         path = "/".join([path.rstrip("/"), *parts]) if remote else os.path.join(_storage.local_path(path), *parts)
     if storage_options is not None and not remote:
         raise ValueError("storage_options apply to URLs (s3://, gs://, http(s)://), not to local paths")
@@ -185,6 +181,17 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
     if remote:
         return Array(path, storage_options=storage_options, **options, **first)
     return Array(path, tune=tune, **options, **first)
+
+
+def _name_parts(name: Any) -> list:
+    """The segments of an array name inside a group ("forecast/t2m"); TypeError / ValueError
+    for a name that is not a str or leaves the group."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        raise ValueError(f"invalid array name {name!r}")
+    return parts
 
 
 def _raise_if_not_in_group(base: str, name: str) -> None:
@@ -238,12 +245,7 @@ def _open_references(path: Any, name: Optional[str], storage_options: Optional[d
     nodes = _kerchunk.ReferenceNodes(spec)
     where = spec["refs"]
     if name is not None:
-        if not isinstance(name, str):
-            raise TypeError(f"name must be a str, got {type(name).__name__}")
-        parts = [p for p in name.split("/") if p not in ("", ".")]
-        if not parts or ".." in parts:
-            raise ValueError(f"invalid array name {name!r}")
-        where = nodes.join(where, "/".join(parts))
+        where = nodes.join(where, "/".join(_name_parts(name)))
     try:
         node = nodes.read(where, False)
     except NotFoundError:
