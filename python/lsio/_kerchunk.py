@@ -34,7 +34,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from . import _core, _storage
-from ._nodes import missing
+from ._nodes import UrlPaths, missing
 from ._remote import Handle as _Handle
 from .errors import FormatError, StorageError, UnsupportedError
 
@@ -355,7 +355,7 @@ def target_location(spec: Dict[str, Any]) -> Tuple[str, str]:
     return kind, root
 
 
-class ReferenceNodes:
+class ReferenceNodes(UrlPaths):
     """Node access (lsio._nodes) for a group inside kerchunk references."""
 
     remote = False
@@ -378,15 +378,6 @@ class ReferenceNodes:
             self._view = view(self.spec, "", {})
             self._pid = os.getpid()
         return self._view
-
-    def join(self, base: str, name: str) -> str:
-        return base.rstrip("/") + "/" + name
-
-    def basename(self, path: str) -> str:
-        return path.rstrip("/").rsplit("/", 1)[-1]
-
-    def rel(self, path: str) -> str:
-        return path[len(self.display):].strip("/") if path.startswith(self.display) else ""
 
     def read(self, path: str, v2_consolidated: bool = True) -> dict:
         rel = self.rel(path)

@@ -70,7 +70,23 @@ class LocalNodes:
         return {}
 
 
-class RemoteNodes:
+class UrlPaths:
+    """Node paths below a root named by a URL or reference file (``self.display``): '/'-joined."""
+
+    display: str
+
+    def join(self, base: str, name: str) -> str:
+        return base.rstrip("/") + "/" + name
+
+    def basename(self, path: str) -> str:
+        return path.rstrip("/").rsplit("/", 1)[-1]
+
+    def rel(self, path: str) -> str:
+        """``path`` relative to the root ("" for the root itself)."""
+        return path[len(self.display):].strip("/") if path.startswith(self.display) else ""
+
+
+class RemoteNodes(UrlPaths):
     """Node access for a group behind a URL (S3, GCS, HTTP)."""
 
     remote = True
@@ -92,18 +108,9 @@ class RemoteNodes:
     def store(self) -> Any:
         return self._handle.get().store()
 
-    def join(self, base: str, name: str) -> str:
-        return base.rstrip("/") + "/" + name
-
-    def basename(self, path: str) -> str:
-        return path.rstrip("/").rsplit("/", 1)[-1]
-
-    def _rel(self, path: str) -> str:
-        return path[len(self.display):].strip("/") if path.startswith(self.display) else ""
-
     def read(self, path: str, v2_consolidated: bool = True) -> dict:
         store = self.store()
-        rel = self._rel(path)
+        rel = self.rel(path)
         node = _core.read_node(store, rel, v2_consolidated)
         if node is None:
             raise missing(path, store.location(f"{rel}/zarr.json" if rel else "zarr.json"))
@@ -118,7 +125,7 @@ class RemoteNodes:
             )
         # S3/GCS: the "directories" below the group (ListObjectsV2), then each one's metadata.
         children: Dict[str, dict] = {}
-        for name in self.store().list_children(self._rel(path)):
+        for name in self.store().list_children(self.rel(path)):
             try:
                 children[name] = self.read(self.join(path, name), False)["metadata"]
             except (FormatError, UnsupportedError, StorageError) as e:

@@ -153,25 +153,8 @@ bool Translate(Translated* t) {
   RangeRead& r = *t->outer;
   RangeRead& in = t->inner;
   auto* s = dynamic_cast<SliceObject*>(r.object);
-  if (s == nullptr && !r.object->resident) {  // a target object (Locate): read as it is
-    in = RangeRead{};
-    in.object = r.object;
-    in.kind = r.kind;
-    in.offset = r.offset;
-    in.length = r.length;
-    in.min_length = r.min_length;
-    in.dst = r.dst;
-    in.min_size = r.min_size;
-    in.pin_version = r.pin_version;
-    in.needed = r.needed;
-    in.max_length = r.max_length;
-    t->passthrough = true;
-    return true;
-  }
-  if (s == nullptr) {  // inline bytes: the readers take them from `resident` without a read
-    const StoreObject& obj = *r.object;
-    const std::string empty;
-    const std::string& b = obj.resident ? *obj.resident : empty;
+  if (s == nullptr && r.object->resident) {  // inline bytes: the readers take them from `resident`
+    const std::string& b = *r.object->resident;
     r.missing = false;
     if (r.kind == ReadKind::kWhole) {
       r.body = b;
@@ -191,10 +174,11 @@ bool Translate(Translated* t) {
     return false;
   }
   in = RangeRead{};
-  in.object = s->target.get();
+  in.object = s == nullptr ? r.object : s->target.get();
   in.pin_version = r.pin_version;
   in.min_size = r.min_size;
-  if (s->whole) {  // the target's object as it is
+  if (s == nullptr || s->whole) {  // a target object (Locate) or a whole-object slice: as it is
+    t->passthrough = s == nullptr;
     in.kind = r.kind;
     in.offset = r.offset;
     in.length = r.length;
