@@ -265,7 +265,9 @@ inline lsio::Selection Box(std::vector<int64_t> start, std::vector<int64_t> coun
 inline Bytes DeflateBits(const Bytes& data, int bits, gz_header* header = nullptr, int level = 6) {
   z_stream zs{};
   EXPECT_EQ(deflateInit2(&zs, level, Z_DEFLATED, bits, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  if (header != nullptr) EXPECT_EQ(deflateSetHeader(&zs, header), Z_OK);
+  if (header != nullptr) {
+    EXPECT_EQ(deflateSetHeader(&zs, header), Z_OK);
+  }
   Bytes out(deflateBound(&zs, static_cast<uLong>(data.size())) + 256);
   zs.next_in = const_cast<Bytef*>(data.data());
   zs.avail_in = static_cast<uInt>(data.size());

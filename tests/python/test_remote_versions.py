@@ -226,6 +226,38 @@ def test_disk_cache_hits_are_confirmed_each_call(server, tmp_path):
     np.testing.assert_array_equal(arr[...], fs.v2)
 
 
+def test_a_new_process_takes_shard_indexes_from_the_disk_cache(server, tmp_path):
+    """A warm process reads no shard index from the server: the disk cache keeps each shard's
+    index with the version it came from (a tail), and the new process only confirms those
+    versions (one conditional HEAD per shard, sent with the chunk reads). A rewrite made
+    before a process starts is not an error in it: the stale tails fail their confirmation,
+    are erased, and the call runs once more on the current versions."""
+    fs = server
+    so = {**OPTS, "cache_dir": str(tmp_path / "cache"), "disk_cache_bytes": 1 << 24}
+    url = fs.url("a.zarr")
+    np.testing.assert_array_equal(lsio.open(url, storage_options=so)[...], fs.v1)  # cold
+    n = len(fs.requests)
+    got = _second_process(fs, url, so, {}, tmp_path, 1)
+    assert got["outcomes"] == ["old"]
+    assert got["stats"]["disk_cache_hits"] > 0
+    shard_requests = [r for r in fs.requests[n:] if r.path.startswith("/a.zarr/c/")]
+    assert sorted(r.path for r in shard_requests) == sorted(f"/a.zarr/{s}" for s in SHARDS)
+    assert all(r.method == "HEAD" and r.status == 304 for r in shard_requests), \
+        [(r.method, r.path, r.status) for r in shard_requests]
+
+    _rewrite_now(fs)
+    n = len(fs.requests)
+    got = _second_process(fs, url, so, {}, tmp_path, 2)
+    assert got["outcomes"] == ["new", "new"]
+    # The first call confirmed the kept versions (all stale), then read the new indexes.
+    first = [r for r in fs.requests[n:] if r.path.startswith("/a.zarr/c/")]
+    assert sum(r.method == "HEAD" and r.status == 200 for r in first) == len(SHARDS)
+    # The new versions' tails serve the process after that.
+    n = len(fs.requests)
+    assert _second_process(fs, url, so, {}, tmp_path, 1)["outcomes"] == ["new"]
+    assert all(r.method == "HEAD" for r in fs.requests[n:] if r.path.startswith("/a.zarr/c/"))
+
+
 def test_cache_max_age_trusts_a_confirmed_version_for_that_long(server, tmp_path):
     fs = server
     so = {**OPTS, "cache_dir": str(tmp_path / "cache"), "disk_cache_bytes": 1 << 24, "cache_max_age": 2.0}

@@ -323,13 +323,22 @@ uint64_t NsSince(ProfileClock::time_point t0) {
 }
 
 // Times a whole call (planning, resolving, workers) into t_profile; RunPlan adds the time
-// spent in RunOnWorkers.
+// spent in RunOnWorkers. A call that failed because a version remembered from an earlier
+// process turned out stale (Store::RememberedStale) runs once more: that version is
+// forgotten by now, so the second run reads current ones (and writes every byte of the
+// selection again), and a rewrite made before this process started is not an error in it.
 template <typename F>
-Status Profiled(F&& call) {
+Status Profiled(Store* store, F&& call) {
   t_profile = CallProfile{};
   t_profile.stream_threshold_bytes = StreamingThresholdBytes();
   const auto t0 = ProfileClock::now();
+  const uint64_t stale = store->RememberedStale();
   Status st = call();
+  if (st.error_number() == ESTALE && store->RememberedStale() != stale) {
+    t_profile = CallProfile{};
+    t_profile.stream_threshold_bytes = StreamingThresholdBytes();
+    st = call();
+  }
   t_profile.total_ns = NsSince(t0);
   return st;
 }
@@ -338,11 +347,11 @@ Status Profiled(F&& call) {
 CallProfile LastCallProfile() { return t_profile; }
 
 Status ExecuteRead(const ReadContext& ctx, const BoxBatch& batch) {
-  return Profiled([&] { return ExecuteReadImpl(ctx, batch); });
+  return Profiled(ctx.store, [&] { return ExecuteReadImpl(ctx, batch); });
 }
 
 Status ExecuteRead(const ReadContext& ctx, const OuterSelection& sel) {
-  return Profiled([&] { return ExecuteReadImpl(ctx, sel); });
+  return Profiled(ctx.store, [&] { return ExecuteReadImpl(ctx, sel); });
 }
 
 Status ExecuteReadImpl(const ReadContext& ctx, const BoxBatch& batch) {
@@ -368,7 +377,7 @@ Status ExecuteReadImpl(const ReadContext& ctx, const BoxBatch& batch) {
 
 Status ExecuteStage(const ReadContext& ctx_in, const BoxBatch& batch_in, std::span<uint8_t> staging, bool gpu_codecs,
                     StagedBatch* out) {
-  return Profiled([&]() -> Status {
+  return Profiled(ctx_in.store, [&]() -> Status {
     const ArrayLayout& l = *ctx_in.layout;
     if (l.ndim() > 64) return Status::Unimplemented("arrays of more than 64 dimensions");
     if (ctx_in.convert != nullptr) return Status::InvalidArgument("a staged read cannot convert elements");

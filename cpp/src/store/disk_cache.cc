@@ -13,6 +13,8 @@
 #include <cstring>
 #include <ctime>
 #include <map>
+#include <optional>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -53,6 +55,36 @@ std::string Key(const std::string& url, const std::string& version, uint64_t off
   k += std::to_string(length);
   return k;
 }
+
+// A tail's key: a leading NUL keeps it apart from every block key (those start with a URL).
+std::string TailKey(const std::string& url) { return std::string("\0tail\0", 6) + url; }
+
+// A tail's bytes on disk: version length (4), version, object size (8), the object's last bytes.
+std::string EncodeTail(const DiskCache::Tail& t) {
+  std::string b;
+  const uint32_t vlen = static_cast<uint32_t>(t.version.size());
+  b.append(reinterpret_cast<const char*>(&vlen), 4);
+  b += t.version;
+  b.append(reinterpret_cast<const char*>(&t.size), 8);
+  b += t.bytes;
+  return b;
+}
+
+std::optional<DiskCache::Tail> DecodeTail(std::string_view b) {
+  uint32_t vlen = 0;
+  if (b.size() < 4) return std::nullopt;
+  std::memcpy(&vlen, b.data(), 4);
+  if (b.size() < 12ull + vlen) return std::nullopt;
+  DiskCache::Tail t;
+  t.version.assign(b.data() + 4, vlen);
+  std::memcpy(&t.size, b.data() + 4 + vlen, 8);
+  t.bytes.assign(b.data() + 12 + vlen, b.size() - 12 - vlen);
+  if (t.bytes.size() > t.size) return std::nullopt;
+  return t;
+}
+
+// Tails are shard indexes and the like: a file larger than this is not one of ours.
+constexpr uint64_t kMaxTailFile = 64ull << 20;
 
 bool ReadAllAt(int fd, uint8_t* dst, uint64_t n, uint64_t at) {
   while (n > 0) {
@@ -175,13 +207,59 @@ bool DiskCache::Get(const std::string& url, const std::string& version, uint64_t
   return ok;
 }
 
+std::optional<DiskCache::Tail> DiskCache::GetTail(const std::string& url) {
+  const std::string key = TailKey(url);
+  const std::string path = BlockPath(key);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  const uint64_t header = HeaderSize(key);
+  std::optional<Tail> tail;
+  bool damaged = true;
+  struct stat st;
+  if (fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) >= header &&
+      static_cast<uint64_t>(st.st_size) <= header + kMaxTailFile) {
+    std::string file(static_cast<size_t>(st.st_size), '\0');
+    if (ReadAllAt(fd, reinterpret_cast<uint8_t*>(file.data()), file.size(), 0)) {
+      uint32_t klen = 0, stored = 0;
+      std::memcpy(&klen, file.data() + sizeof(kMagic), 4);
+      std::memcpy(&stored, file.data() + header - 4, 4);
+      const std::string_view body(file.data() + header, file.size() - header);
+      if (std::memcmp(file.data(), kMagic, sizeof(kMagic)) == 0 && klen == key.size() &&
+          file.compare(sizeof(kMagic) + 4, key.size(), key) == 0) {
+        if (stored == Crc32c(reinterpret_cast<const uint8_t*>(body.data()), body.size())) tail = DecodeTail(body);
+        damaged = !tail.has_value();
+        if (damaged) ++corrupt_;
+      } else {
+        damaged = std::memcmp(file.data(), kMagic, sizeof(kMagic)) != 0;  // else a hash collision
+      }
+    }
+  }
+  if (tail) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    if (now.tv_sec - st.st_mtim.tv_sec >= kTouchSeconds || now.tv_sec < st.st_mtim.tv_sec) {
+      const struct timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
+      futimens(fd, times);
+    }
+  }
+  close(fd);
+  if (!tail && damaged) unlink(path.c_str());
+  ++(tail ? hits_ : misses_);
+  return tail;
+}
+
+void DiskCache::EraseTail(const std::string& url) {
+  // The usage counter is not lowered: the next scan recounts (as for damaged blocks).
+  unlink(BlockPath(TailKey(url)).c_str());
+}
+
 void DiskCache::Put(const std::string& url, const std::string& version, uint64_t offset, uint64_t length,
                     const uint8_t* src) {
   const Block b{&url, &version, offset, length, src};
   PutBatch(std::span<const Block>(&b, 1));
 }
 
-void DiskCache::PutBatch(std::span<const Block> blocks) {
+void DiskCache::PutBatch(std::span<const Block> blocks, std::span<const TailEntry> tails) {
   // Every block is written to a temporary file first; one syncfs makes all of them durable
   // before any is renamed into place (a block visible under its name is whole after a
   // crash too; the checksum catches what a file system loses anyway). One flush per batch,
@@ -191,10 +269,26 @@ void DiskCache::PutBatch(std::span<const Block> blocks) {
     uint64_t size;
   };
   std::vector<Written> written;
-  written.reserve(blocks.size());
+  written.reserve(blocks.size() + tails.size());
   int sync_fd = -1;
-  for (const Block& b : blocks) {
-    const std::string key = Key(*b.url, *b.version, b.offset, b.length);
+  // Blocks and tails alike: a key, and the bytes stored under it.
+  struct Entry {
+    std::string key;
+    const uint8_t* src;
+    uint64_t length;
+  };
+  std::vector<Entry> entries;
+  entries.reserve(blocks.size() + tails.size());
+  for (const Block& b : blocks) entries.push_back({Key(*b.url, *b.version, b.offset, b.length), b.src, b.length});
+  std::vector<std::string> tail_bytes;
+  tail_bytes.reserve(tails.size());
+  for (const TailEntry& t : tails) {
+    tail_bytes.push_back(EncodeTail(*t.tail));
+    entries.push_back({TailKey(*t.url), reinterpret_cast<const uint8_t*>(tail_bytes.back().data()),
+                       tail_bytes.back().size()});
+  }
+  for (const Entry& b : entries) {
+    const std::string& key = b.key;
     const uint64_t size = HeaderSize(key) + b.length;
     if (size > capacity_) continue;
     const std::string path = BlockPath(key);

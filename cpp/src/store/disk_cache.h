@@ -20,6 +20,11 @@
 // Weak ETags and Last-Modified dates do not say the bytes are identical: such objects are
 // never cached.
 //
+// Tails: besides blocks, the cache keeps per object the version, size and last bytes that a
+// read of the object's end returned (a shard index), keyed by URL alone: a new process (or
+// Array) adopts that version instead of reading the index again, and the wrapped store
+// confirms it before the call succeeds (store/disk_cache_store.h); a stale tail is erased.
+//
 // Layout: <dir>/<2 hex>/<32 hex>.blk, the name a 128-bit hash of the key; each file holds a
 // header (magic, key, CRC-32C of the bytes) and the bytes. Directories are created 0700 and
 // files 0600 (the headers hold object URLs). A batch of blocks is written to temporary
@@ -48,6 +53,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -74,8 +80,25 @@ class DiskCache {
     uint64_t length;
     const uint8_t* src;
   };
-  /// Put for many blocks, made durable together (one syncfs) before any becomes visible.
-  void PutBatch(std::span<const Block> blocks);
+  /// An object's tail: the version and size a read of its end (ReadKind::kSuffix) saw, with
+  /// the bytes it returned. Kept under the object's URL alone, so that a later call or
+  /// process learns the version it last saw without a request (a sharded store's index).
+  struct Tail {
+    std::string version;
+    uint64_t size = 0;
+    std::string bytes;  ///< the object's last bytes.size() bytes
+  };
+  struct TailEntry {
+    const std::string* url;
+    const Tail* tail;
+  };
+  /// Put for many blocks (and tails), made durable together (one syncfs) before any becomes
+  /// visible.
+  void PutBatch(std::span<const Block> blocks, std::span<const TailEntry> tails = {});
+  /// The tail kept for `url`, if any (checked like a block: header, size, checksum).
+  std::optional<Tail> GetTail(const std::string& url);
+  /// Removes the tail kept for `url` (its version turned out stale).
+  void EraseTail(const std::string& url);
 
   struct Stats {
     uint64_t hits = 0;

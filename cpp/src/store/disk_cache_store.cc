@@ -3,7 +3,9 @@
 #include "store/disk_cache_store.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 
@@ -91,6 +93,62 @@ bool DiskCacheStore::ServeFromDisk(RangeRead& r, Widening* w) {
   return false;
 }
 
+bool DiskCacheStore::ServeTail(RangeRead& r) {
+  if (r.kind != ReadKind::kSuffix || !r.confirmed_later || r.object == nullptr || r.object->size_known ||
+      r.dst == nullptr || r.length == 0) {
+    return false;
+  }
+  const std::string url = inner_->Identity(*r.object);
+  if (url.empty()) return false;
+  std::optional<DiskCache::Tail> tail = cache_->GetTail(url);
+  if (!tail) return false;
+  const uint64_t n = std::min(r.length, tail->size);
+  if (tail->bytes.size() < n || !inner_->AdoptVersion(*r.object, tail->version, tail->size)) return false;
+  r.object->remembered = true;
+  std::memcpy(r.dst, tail->bytes.data() + (tail->bytes.size() - n), static_cast<size_t>(n));
+  r.status = Status::Ok();
+  r.missing = false;
+  r.transferred = n;
+  inner_->stats().disk_cache_hits.fetch_add(1, std::memory_order_relaxed);
+  inner_->stats().disk_cache_bytes.fetch_add(n, std::memory_order_relaxed);
+  return true;
+}
+
+void DiskCacheStore::Stale(const StoreObject& obj) {
+  // The tail goes whoever adopted the version (another process may have kept the same one).
+  cache_->EraseTail(inner_->Identity(obj));
+  if (obj.remembered) remembered_stale_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void DiskCacheStore::AfterInner(const RangeRead& r, Pending* pending) {
+  if (r.object == nullptr) return;
+  if (r.status.error_number() == ESTALE) {
+    Stale(*r.object);
+    return;
+  }
+  if (r.kind == ReadKind::kSuffix && r.confirmed_later && r.status.ok() && !r.missing && r.object->size_known &&
+      r.transferred > 0 && inner_->VersionIdentifiesBytes(*r.object)) {
+    DiskCache::Tail t{r.object->version, r.object->size,
+                      std::string(reinterpret_cast<const char*>(r.dst), static_cast<size_t>(r.transferred))};
+    pending->tails.emplace_back(inner_->Identity(*r.object), std::move(t));
+  }
+}
+
+Status DiskCacheStore::ConfirmServed(std::span<const ObjectRef> objects, const std::function<bool()>& cancelled) {
+  Status st = inner_->ConfirmServed(objects, cancelled);
+  if (st.error_number() == ESTALE) {
+    // The changed ones among the objects that could have tails (strong versions, which then
+    // no longer identify their bytes).
+    for (const ObjectRef& o : objects) {
+      if (o == nullptr) continue;
+      const std::string& v = o->version;
+      const bool strong = v.size() >= 2 && v.front() == '"' && v.back() == '"';
+      if (strong && o->size_known && !inner_->VersionIdentifiesBytes(*o)) Stale(*o);
+    }
+  }
+  return st;
+}
+
 void DiskCacheStore::Keep(RangeRead& r, Widening* w, Pending* pending) {
   if (w->dst == nullptr) return;  // not widened: not cacheable
   const bool ok = r.status.ok() && !r.missing && r.transferred == r.length;
@@ -122,8 +180,11 @@ void DiskCacheStore::WritePending(Pending* pending) {
       blocks.push_back({&sp.id, &sp.version, at, len, sp.bytes.get() + (at - sp.offset)});
     }
   }
-  if (!blocks.empty()) cache_->PutBatch(blocks);
+  std::vector<DiskCache::TailEntry> tails;
+  for (const auto& [url, tail] : pending->tails) tails.push_back({&url, &tail});
+  if (!blocks.empty() || !tails.empty()) cache_->PutBatch(blocks, tails);
   pending->spans.clear();
+  pending->tails.clear();
   pending->bytes = 0;
 }
 
@@ -135,7 +196,7 @@ void DiskCacheStore::Read(std::span<RangeRead> reads, const std::function<void(s
   std::vector<size_t> rest;
   std::vector<Widening> widened(reads.size());
   for (size_t i = 0; i < reads.size(); ++i) {
-    if (ServeFromDisk(reads[i], &widened[i])) on_done(i);
+    if (ServeTail(reads[i]) || ServeFromDisk(reads[i], &widened[i])) on_done(i);
     else rest.push_back(i);
   }
   if (rest.empty()) return;
@@ -145,6 +206,7 @@ void DiskCacheStore::Read(std::span<RangeRead> reads, const std::function<void(s
   inner_->Read(inner_reads, [&](size_t k) {
     RangeRead& r = reads[rest[k]];
     r = std::move(inner_reads[k]);
+    AfterInner(r, &pending);
     Keep(r, &widened[rest[k]], &pending);
     on_done(rest[k]);
   }, cancelled);
@@ -163,7 +225,7 @@ void DiskCacheStore::ReadStream(const std::function<RangeRead*()>& next, const s
           RangeRead* r = next();
           if (r == nullptr) return nullptr;
           Widening w;
-          if (ServeFromDisk(*r, &w)) {
+          if (ServeTail(*r) || ServeFromDisk(*r, &w)) {
             on_done(*r);
             continue;
           }
@@ -172,6 +234,7 @@ void DiskCacheStore::ReadStream(const std::function<RangeRead*()>& next, const s
         }
       },
       [&](RangeRead& r) {
+        AfterInner(r, &pending);
         if (auto it = widened.find(&r); it != widened.end()) {
           Keep(r, &it->second, &pending);
           widened.erase(it);

@@ -16,6 +16,16 @@
 //   auto store = std::make_shared<DiskCacheStore>(inner, SharedDiskCache(dir, bytes).value());
 //   Array::Open(store, ...);   // counters: inner->stats() (hits counted there too)
 //
+// Tails: a read of an object's end (ReadKind::kSuffix) whose caller confirms the version
+// before trusting the bytes (RangeRead::confirmed_later: a shard index read) is served from
+// the tail a read of that object kept earlier (DiskCache::Tail, any process), adopting the
+// tail's version in the wrapped store; so a new process's warm call reads no shard index
+// from the network, and its confirmations go out with its chunk reads (one round trip,
+// overlapping the disk reads). A tail whose version turns out stale (the confirmation, or a
+// pinned read, fails with ESTALE) is erased, and RememberedStale() counts it: the executor
+// runs such a call once more (read/executor.cc), so a rewrite made before a process started
+// is not an error in it. Tails are written for strong ETags only, like blocks.
+//
 // Writes: a read call's fetched blocks are written after its requests finish (at the end of
 // Read/ReadStream, or when they pass 256 MiB), on the calling thread: a write inside a
 // completion callback would hold up every request in flight (cold W7: 0.68x of no cache).
@@ -23,6 +33,7 @@
 // disk_cache.h).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -59,9 +70,8 @@ class DiskCacheStore final : public Store {
   bool AdoptVersion(StoreObject& obj, const std::string& version, uint64_t size) override {
     return inner_->AdoptVersion(obj, version, size);
   }
-  Status ConfirmServed(std::span<const ObjectRef> objects, const std::function<bool()>& cancelled = {}) override {
-    return inner_->ConfirmServed(objects, cancelled);
-  }
+  Status ConfirmServed(std::span<const ObjectRef> objects, const std::function<bool()>& cancelled = {}) override;
+  uint64_t RememberedStale() override { return remembered_stale_.load(std::memory_order_acquire); }
   std::string Identity(const StoreObject& obj) const override { return inner_->Identity(obj); }
   bool VersionIdentifiesBytes(const StoreObject& obj) const override { return inner_->VersionIdentifiesBytes(obj); }
   StoreStats& stats() override { return inner_->stats(); }
@@ -86,8 +96,16 @@ class DiskCacheStore final : public Store {
       std::unique_ptr<uint8_t[]> bytes;
     };
     std::vector<Span> spans;
+    std::vector<std::pair<std::string, DiskCache::Tail>> tails;
     uint64_t bytes = 0;
   };
+  // Serves a kSuffix read whose caller confirms later from the object's kept tail, adopting
+  // the tail's version; false when there is none (or the wrapped store does not adopt it).
+  bool ServeTail(RangeRead& r);
+  // After the wrapped store finished r: queues its tail (a kSuffix read that learned a strong
+  // version), or erases the object's tail when r found its version stale.
+  void AfterInner(const RangeRead& r, Pending* pending);
+  void Stale(const StoreObject& obj);
   // True when the cache holds every block of r that holds needed bytes (r is then
   // finished); else r is narrowed and widened to the whole blocks from the first missing one
   // to the last, into w's buffer, for its request (blocks found are already in dst).
@@ -99,6 +117,7 @@ class DiskCacheStore final : public Store {
 
   std::shared_ptr<Store> inner_;
   std::shared_ptr<DiskCache> cache_;
+  std::atomic<uint64_t> remembered_stale_{0};
 };
 
 }  // namespace lsio

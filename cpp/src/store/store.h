@@ -83,6 +83,9 @@ class StoreObject {
   std::shared_ptr<const std::string> resident;
   /// Set by OpenForOneRead when the store opens the object only in its read (see there).
   bool open_on_read = false;
+  /// Its version came from what an earlier call or process kept (a disk cache's tail), not
+  /// from this process: a stale one counts in Store::RememberedStale.
+  bool remembered = false;
 };
 using ObjectRef = std::shared_ptr<StoreObject>;
 
@@ -117,6 +120,11 @@ struct RangeRead {
   /// kWhole: the most bytes the object may have (0: no bound). A larger object fails with
   /// kInvalidFormat and too_large set, before a buffer of its size is allocated.
   uint64_t max_length = 0;
+  /// kSuffix of an object whose size is not known yet: the caller confirms the object's
+  /// version (ConfirmServed) before the call trusts these bytes, so a caching store may
+  /// serve them for a version it remembers, adopting it (a shard index: the disk cache's
+  /// tails, store/disk_cache_store.h).
+  bool confirmed_later = false;
   // --- out ---
   Status status;
   bool missing = false;      ///< no object under the key (status Ok)
@@ -263,6 +271,12 @@ class Store {
     (void)cancelled;
     return Status::Ok();
   }
+
+  /// How many versions this store adopted from what earlier processes kept
+  /// (StoreObject::remembered) turned out stale, ever. A call that failed with ESTALE while
+  /// this grew may run once more: the stale version is forgotten, and a rewrite made before
+  /// this process started is not an error in it.
+  virtual uint64_t RememberedStale() { return 0; }
 
   /// Stores whose keys are byte ranges of a few shared objects (store/manifest.h): true, and
   /// Locate resolves a batch of keys to (object, offset, nbytes), opening each distinct object

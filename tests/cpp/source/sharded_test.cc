@@ -3,6 +3,7 @@
 // shards; a rewritten shard's cached index is never applied to the new file.
 #include "source/sharded.h"
 
+#include <cerrno>
 #include <memory>
 #include <string>
 #include <vector>
@@ -121,23 +122,30 @@ TEST(ShardedSourceTest, ShortAndCorruptShardsAreDataLossNamingTheShardAndItsInde
   EXPECT_EQ(cache.size(), 0u) << "a bad index is never cached";
 }
 
-TEST(ShardedSourceTest, AdoptedVersionsAreConfirmedAlongsideTheIndexReadsOfTheSameCall) {
-  // Over a disk cache, a call that adopts one shard's remembered version and reads another's
-  // index sends the confirming HEAD with that index read: one round trip before the chunk
-  // reads, not a second one behind them.
-  testing::TestObjectServer srv;
-  const std::string v0 = srv.Put("/bucket/arr/c/0/0", lsio_test::Shard69ZarrPythonEnd());
-  srv.Put("/bucket/arr/c/0/1", lsio_test::Shard69ZarrPythonEnd());
+// A disk-cached remote store over the test server (a new one per "process": its own
+// ObjectStore, so nothing learned in memory carries over; the cache directory is shared).
+std::shared_ptr<DiskCacheStore> CachedStore(const testing::TestObjectServer& srv, const std::string& dir) {
   ObjectStoreConfig c;
   c.scheme = "http";
   c.host = srv.host();
   c.root = "/bucket/arr";
   c.client.timeout_ms = 2000;
   c.client.connect_timeout_ms = 1000;
+  auto disk = SharedDiskCache(dir, 1 << 20);
+  EXPECT_TRUE(disk.ok());
+  return std::make_shared<DiskCacheStore>(std::make_shared<ObjectStore>(c), disk.value());
+}
+
+TEST(ShardedSourceTest, RememberedVersionsAreConfirmedByTheChunkReadsNotWithinResolve) {
+  // A call that adopts one shard's remembered version and reads another's index sends only
+  // the index read: the confirming HEAD goes out with the chunk reads (overlapping the disk
+  // reads), or at the latest in ConfirmServed; within Resolve it held every such call up
+  // for a round trip.
+  testing::TestObjectServer srv;
+  const std::string v0 = srv.Put("/bucket/arr/c/0/0", lsio_test::Shard69ZarrPythonEnd());
+  srv.Put("/bucket/arr/c/0/1", lsio_test::Shard69ZarrPythonEnd());
   TempDir dir;
-  auto disk = SharedDiskCache(dir.path() + "/cache", 1 << 20);
-  ASSERT_TRUE(disk.ok());
-  auto store = std::make_shared<DiskCacheStore>(std::make_shared<ObjectStore>(c), disk.value());
+  auto store = CachedStore(srv, dir.path() + "/cache");
   const ArrayLayout l = Layout69("/bucket/arr");
   IndexCache cache(1 << 20);
   ShardedSource source(l.shard, &cache, store.get());
@@ -149,21 +157,96 @@ TEST(ShardedSourceTest, AdoptedVersionsAreConfirmedAlongsideTheIndexReadsOfTheSa
   ASSERT_TRUE(source.Resolve(shards, {}).ok());
   EXPECT_EQ(shards[0].index, first[0].index) << "the remembered index, adopted";
   ASSERT_NE(shards[1].index, nullptr);
-  const auto seen = srv.requests();
-  ASSERT_EQ(seen.size(), before + 2);
-  bool head = false, index_read = false;
-  for (size_t i = before; i < seen.size(); ++i) {
-    if (seen[i].method == "HEAD" && seen[i].target == "/bucket/arr/c/0/0") {
-      head = true;
-      EXPECT_EQ(seen[i].Header("If-None-Match"), v0);
-    }
-    if (seen[i].method == "GET" && seen[i].target == "/bucket/arr/c/0/1") index_read = true;
-  }
-  EXPECT_TRUE(head) << "the adopted version is confirmed within Resolve";
-  EXPECT_TRUE(index_read);
-  // Confirmed now: the end of the wave asks nothing more.
+  auto seen = srv.requests();
+  ASSERT_EQ(seen.size(), before + 1);
+  EXPECT_EQ(seen[before].method, "GET");
+  EXPECT_EQ(seen[before].target, "/bucket/arr/c/0/1");
+  // The end of the wave confirms the adopted version (one conditional HEAD) and nothing else.
   ASSERT_TRUE(store->ConfirmServed(std::vector<ObjectRef>{shards[0].object, shards[1].object}).ok());
-  EXPECT_EQ(srv.request_count(), before + 2);
+  seen = srv.requests();
+  ASSERT_EQ(seen.size(), before + 2);
+  EXPECT_EQ(seen[before + 1].method, "HEAD");
+  EXPECT_EQ(seen[before + 1].target, "/bucket/arr/c/0/0");
+  EXPECT_EQ(seen[before + 1].Header("If-None-Match"), v0);
+}
+
+TEST(ShardedSourceTest, ANewProcessTakesShardIndexesFromTheDiskCachesTailsAndConfirmsThem) {
+  testing::TestObjectServer srv;
+  const std::string v0 = srv.Put("/bucket/arr/c/0/0", lsio_test::Shard69ZarrPythonEnd());
+  TempDir dir;
+  const std::string cache_dir = dir.path() + "/cache";
+  const ArrayLayout l = Layout69("/bucket/arr");
+  ShardIndexPtr learned;
+  {
+    auto store = CachedStore(srv, cache_dir);
+    IndexCache cache(1 << 20);
+    ShardedSource source(l.shard, &cache, store.get());
+    std::vector<ShardedSource::Shard> shards = {{0, "c/0/0"}};
+    ASSERT_TRUE(source.Resolve(shards, {}).ok());
+    learned = shards[0].index;
+    EXPECT_FALSE(shards[0].object->remembered) << "read from the server";
+  }
+  // "Another process": nothing in memory; the index comes from the tail, with no request.
+  auto store = CachedStore(srv, cache_dir);
+  IndexCache cache(1 << 20);
+  ShardedSource source(l.shard, &cache, store.get());
+  std::vector<ShardedSource::Shard> shards = {{0, "c/0/0"}};
+  const size_t before = srv.request_count();
+  ASSERT_TRUE(source.Resolve(shards, {}).ok());
+  EXPECT_EQ(srv.request_count(), before) << "the shard index came from the disk cache";
+  ASSERT_NE(shards[0].index, nullptr);
+  ASSERT_EQ(shards[0].index->size(), learned->size());
+  for (size_t i = 0; i < learned->size(); ++i) {
+    EXPECT_EQ((*shards[0].index)[i].offset, (*learned)[i].offset);
+    EXPECT_EQ((*shards[0].index)[i].nbytes, (*learned)[i].nbytes);
+  }
+  EXPECT_TRUE(shards[0].object->remembered);
+  EXPECT_EQ(shards[0].object->version, v0);
+  EXPECT_GT(store->stats().disk_cache_hits.load(), 0u);
+  // ...and its version is confirmed before the call may succeed.
+  ASSERT_TRUE(store->ConfirmServed(std::vector<ObjectRef>{shards[0].object}).ok());
+  ASSERT_EQ(srv.request_count(), before + 1);
+  EXPECT_EQ(srv.requests().back().method, "HEAD");
+  EXPECT_EQ(store->RememberedStale(), 0u);
+}
+
+TEST(ShardedSourceTest, AStaleTailFailsTheConfirmationIsErasedAndCounted) {
+  testing::TestObjectServer srv;
+  srv.Put("/bucket/arr/c/0/0", lsio_test::Shard69ZarrPythonEnd());
+  TempDir dir;
+  const std::string cache_dir = dir.path() + "/cache";
+  const ArrayLayout l = Layout69("/bucket/arr");
+  {
+    auto store = CachedStore(srv, cache_dir);
+    IndexCache cache(1 << 20);
+    ShardedSource source(l.shard, &cache, store.get());
+    std::vector<ShardedSource::Shard> shards = {{0, "c/0/0"}};
+    ASSERT_TRUE(source.Resolve(shards, {}).ok());
+  }
+  // Rewritten (another ETag) before the next process starts.
+  std::vector<uint8_t> v1 = lsio_test::Shard69ZarrPythonEnd();
+  v1[0] ^= 0xff;  // a chunk byte: the index is the same, the version is not
+  const std::string etag1 = srv.Put("/bucket/arr/c/0/0", v1);
+  auto store = CachedStore(srv, cache_dir);
+  {
+    IndexCache cache(1 << 20);
+    ShardedSource source(l.shard, &cache, store.get());
+    std::vector<ShardedSource::Shard> shards = {{0, "c/0/0"}};
+    ASSERT_TRUE(source.Resolve(shards, {}).ok());
+    EXPECT_TRUE(shards[0].object->remembered);
+    const Status st = store->ConfirmServed(std::vector<ObjectRef>{shards[0].object});
+    EXPECT_EQ(st.error_number(), ESTALE) << st.ToString();
+    EXPECT_EQ(store->RememberedStale(), 1u) << "the executor runs such a call once more";
+  }
+  // The tail is gone: the next call reads the index (and the current version) again.
+  IndexCache cache(1 << 20);
+  ShardedSource source(l.shard, &cache, store.get());
+  std::vector<ShardedSource::Shard> shards = {{0, "c/0/0"}};
+  const size_t before = srv.request_count();
+  ASSERT_TRUE(source.Resolve(shards, {}).ok());
+  EXPECT_EQ(srv.request_count(), before + 1);
+  EXPECT_FALSE(shards[0].object->remembered);
+  EXPECT_EQ(shards[0].object->version, etag1);
 }
 
 }  // namespace

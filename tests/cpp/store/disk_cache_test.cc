@@ -3,7 +3,8 @@
 // directory passes its bound (Get refreshes a block); blocks larger than the bound are not
 // kept; temporary files of dead writers are cleaned; several caches (processes) on one
 // directory see each other's blocks and share one bound; blocks are checksummed and
-// owner-only; the directory is created with its parents or refused at once.
+// owner-only; the directory is created with its parents or refused at once; objects' tails
+// (version, size, last bytes) round-trip by URL alone and are erased or refused when damaged.
 #include "store/disk_cache.h"
 
 #include <fcntl.h>
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -56,6 +58,48 @@ TEST(DiskCacheTest, RoundTripsAndMissesOtherKeys) {
   // Another cache object on the same directory (another process) finds it.
   DiskCache other(dir.path() + "/cache/", 1 << 20);
   EXPECT_TRUE(other.Get("http://h/a", "\"e1\"", 100, 5000, out.data()));
+}
+
+TEST(DiskCacheTest, TailsRoundTripByUrlAloneAndDamagedOrErasedOnesAreMisses) {
+  TempDir dir;
+  DiskCache c(dir.path() + "/cache", 1 << 20);
+  EXPECT_FALSE(c.GetTail("http://h/a").has_value());
+  const auto b = PatternBytes(404, 3);
+  const DiskCache::Tail t{"\"e1\"", 123456, std::string(b.begin(), b.end())};
+  const std::string url = "http://h/a";
+  const DiskCache::TailEntry e{&url, &t};
+  c.PutBatch({}, std::span<const DiskCache::TailEntry>(&e, 1));
+  // Another process on the directory finds it by the URL alone.
+  DiskCache other(dir.path() + "/cache", 1 << 20);
+  auto got = other.GetTail(url);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->version, t.version);
+  EXPECT_EQ(got->size, t.size);
+  EXPECT_EQ(got->bytes, t.bytes);
+  EXPECT_FALSE(c.GetTail("http://h/b").has_value());
+  // A tail is not a block: no block key reads it, whatever the range.
+  std::vector<uint8_t> out(404);
+  EXPECT_FALSE(c.Get(url, t.version, t.size - 404, 404, out.data()));
+  // A flipped byte fails its checksum: a miss, and the file goes.
+  auto files = Blocks(dir.path() + "/cache");
+  ASSERT_EQ(files.size(), 1u);
+  {
+    std::fstream f(files[0], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-10, std::ios::end);
+    char x = 0;
+    f.read(&x, 1);
+    f.seekp(-10, std::ios::end);
+    x = static_cast<char>(x ^ 0x5a);
+    f.write(&x, 1);
+  }
+  EXPECT_FALSE(c.GetTail(url).has_value());
+  EXPECT_TRUE(Blocks(dir.path() + "/cache").empty());
+  EXPECT_EQ(c.stats().corrupt, 1u);
+  // Erased (a stale version): gone for every process.
+  c.PutBatch({}, std::span<const DiskCache::TailEntry>(&e, 1));
+  ASSERT_TRUE(other.GetTail(url).has_value());
+  c.EraseTail(url);
+  EXPECT_FALSE(other.GetTail(url).has_value());
 }
 
 TEST(DiskCacheTest, DamagedBlocksAreMissesAndAreRemoved) {
