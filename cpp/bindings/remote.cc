@@ -104,6 +104,25 @@ void BindRemote(py::module_& m) {
           },
           py::arg("key"))
       .def(
+          "stat",
+          [](lsio::RemoteStore& s, const std::string& key) -> py::object {
+            auto r = Value(WithoutGil([&] { return s.Stat(key); }));
+            if (!r) return py::none();
+            py::dict d;
+            d["size"] = r->first;
+            d["version"] = r->second;
+            return d;
+          },
+          py::arg("key"))
+      .def(
+          "read_range",
+          [](lsio::RemoteStore& s, const std::string& key, uint64_t offset, uint64_t length,
+             const std::string& version, uint64_t size) {
+            std::string v = Value(WithoutGil([&] { return s.ReadRange(key, offset, length, version, size); }));
+            return py::bytes(v);
+          },
+          py::arg("key"), py::arg("offset"), py::arg("length"), py::arg("version") = "", py::arg("size") = 0)
+      .def(
           "list_children",
           [](lsio::RemoteStore& s, const std::string& prefix) {
             return Value(WithoutGil([&] { return s.ListChildren(prefix); }));

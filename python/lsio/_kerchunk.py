@@ -54,14 +54,27 @@ def is_references(path: Any) -> bool:
     return _format(path) is not None
 
 
+# Remote files taken for NetCDF4/HDF5 by their names (a local file by its signature).
+_HDF5_SUFFIXES = (".nc", ".nc4", ".h5", ".hdf5", ".he5", ".hdf", ".h5nc", ".cdf")
+
+
 def _format(path: Any) -> Optional[str]:
     if isinstance(path, str) and _storage.is_remote(path):
         p = path.rstrip("/").lower()
+        if p.endswith(_HDF5_SUFFIXES):
+            return "hdf5"
         return "json" if p.endswith(".json") else "parquet" if p.endswith((".parq", ".parquet")) else None
     try:
         p = _storage.local_path(path)
     except (TypeError, ValueError):
         return None
+    if os.path.isfile(p):
+        from . import _hdf5  # noqa: PLC0415 - the HDF5 route is loaded when used
+
+        if _hdf5.is_hdf5(p):
+            return "hdf5"
+        if _hdf5.is_netcdf3(p):
+            return "netcdf3"
     if os.path.isdir(p):
         z = os.path.join(p, ".zmetadata")
         if not os.path.isfile(z):
@@ -94,11 +107,20 @@ def spec_for(path: Any, storage_options: Optional[dict], remote_options: Optiona
              remote_protocol: Optional[str]) -> Dict[str, Any]:
     """The picklable description of a reference file and its targets."""
     remote = isinstance(path, str) and _storage.is_remote(path)
+    fmt = _format(path) or "json"
+    if fmt in ("hdf5", "netcdf3"):
+        # A NetCDF/HDF5 file references itself: its storage_options are those of its chunks.
+        if remote_options is not None or remote_protocol is not None:
+            raise ValueError("remote_options and remote_protocol apply to kerchunk reference files, not to "
+                             "NetCDF/HDF5 files (use storage_options)")
+        if storage_options is not None and not remote:
+            raise ValueError("storage_options apply to URLs (s3://, gs://, http(s)://), not to local paths")
+        remote_options = dict(storage_options or {}) if remote else None
     if storage_options is not None and not remote:
         raise ValueError("storage_options apply to a reference file at a URL; for the referenced files use "
                          "remote_options")
     return {"refs": path.rstrip("/") if remote else _storage.local_path(path).rstrip(os.sep),
-            "format": _format(path) or "json",
+            "format": fmt,
             "storage_options": dict(storage_options or {}) if remote else None,
             "remote_options": None if remote_options is None else dict(remote_options),
             "remote_protocol": remote_protocol}
@@ -122,6 +144,14 @@ def references(spec: Dict[str, Any]) -> Any:
     parsed once per process and version (size, mtime, inode); a remote one at every call
     (arrays and groups keep what they parsed)."""
     refs = spec["refs"]
+    if spec.get("format") == "hdf5":
+        from . import _hdf5  # noqa: PLC0415 - the HDF5 route is loaded when used
+
+        return _hdf5.references(spec, lambda url: _open_object(url, spec.get("remote_options") or {}))
+    if spec.get("format") == "netcdf3":
+        raise UnsupportedError(f"{refs!r} is a NetCDF3 (classic or 64-bit offset) file; lsio reads NetCDF4/HDF5 "
+                               "files and kerchunk references (kerchunk.netCDF3.NetCDF3ToZarr makes references "
+                               "lsio reads)")
     version: Optional[Tuple[Any, ...]] = None
     if not _storage.is_remote(refs):
         version = _local_version(refs, spec.get("format") == "parquet")
@@ -140,6 +170,17 @@ def references(spec: Dict[str, Any]) -> Any:
         with _lock:
             _cache[refs] = (os.getpid(), version, parsed)  # one entry per file: older versions go
     return parsed
+
+
+def _open_object(url: str, options: Dict[str, Any]) -> Tuple[Any, str, int, str]:
+    """(store, key, size, version) of the remote object at ``url`` (a NetCDF/HDF5 file h5py
+    reads through range requests), in the process context of its parent."""
+    base, _, name = url.rpartition("/")
+    store = _Handle(base, options).get().new_store()
+    st = store.stat(name)
+    if st is None:
+        raise missing(url, url)
+    return store, name, int(st["size"]), str(st["version"])
 
 
 def _local_version(refs: str, parquet: bool) -> Tuple[Any, ...]:

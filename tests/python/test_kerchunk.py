@@ -23,68 +23,7 @@ import lsio
 h5py = pytest.importorskip("h5py")
 kerchunk_hdf = pytest.importorskip("kerchunk.hdf")
 
-DTYPES = ["<f4", ">f8", "<i2", "|u1", ">i4", "<u8"]
-FILTERS = [None, "gzip", "shuffle+gzip"]
-
-
-def _dataset_cases(rng, n):
-    cases = []
-    for i in range(n):
-        nd = int(rng.integers(1, 4))
-        shape = tuple(int(x) for x in rng.integers(1, 40, nd))
-        layout = ["chunked", "chunked", "contiguous", "compact"][i % 4]
-        dtype = DTYPES[i % len(DTYPES)]
-        if layout == "compact" and int(np.prod(shape)) * np.dtype(dtype).itemsize > 30000:
-            layout = "contiguous"
-        chunks = tuple(int(rng.integers(1, s + 1)) for s in shape) if layout == "chunked" else None
-        filt = FILTERS[(i // 4) % len(FILTERS)] if layout == "chunked" else None
-        fill = None if i % 3 else (7 if np.dtype(dtype).kind in "iu" else -1.5)
-        sparse = layout == "chunked" and fill is not None  # leave some chunks unwritten
-        cases.append(dict(name=f"v{i}", shape=shape, dtype=dtype, layout=layout, chunks=chunks, filters=filt,
-                          fill=fill, sparse=sparse, group="grp/sub" if i % 5 == 4 else ""))
-    return cases
-
-
-def _write_h5(path, cases, rng):
-    with h5py.File(path, "w") as f:
-        for c in cases:
-            g = f.require_group(c["group"]) if c["group"] else f
-            kw = {}
-            if c["layout"] == "chunked":
-                kw["chunks"] = c["chunks"]
-                kw["maxshape"] = (None,) + c["shape"][1:]  # unlimited first dimension
-                if c["filters"] == "gzip":
-                    kw["compression"] = "gzip"
-                    kw["compression_opts"] = int(rng.integers(1, 9))
-                elif c["filters"] == "shuffle+gzip":
-                    kw.update(compression="gzip", shuffle=True)
-            elif c["layout"] == "compact":
-                kw["layout"] = h5py.h5d.COMPACT if hasattr(h5py.h5d, "COMPACT") else None
-                if kw["layout"] is None:
-                    del kw["layout"]
-            if c["fill"] is not None:
-                kw["fillvalue"] = c["fill"]
-            dt = np.dtype(c["dtype"])
-            if dt.kind == "f":
-                data = rng.normal(0, 100, c["shape"]).astype(dt)
-            else:
-                info = np.iinfo(dt)
-                data = rng.integers(max(info.min, -1000), min(info.max, 1000), c["shape"], endpoint=True).astype(dt)
-            if c["layout"] == "compact":
-                space = h5py.h5s.create_simple(c["shape"])
-                plist = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
-                plist.set_layout(h5py.h5d.COMPACT)
-                tid = h5py.h5t.py_create(dt)
-                dsid = h5py.h5d.create(g.id, c["name"].encode(), tid, space, plist)
-                dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, np.ascontiguousarray(data))
-                continue
-            ds = g.create_dataset(c["name"], shape=c["shape"], dtype=dt, **kw)
-            if c["sparse"]:
-                # Only the first half along the first axis is written: the rest stays unallocated.
-                half = max(1, c["shape"][0] // 2)
-                ds[:half] = data[:half]
-            else:
-                ds[...] = data
+from hdf5_matrix import dataset_cases as _dataset_cases, selections as _selections, write_h5 as _write_h5
 
 
 def _refs(h5, out, inline):
@@ -101,17 +40,6 @@ def _zarr_reader(refs):
     fs = fsspec.filesystem("reference", fo=str(refs), remote_protocol="file", asynchronous=True)
     store = zarr.storage.FsspecStore(fs, read_only=True)
     return lambda name: np.asarray(zarr.open_array(store, path=name, mode="r")[...])
-
-
-def _selections(shape, rng, n=4):
-    sels = [tuple(slice(None) for _ in shape)]
-    for _ in range(n):
-        key = []
-        for s in shape:
-            a, b = sorted(int(x) for x in rng.integers(0, s + 1, 2))
-            key.append(slice(a, max(b, a + 1) if a < s else s, int(rng.integers(1, 3))))
-        sels.append(tuple(key))
-    return sels
 
 
 @pytest.fixture(scope="module")

@@ -96,6 +96,14 @@ class RemoteStore {
   Result<std::optional<std::string>> Get(const std::string& key, uint64_t max_bytes);
   /// Whether `key` exists (a HEAD request).
   Result<bool> Exists(const std::string& key);
+  /// `key`'s size and version (ETag, or Last-Modified), nullopt when absent (a HEAD request).
+  Result<std::optional<std::pair<uint64_t, std::string>>> Stat(const std::string& key);
+  /// Bytes [offset, offset + length) of `key`, one range request. With `version` and `size`
+  /// (from Stat) the read is pinned to them: an object rewritten since fails with kIoError
+  /// (ESTALE), so a reader assembling one file from many ranges (h5py on a NetCDF file)
+  /// never mixes two versions.
+  Result<std::string> ReadRange(const std::string& key, uint64_t offset, uint64_t length,
+                                const std::string& version = "", uint64_t size = 0);
   /// Names directly below `prefix` ("" = the root) that have objects under them (S3
   /// ListObjectsV2 with delimiter '/'), sorted. kUnimplemented for plain HTTP.
   Result<std::vector<std::string>> ListChildren(const std::string& prefix);

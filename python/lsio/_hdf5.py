@@ -1,0 +1,458 @@
+"""NetCDF4 and HDF5 files read directly: the file's own chunk index becomes a manifest.
+
+``lsio.open("era5.nc", "t2m")``, ``lsio.open_group("era5.nc")`` and
+``xr.open_dataset("era5.nc", engine="lsio")`` read an HDF5 file (NetCDF4 is HDF5) through
+the engine. h5py reads the file's metadata once per process and file version: each dataset
+becomes a Zarr v3 array node whose chunks are byte ranges of the file itself, and the whole
+file one set of references (``_core.References.from_entries``, cpp/src/store/manifest.h), read
+like kerchunk references (lsio/_kerchunk.py does the rest: views, groups, pickling), so chunk
+reads are the engine's (coalesced, io_uring or range requests, decoded in place).
+
+How a dataset translates (what h5py reports -> Zarr v3):
+- layout: chunked -> the chunk grid, one reference per allocated chunk (``chunk_iter``);
+  contiguous -> one extent cut into row blocks of whole leading-axis slices (each block is a
+  "chunk" of uncompressed bytes, so a crop reads only its rows); compact -> the bytes inline.
+  Unallocated chunks and datasets read as the HDF5 fill value, as h5py returns them.
+- filters, in the file's pipeline order after the ``bytes`` codec (endianness from the
+  dtype): deflate -> ``numcodecs.zlib``, shuffle -> ``numcodecs.shuffle``, fletcher32 ->
+  ``numcodecs.fletcher32`` (verified on every read), the hdf5plugin filters zstd (32015) ->
+  ``zstd`` and blosc (32001) -> ``blosc``. Any other filter (szip, nbit, scaleoffset, lz4,
+  bitshuffle, ...) makes that dataset's codec ``hdf5.filter.<id>``, which raises
+  UnsupportedError naming the filter when the array is opened (the rest of the file reads).
+- a chunk whose stored bytes skipped an optional filter (HDF5 stores a chunk that deflate
+  could not shrink as it is, noting it in the chunk's filter mask) is read through h5py once
+  and re-encoded with the dataset's pipeline (numcodecs), inline; without numcodecs that is
+  an UnsupportedError naming the chunk.
+- attributes -> ``attributes`` (numpy values as JSON; NetCDF4's and HDF5's bookkeeping
+  attributes hidden, as h5netcdf hides them); dimension scales -> ``dimension_names`` (a
+  NetCDF4 dimension without a coordinate variable is not a variable, as in netCDF4-python).
+- dtypes: booleans, integers, floats and complex numbers of either byte order. Strings,
+  compound, enum (other than bool), reference and variable-length types raise
+  UnsupportedError when opened; virtual datasets and external storage too.
+
+Remote files (``s3://``, ``gs://``, ``http(s)://``) are opened by h5py through a file object
+whose reads are lsio range requests (one per metadata block h5py asks for, cached); the
+chunk reads that follow are the engine's.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import threading
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from . import _core, _storage
+from .errors import FormatError, UnsupportedError
+
+__all__ = ["is_hdf5", "is_netcdf3", "references"]
+
+SIGNATURE = b"\x89HDF\r\n\x1a\n"
+# NetCDF4's and HDF5's bookkeeping attributes (dimension scales, netCDF's own ids): not user
+# attributes; h5netcdf hides the same ones.
+_HIDDEN = {"CLASS", "DIMENSION_LIST", "NAME", "REFERENCE_LIST", "_Netcdf4Dimid", "_Netcdf4Coordinates",
+           "_nc3_strict", "_NCProperties", "_Netcdf4Order"}
+_PHONY = b"This is a netCDF dimension but not a netCDF variable"
+# Contiguous datasets are cut into blocks of whole leading-axis slices of about this size.
+_BLOCK_BYTES = 4 << 20
+
+
+def is_hdf5(path: str) -> bool:
+    """Whether the local file at ``path`` is an HDF5 file: its signature at offset 0 or at a
+    user-block boundary (512, 1024, ... bytes)."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            at = 0
+            while at + 8 <= size and at <= 1 << 20:
+                f.seek(at)
+                if f.read(8) == SIGNATURE:
+                    return True
+                at = 512 if at == 0 else at * 2
+    except OSError:
+        return False
+    return False
+
+
+def is_netcdf3(path: str) -> bool:
+    """NetCDF3 classic, 64-bit offset or CDF-5 (not HDF5)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) in (b"CDF\x01", b"CDF\x02", b"CDF\x05")
+    except OSError:
+        return False
+
+
+# ----------------------------------------------------------------------------- remote files
+
+
+class _RangeFile(io.RawIOBase):
+    """A read-only file over a remote object, for h5py's "fileobj" driver: each read is a
+    range request through the store (``_core.RemoteStore``), rounded out to 64 KiB blocks
+    that are kept (h5py reads the metadata in many small pieces, mostly near each other)."""
+
+    _BLOCK = 64 << 10
+
+    def __init__(self, store: Any, key: str, size: int, version: str) -> None:
+        super().__init__()
+        self._store, self._key, self._size, self._version = store, key, size, version
+        self._pos = 0
+        self._blocks: Dict[int, bytes] = {}
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self._pos = offset if whence == 0 else self._pos + offset if whence == 1 else self._size + offset
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def _block(self, i: int) -> bytes:
+        b = self._blocks.get(i)
+        if b is None:
+            start = i * self._BLOCK
+            n = min(self._BLOCK, self._size - start)
+            b = self._blocks[i] = bytes(self._store.read_range(self._key, start, n, self._version, self._size))
+        return b
+
+    def readinto(self, buf: Any) -> int:
+        view = memoryview(buf).cast("B")
+        n = max(0, min(len(view), self._size - self._pos))
+        done = 0
+        while done < n:
+            at = self._pos + done
+            b = self._block(at // self._BLOCK)
+            off = at % self._BLOCK
+            k = min(len(b) - off, n - done)
+            view[done:done + k] = b[off:off + k]
+            done += k
+        self._pos += n
+        return n
+
+
+# ----------------------------------------------------------------------------- translation
+
+
+def _json_value(v: Any) -> Any:
+    """An attribute or fill value as JSON (numpy scalars and arrays as Python values; NaN and
+    infinities as Zarr spells them)."""
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, np.ndarray):
+        if v.ndim == 0:
+            return _json_value(v[()])
+        if v.dtype.kind in "SUO":
+            return [_json_value(x) for x in v.tolist()]
+        return [_json_value(x) for x in v.tolist()]
+    if isinstance(v, (np.bool_, bool)):
+        return bool(v)
+    if isinstance(v, (np.integer, int)):
+        return int(v)
+    if isinstance(v, (np.floating, float)):
+        f = float(v)
+        if math.isnan(f):
+            return "NaN"
+        if math.isinf(f):
+            return "Infinity" if f > 0 else "-Infinity"
+        return f
+    if isinstance(v, (np.complexfloating, complex)):
+        return [_json_value(v.real), _json_value(v.imag)]
+    if isinstance(v, (list, tuple)):
+        return [_json_value(x) for x in v]
+    return str(v)
+
+
+def _attrs(obj: Any) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    for k in obj.attrs.keys():
+        if k in _HIDDEN:
+            continue
+        try:
+            v = obj.attrs[k]
+        except (OSError, TypeError, ValueError):
+            continue  # a type h5py cannot read (references, ...): not carried
+        if isinstance(v, np.ndarray) and v.ndim == 1 and v.size == 1:
+            v = v[0]  # NetCDF stores every attribute as an array: one value reads as a scalar, as in xarray
+        out[k] = _json_value(v)
+    return out
+
+
+def _data_type(dt: np.dtype) -> Optional[str]:
+    if dt.kind == "b":
+        return "bool"
+    if dt.kind in "iuf" and dt.itemsize in (1, 2, 4, 8) and not (dt.kind == "f" and dt.itemsize == 1):
+        return {"i": "int", "u": "uint", "f": "float"}[dt.kind] + str(8 * dt.itemsize)
+    if dt.kind == "c" and dt.itemsize in (8, 16):
+        return f"complex{8 * dt.itemsize}"
+    return None
+
+
+_BLOSC_CNAMES = {0: "blosclz", 1: "lz4", 2: "lz4hc", 3: "snappy", 4: "zlib", 5: "zstd"}
+_BLOSC_SHUFFLE = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
+
+
+def _codec(code: int, values: Tuple[int, ...], name: bytes, itemsize: int) -> Dict[str, Any]:
+    """One HDF5 filter as a Zarr v3 bytes-to-bytes codec (an unknown name if lsio has none)."""
+    if code == 1:
+        return {"name": "numcodecs.zlib", "configuration": {"level": int(values[0]) if values else 6}}
+    if code == 2:
+        return {"name": "numcodecs.shuffle", "configuration": {"elementsize": int(values[0]) if values else itemsize}}
+    if code == 3:
+        return {"name": "numcodecs.fletcher32", "configuration": {}}
+    if code == 32015:
+        return {"name": "zstd", "configuration": {"level": int(values[0]) if values else 0, "checksum": False}}
+    if code == 32001:
+        v = list(values) + [0] * 7
+        return {"name": "blosc", "configuration": {
+            "cname": _BLOSC_CNAMES.get(int(v[6]), "blosclz"), "clevel": int(v[4]) if len(values) > 4 else 5,
+            "shuffle": _BLOSC_SHUFFLE.get(int(v[5]), "noshuffle"), "typesize": int(v[2]) or itemsize,
+            "blocksize": 0}}
+    label = name.decode("ascii", "replace") if isinstance(name, bytes) else str(name)
+    return {"name": f"hdf5.filter.{code}", "configuration": {"filter": label}}
+
+
+def _unsupported_node(shape: Tuple[int, ...], why: str, attrs: Dict[str, Any]) -> Dict[str, Any]:
+    """An array node lsio refuses to read, saying why (its codec name carries the reason)."""
+    return {"zarr_format": 3, "node_type": "array", "shape": list(shape) or [1], "data_type": "uint8",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [max(1, s) for s in shape] or [1]}},
+            "chunk_key_encoding": {"name": "v2", "configuration": {"separator": "."}}, "fill_value": 0,
+            "codecs": [{"name": "bytes"}, {"name": f"hdf5.unsupported: {why}"}], "attributes": attrs}
+
+
+class _Builder:
+    """The references of one file: inline documents and bytes, and (key, offset, length)
+    entries into the file itself (url id 0)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.inline: Dict[str, bytes] = {}
+        self.keys: List[str] = []
+        self.offsets: List[int] = []
+        self.lengths: List[int] = []
+
+    def doc(self, key: str, value: Dict[str, Any]) -> None:
+        self.inline[key] = json.dumps(value, allow_nan=False).encode()
+
+    def extent(self, key: str, offset: int, length: int) -> None:
+        self.keys.append(key)
+        self.offsets.append(int(offset))
+        self.lengths.append(int(length))
+
+    def build(self, name: str) -> Any:
+        return _core.References.from_entries(self.inline, self.keys, [self.url], [0] * len(self.keys),
+                                             self.offsets, self.lengths, name)
+
+
+def _dimension_names(dset: Any) -> Optional[List[str]]:
+    import h5py
+
+    if dset.ndim == 1 and h5py.h5ds.is_scale(dset.id):
+        return [dset.name.rsplit("/", 1)[-1]]  # a coordinate variable: its own dimension
+    names: List[str] = []
+    for dim in dset.dims:
+        try:
+            scales = list(dim.values())
+        except Exception:  # noqa: BLE001 - h5py raises several kinds for odd dimension lists
+            scales = []
+        if not scales:
+            return None
+        names.append(scales[0].name.rsplit("/", 1)[-1])
+    return names
+
+
+def _is_phony_dimension(dset: Any) -> bool:
+    """A NetCDF4 dimension without a coordinate variable: a dimension scale whose NAME says so."""
+    try:
+        name = dset.attrs.get("NAME")
+    except (OSError, TypeError, ValueError):
+        return False
+    return isinstance(name, (bytes, np.bytes_)) and bytes(name).startswith(_PHONY)
+
+
+def _dataset(b: _Builder, key: str, dset: Any, encoders: Callable[[List[Dict[str, Any]]], Any]) -> None:
+    import h5py
+
+    attrs = _attrs(dset)
+    shape = tuple(int(s) for s in dset.shape)
+    dt = dset.dtype
+    dcpl = dset.id.get_create_plist()
+    layout = dcpl.get_layout()
+    data_type = _data_type(dt) if dt.names is None and h5py.check_dtype(vlen=dt) is None else None
+    if data_type is None:
+        b.doc(f"{key}/zarr.json", _unsupported_node(shape, f"HDF5 dataset of dtype {dt}", attrs))
+        return
+    if layout == h5py.h5d.VIRTUAL or (layout == h5py.h5d.CONTIGUOUS and dcpl.get_external_count() > 0):
+        kind = "virtual" if layout == h5py.h5d.VIRTUAL else "external-storage"
+        b.doc(f"{key}/zarr.json", _unsupported_node(shape, f"HDF5 {kind} dataset", attrs))
+        return
+    endian = "big" if dt.byteorder == ">" or (dt.byteorder == "=" and np.little_endian is False) else "little"
+    codecs: List[Dict[str, Any]] = [{"name": "bytes", "configuration": {"endian": endian}} if dt.itemsize > 1
+                                    else {"name": "bytes"}]
+    ndim = len(shape)
+    if layout == h5py.h5d.CHUNKED:
+        chunks = tuple(int(c) for c in dset.chunks)
+        for i in range(dcpl.get_nfilters()):
+            code, _flags, values, name = dcpl.get_filter(i)
+            codecs.append(_codec(int(code), tuple(values), name, dt.itemsize))
+    elif layout == h5py.h5d.COMPACT or ndim == 0:
+        chunks = shape
+    else:  # contiguous: whole leading-axis slices, cut where the leading extent divides evenly
+        row = dt.itemsize * int(np.prod(shape[1:], dtype=np.int64)) if ndim > 1 else dt.itemsize
+        k = shape[0] if shape[0] * row <= 4 * _BLOCK_BYTES else _rows_per_block(shape[0], row)
+        chunks = (max(1, k),) + shape[1:]
+    fill = dset.fillvalue
+    node: Dict[str, Any] = {
+        "zarr_format": 3, "node_type": "array", "shape": list(shape), "data_type": data_type,
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [max(1, c) for c in chunks]}},
+        "chunk_key_encoding": {"name": "v2", "configuration": {"separator": "."}},
+        "fill_value": _json_value(np.asarray(fill, dtype=dt)[()]) if fill is not None else 0,
+        "codecs": codecs, "attributes": attrs,
+    }
+    dims = _dimension_names(dset) if ndim else None
+    if dims is not None and len(dims) == ndim:
+        node["dimension_names"] = dims
+    b.doc(f"{key}/zarr.json", node)
+    unsupported = [c["name"] for c in codecs if c["name"].startswith("hdf5.")]
+    if layout == h5py.h5d.CHUNKED:
+        grid_chunks = [max(1, c) for c in chunks]
+        infos: List[Any] = []
+        dset.id.chunk_iter(infos.append)
+        for info in infos:
+            coords = [o // c for o, c in zip(info.chunk_offset, grid_chunks)]
+            ckey = f"{key}/" + ".".join(str(c) for c in coords)
+            if info.byte_offset is None or info.size == 0:
+                continue
+            if info.filter_mask and not unsupported:
+                b.inline[ckey] = _reencode(dset, info.chunk_offset, grid_chunks, codecs, encoders, ckey)
+                continue
+            b.extent(ckey, info.byte_offset, info.size)
+    elif layout == h5py.h5d.COMPACT or ndim == 0:
+        data = np.ascontiguousarray(dset[()], dtype=dt)
+        b.inline[f"{key}/" + ".".join("0" for _ in range(max(1, ndim)))] = data.tobytes()
+    else:
+        offset = dset.id.get_offset()
+        if offset is None:
+            return  # never written: every element reads as the fill value
+        block = dt.itemsize * int(np.prod(chunks, dtype=np.int64))
+        n = -(-shape[0] // chunks[0]) if ndim else 1
+        for i in range(n):
+            b.extent(f"{key}/" + ".".join([str(i)] + ["0"] * (ndim - 1)), offset + i * block, block)
+
+
+def _rows_per_block(rows: int, row_bytes: int) -> int:
+    """The largest divisor of ``rows`` whose block is at most _BLOCK_BYTES (at least one row):
+    blocks must hold whole chunks of uncompressed bytes, so the last one cannot be short."""
+    best = 1
+    limit = max(1, _BLOCK_BYTES // max(1, row_bytes))
+    for d in range(1, int(math.isqrt(rows)) + 1):
+        if rows % d == 0:
+            for q in (d, rows // d):
+                if q <= limit and q > best:
+                    best = q
+    if best * row_bytes < (64 << 10) and rows * row_bytes <= (256 << 20):
+        return rows  # no useful divisor (a prime length): one block, as the file lays it out
+    return best
+
+
+def _reencode(dset: Any, origin: Tuple[int, ...], chunks: List[int], codecs: List[Dict[str, Any]],
+              encoders: Callable[[List[Dict[str, Any]]], Any], key: str) -> bytes:
+    """A chunk stored without some of its filters (its filter mask), as the full pipeline
+    would have stored it: read through h5py, padded to the chunk shape with the fill value."""
+    pipeline = encoders(codecs[1:])
+    if pipeline is None:
+        raise UnsupportedError(f"HDF5 chunk {key} was stored skipping a filter; lsio re-encodes such chunks with "
+                               "numcodecs: pip install numcodecs")
+    sel = tuple(slice(o, min(o + c, s)) for o, c, s in zip(origin, chunks, dset.shape))
+    part = dset[sel]
+    full = np.full(chunks, dset.fillvalue if dset.fillvalue is not None else 0, dtype=dset.dtype)
+    full[tuple(slice(0, x) for x in part.shape)] = part
+    data: Any = np.ascontiguousarray(full).tobytes()
+    for codec in pipeline:
+        data = codec.encode(data)
+    return bytes(data)
+
+
+def _numcodecs_encoders(codecs: List[Dict[str, Any]]) -> Any:
+    try:
+        import numcodecs
+    except ImportError:
+        return None
+    out = []
+    for c in codecs:
+        name, cfg = c["name"], dict(c.get("configuration") or {})
+        if name.startswith("numcodecs."):
+            out.append(numcodecs.get_codec({"id": name[len("numcodecs."):], **cfg}))
+        elif name == "zstd":
+            out.append(numcodecs.Zstd(level=cfg.get("level", 0)))
+        elif name == "blosc":
+            shuffle = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}[cfg["shuffle"]]
+            out.append(numcodecs.Blosc(cname=cfg["cname"], clevel=cfg["clevel"], shuffle=shuffle))
+        else:
+            return None
+    return out
+
+
+def build(f: Any, url: str, name: str) -> Any:
+    """The references of the open h5py file ``f``, every chunk a byte range of ``url``."""
+    import h5py
+
+    b = _Builder(url)
+    b.doc("zarr.json", {"zarr_format": 3, "node_type": "group", "attributes": _attrs(f)})
+
+    def visit(path: str, obj: Any) -> None:
+        if isinstance(obj, h5py.Group):
+            b.doc(f"{path}/zarr.json", {"zarr_format": 3, "node_type": "group", "attributes": _attrs(obj)})
+        elif isinstance(obj, h5py.Dataset):
+            if _is_phony_dimension(obj):
+                return
+            _dataset(b, path, obj, _numcodecs_encoders)
+
+    f.visititems(visit)
+    return b.build(name)
+
+
+_lock = threading.Lock()
+_cache: Dict[str, Tuple[int, Tuple[Any, ...], Any]] = {}  # path -> (pid, version, references)
+
+
+def references(spec: Dict[str, Any], open_remote: Callable[[str], Tuple[Any, str, int, str]]) -> Any:
+    """The references of the HDF5 file of ``spec`` (see lsio/_kerchunk.py's spec_for); a local
+    file is translated once per process and version (size, mtime, inode).
+    ``open_remote(url) -> (store, key, size, version)`` opens a remote file's object."""
+    try:
+        import h5py
+    except ImportError as e:
+        raise UnsupportedError(f"reading NetCDF4/HDF5 files needs h5py: pip install 'lsio[hdf5]' ({e})") from None
+    path = spec["refs"]
+    if _storage.is_remote(path):
+        store, key, size, etag = open_remote(path)
+        handle: Any = _RangeFile(store, key, size, etag)
+        version = None
+    else:
+        st = os.stat(path)
+        version = (st.st_size, st.st_mtime_ns, st.st_ino)
+        with _lock:
+            hit = _cache.get(path)
+        if hit is not None and hit[0] == os.getpid() and hit[1] == version:
+            return hit[2]
+        handle = path
+    try:
+        with h5py.File(handle, "r") as f:
+            refs = build(f, path, path)
+    except (OSError, ValueError, KeyError, RuntimeError) as e:
+        if isinstance(e, OSError) and getattr(e, "errno", None) is not None and not isinstance(e, FileNotFoundError):
+            raise
+        raise FormatError(f"{path!r} cannot be read as an HDF5 file: {e}") from None
+    if version is not None:
+        with _lock:
+            _cache[path] = (os.getpid(), version, refs)
+    return refs

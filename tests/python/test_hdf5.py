@@ -1,0 +1,267 @@
+"""NetCDF4 / HDF5 files read directly (lsio/_hdf5.py): the file's own chunk index as a manifest.
+
+Files written by h5py (a seeded random matrix: chunked with partial edge chunks and an
+unlimited first dimension, contiguous and compact layouts; no filter, gzip, shuffle + gzip,
+fletcher32 + shuffle + gzip, and hdf5plugin's zstd and blosc; little- and big-endian dtypes;
+fill values with unwritten chunks; nested groups) and by netCDF4-python; every read through
+lsio is compared bit for bit with h5py's on random selections and read_crops batches, and
+xarray's result is identical() to h5netcdf's (files, groups, open_mfdataset). Then chunks
+stored skipping a filter, checksum failures, types lsio does not read, the same over HTTP
+(nginx) and S3 (moto), pickling, and malformed files (typed errors).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import pickle
+
+import numpy as np
+import pytest
+
+import lsio
+from hdf5_matrix import MORE_FILTERS, dataset_cases, selections, write_h5
+
+h5py = pytest.importorskip("h5py")
+pytest.importorskip("hdf5plugin")
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hdf5")
+    rng = np.random.default_rng(2027)
+    cases = dataset_cases(rng, 36, MORE_FILTERS)
+    h5 = root / "matrix.h5"
+    write_h5(h5, cases, rng)
+    return root, h5, cases
+
+
+def _name(c):
+    return f"{c['group']}/{c['name']}" if c["group"] else c["name"]
+
+
+def test_h5py_matrix_read_directly_equals_h5py(matrix):
+    _, h5, cases = matrix
+    rng = np.random.default_rng(7)
+    g = lsio.open_group(str(h5))
+    assert {c["filters"] for c in cases} >= set(MORE_FILTERS) - {None}
+    with h5py.File(h5, "r") as f:
+        for c in cases:
+            name = _name(c)
+            want = f[name][...]
+            a = lsio.open(str(h5), name)
+            assert a.shape == want.shape and a.dtype == want.dtype.newbyteorder("="), name
+            for key in selections(want.shape, rng):
+                got = a[key]
+                assert got.tobytes() == np.ascontiguousarray(want[key]).astype(got.dtype).tobytes(), (name, key)
+            crop = tuple(max(1, s // 2) for s in want.shape)
+            starts = np.stack([rng.integers(0, s - k + 1, 5) for s, k in zip(want.shape, crop)], axis=1)
+            batch = a.read_crops(starts, crop)
+            for b, st in enumerate(starts):
+                box = tuple(slice(int(o), int(o) + k) for o, k in zip(st, crop))
+                np.testing.assert_array_equal(batch[b], want[box], err_msg=name)
+            np.testing.assert_array_equal(g[name][...], want, err_msg=name)
+    # HDF5 groups are groups.
+    assert "grp" in g.group_names and "sub" in g["grp"].group_names
+
+
+def _era(path, rng, *, t0=0, nt=6):
+    netCDF4 = pytest.importorskip("netCDF4")
+    with netCDF4.Dataset(path, "w") as d:
+        d.createDimension("time", None)
+        d.createDimension("lat", 33)
+        d.createDimension("lon", 45)
+        t = d.createVariable("time", "f8", ("time",))
+        t.units = "hours since 2020-01-01"
+        t.calendar = "standard"
+        lat = d.createVariable("lat", "f4", ("lat",))
+        lat[:] = np.linspace(-16, 16, 33)
+        lat.units = "degrees_north"
+        d.createVariable("lon", "f4", ("lon",))[:] = np.linspace(0, 44, 45)
+        v = d.createVariable("t2m", "i2", ("time", "lat", "lon"), zlib=True, shuffle=True, fletcher32=True,
+                             chunksizes=(1, 16, 16), fill_value=-32767)
+        v.units = "K"
+        v.scale_factor = 0.01
+        v.add_offset = 273.15
+        v.long_name = "2 metre temperature"
+        v.valid_range = np.array([-20000, 20000], "i2")
+        w = d.createVariable("sst", ">f4", ("lat", "lon"), contiguous=True)  # big-endian, contiguous
+        w[:] = rng.normal(290, 3, (33, 45))
+        d.createVariable("level", "i4", ())[...] = 500  # a scalar variable
+        t[:] = np.arange(t0, t0 + nt)
+        v[:] = (rng.normal(280, 5, (nt, 33, 45)) - 273.15)
+        v[min(2, nt - 1), :3, :4] = np.ma.masked
+        d.title = "a test"
+        d.history = np.array([1.5], "f4")
+        g = d.createGroup("surface")
+        g.createDimension("station", 7)
+        s = g.createVariable("pressure", "f8", ("station",), zlib=True)
+        s[:] = rng.normal(1000, 10, 7)
+        s.units = "hPa"
+
+
+def test_netcdf4_is_identical_to_h5netcdf(tmp_path):
+    xr = pytest.importorskip("xarray")
+    pytest.importorskip("h5netcdf")
+    netCDF4 = pytest.importorskip("netCDF4")
+    nc = tmp_path / "era.nc"
+    _era(nc, np.random.default_rng(1))
+    ds = xr.open_dataset(nc, engine="lsio")
+    ref = xr.open_dataset(nc, engine="h5netcdf")
+    assert ds.identical(ref), (ds, ref)
+    sub = xr.open_dataset(nc, engine="lsio", group="surface")
+    assert sub.identical(xr.open_dataset(nc, engine="h5netcdf", group="surface"))
+    # The raw values, read through lsio, equal netCDF4's without scaling or masking.
+    with netCDF4.Dataset(nc) as d:
+        d.set_auto_maskandscale(False)
+        np.testing.assert_array_equal(lsio.open(str(nc), "t2m")[...], d["t2m"][...])
+        np.testing.assert_array_equal(lsio.open(str(nc), "sst")[...], d["sst"][...])
+        assert lsio.open(str(nc), "level")[()] == 500
+        np.testing.assert_array_equal(lsio.open(str(nc), "surface/pressure")[...], d["surface"]["pressure"][...])
+    # A NetCDF4 dimension without a coordinate variable is not an array.
+    assert "lon" in lsio.open_group(str(nc)).array_names and "station" not in lsio.open_group(str(nc))["surface"]
+
+
+def test_open_mfdataset_over_files(tmp_path):
+    xr = pytest.importorskip("xarray")
+    pytest.importorskip("h5netcdf")
+    pytest.importorskip("dask")
+    rng = np.random.default_rng(3)
+    paths = []
+    for k in range(3):
+        p = tmp_path / f"era_{k}.nc"
+        _era(p, rng, t0=4 * k, nt=4)
+        paths.append(str(p))
+    ds = xr.open_mfdataset(paths, engine="lsio", combine="by_coords")
+    ref = xr.open_mfdataset(paths, engine="h5netcdf", combine="by_coords")
+    assert ds.identical(ref)
+    assert ds["t2m"].shape == (12, 33, 45)
+
+
+def test_a_chunk_stored_skipping_a_filter_is_read(tmp_path):
+    """HDF5 keeps a chunk that an optional filter could not shrink as it is, marking the
+    skipped filter in the chunk's filter mask; lsio re-encodes such a chunk (inline)."""
+    p = tmp_path / "mask.h5"
+    data = np.arange(8 * 10, dtype="<i4").reshape(8, 10)
+    with h5py.File(p, "w") as f:
+        d = f.create_dataset("x", shape=(8, 10), dtype="<i4", chunks=(4, 10), compression="gzip", shuffle=True)
+        d[:4] = data[:4]
+        # The second chunk stored shuffled but not deflated (bit 1: the pipeline's 2nd filter).
+        raw = np.ascontiguousarray(data[4:]).view(np.uint8).reshape(-1, 4).T.tobytes()
+        d.id.write_direct_chunk((4, 0), raw, filter_mask=0b10)
+    with h5py.File(p, "r") as f:  # (reopened: h5py's chunk cache would hide the mask)
+        assert f["x"].id.read_direct_chunk((4, 0))[0] == 0b10
+        np.testing.assert_array_equal(f["x"][...], data)
+    np.testing.assert_array_equal(lsio.open(str(p), "x")[...], data)
+    np.testing.assert_array_equal(lsio.open(str(p), "x")[5:7, 2:9], data[5:7, 2:9])
+
+
+def test_fletcher32_is_verified(tmp_path):
+    p = tmp_path / "sum.h5"
+    data = np.arange(4000, dtype="<f4").reshape(40, 100)
+    with h5py.File(p, "w") as f:
+        d = f.create_dataset("x", data=data, chunks=(20, 100), fletcher32=True)
+        infos = []
+        d.id.chunk_iter(infos.append)
+    np.testing.assert_array_equal(lsio.open(str(p), "x")[...], data)
+    # One byte of the second chunk changes on disk: its checksum no longer matches.
+    with open(p, "r+b") as fh:
+        fh.seek(infos[1].byte_offset + 100)
+        b = fh.read(1)
+        fh.seek(infos[1].byte_offset + 100)
+        fh.write(bytes([b[0] ^ 0xFF]))
+    a = lsio.open(str(p), "x")
+    np.testing.assert_array_equal(a[:20], data[:20])
+    with pytest.raises(lsio.CorruptDataError) as e:
+        a[20:]
+    assert "sum.h5" in str(e.value)
+
+
+def test_what_lsio_does_not_read_raises_when_opened(tmp_path):
+    import hdf5plugin
+
+    p = tmp_path / "odd.h5"
+    with h5py.File(p, "w") as f:
+        f.create_dataset("ok", data=np.arange(10))
+        f.create_dataset("fixed", data=np.array([b"ab", b"cd"]))
+        f.create_dataset("text", data=["x", "yy"], dtype=h5py.string_dtype())
+        f.create_dataset("pairs", data=np.zeros(3, dtype=[("a", "<i4"), ("b", "<f8")]))
+        f.create_dataset("l4", data=np.arange(1000, dtype="f4"), chunks=(100,), **hdf5plugin.LZ4())
+    g = lsio.open_group(str(p))
+    np.testing.assert_array_equal(g["ok"][...], np.arange(10))
+    for name, what in (("fixed", "|S2"), ("text", "object"), ("pairs", "dtype"), ("l4", "32004")):
+        with pytest.raises(lsio.UnsupportedError, match=what):
+            lsio.open(str(p), name)
+    xr = pytest.importorskip("xarray")
+    with pytest.raises(lsio.UnsupportedError, match="drop_variables"):
+        xr.open_dataset(p, engine="lsio")
+
+
+def test_remote_files_over_http_and_s3(nginx_server, moto_s3, tmp_path):
+    src = tmp_path / "www"
+    src.mkdir()
+    nc = src / "era.nc"
+    _era(nc, np.random.default_rng(9))
+    with h5py.File(nc, "r") as f:
+        want = f["t2m"][...]
+        sst = f["sst"][...]
+    server = nginx_server(src)
+    a = lsio.open(f"{server.http_url}/era.nc", "t2m")
+    np.testing.assert_array_equal(a[...], want)
+    np.testing.assert_array_equal(a.read_crops([[0, 1, 2], [3, 10, 20]], (2, 8, 9)),
+                                  np.stack([want[0:2, 1:9, 2:11], want[3:5, 10:18, 20:29]]))
+    np.testing.assert_array_equal(lsio.open(f"{server.http_url}/era.nc", "sst")[...], sst)
+    xr = pytest.importorskip("xarray")
+    pytest.importorskip("h5netcdf")
+    assert xr.open_dataset(f"{server.http_url}/era.nc", engine="lsio").identical(xr.open_dataset(nc, engine="h5netcdf"))
+    # S3 (moto), with the same storage_options for the file's metadata and its chunks.
+    bucket = moto_s3.create_bucket("lsio-hdf5")
+    moto_s3.put(bucket, "data/era.nc", nc.read_bytes())
+    so = {"endpoint_url": moto_s3.endpoint_url, "key": moto_s3.access_key_id, "secret": moto_s3.secret_access_key,
+          "region": moto_s3.region, "timeout": 10, "retries": 1}
+    b = lsio.open(f"s3://{bucket}/data/era.nc", "t2m", storage_options=so)
+    np.testing.assert_array_equal(b[...], want)
+    # Pickled: the file and its options travel, not the parsed index.
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(b))[2], want[2])
+
+
+def test_pickled_and_read_in_worker_processes(matrix):
+    _, h5, cases = matrix
+    name = next(_name(c) for c in cases if c["layout"] == "chunked" and c["filters"] == "zstd")
+    a = lsio.open(str(h5), name)
+    b = pickle.loads(pickle.dumps(a))
+    np.testing.assert_array_equal(a[...], b[...])
+    import multiprocessing as mp
+    import operator
+
+    for method in ("spawn", "fork"):
+        with mp.get_context(method).Pool(1) as pool:
+            got = pool.apply(operator.getitem, (b, Ellipsis))
+        np.testing.assert_array_equal(got, a[...])
+
+
+def test_malformed_files_are_typed_errors(tmp_path):
+    good = tmp_path / "good.h5"
+    with h5py.File(good, "w") as f:
+        f.create_dataset("x", data=np.arange(100000, dtype="f8"), chunks=(1000,), compression="gzip")
+    cut = tmp_path / "cut.h5"
+    cut.write_bytes(good.read_bytes()[:3000])
+    with pytest.raises(lsio.FormatError, match="cut.h5"):
+        lsio.open(str(cut), "x")
+    garbage = tmp_path / "garbage.nc"
+    garbage.write_bytes(b"\x89HDF\r\n\x1a\n" + os.urandom(5000))
+    with pytest.raises(lsio.FormatError, match="garbage.nc"):
+        lsio.open_group(str(garbage))
+    nc3 = tmp_path / "classic.nc"
+    netCDF4 = pytest.importorskip("netCDF4")
+    with netCDF4.Dataset(nc3, "w", format="NETCDF3_CLASSIC") as d:
+        d.createDimension("x", 3)
+        d.createVariable("v", "f4", ("x",))[:] = [1, 2, 3]
+    with pytest.raises(lsio.UnsupportedError, match="NetCDF3"):
+        lsio.open(str(nc3), "v")
+    with pytest.raises(lsio.NotFoundError):
+        lsio.open(str(good), "nope")
+    missing = tmp_path / "absent.nc"
+    with pytest.raises((FileNotFoundError, lsio.NotFoundError)) as e:
+        lsio.open(str(missing), "x")
+    assert getattr(e.value, "errno", errno.ENOENT) == errno.ENOENT
