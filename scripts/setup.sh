@@ -41,6 +41,8 @@ LSIO_APT_PACKAGES=(
   libblosc-dev
   # liblz4: numcodecs' lz4 compressor of Zarr v2 arrays (cpp/src/codec/numcodecs.cc).
   liblz4-dev
+  # libdeflate: gzip/zlib chunks of known size (cpp/src/codec/gzip.cc), faster than zlib.
+  libdeflate-dev
   # libbz2, liblzma: numcodecs' bz2 and lzma compressors (cpp/src/codec/bz2.cc, lzma.cc).
   libbz2-dev liblzma-dev
   # Remote stores (cpp/src/net/): libcrypto for SigV4 signing, libcurl for the HTTP client

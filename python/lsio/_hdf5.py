@@ -452,6 +452,7 @@ def references(spec: Dict[str, Any], open_remote: Callable[[str], Tuple[Any, str
         if isinstance(e, OSError) and getattr(e, "errno", None) is not None and not isinstance(e, FileNotFoundError):
             raise
         raise FormatError(f"{path!r} cannot be read as an HDF5 file: {e}") from None
+
     if version is not None:
         with _lock:
             _cache[path] = (os.getpid(), version, refs)

@@ -156,13 +156,26 @@ def test_a_chunk_stored_skipping_a_filter_is_read(tmp_path):
     np.testing.assert_array_equal(lsio.open(str(p), "x")[5:7, 2:9], data[5:7, 2:9])
 
 
+def _write(path, fill):
+    """Writes an HDF5 file in a frame of its own: h5py objects left in a test's frame, which
+    pytest.raises keeps in a reference cycle, are freed later by the garbage collector on
+    whichever thread runs it, and their deallocation then waits for h5py's lock, which
+    another thread may hold (kerchunk's walk of a file, blocked on zarr's IO thread: a
+    deadlock)."""
+    with h5py.File(path, "w") as f:
+        return fill(f)
+
+
 def test_fletcher32_is_verified(tmp_path):
     p = tmp_path / "sum.h5"
     data = np.arange(4000, dtype="<f4").reshape(40, 100)
-    with h5py.File(p, "w") as f:
-        d = f.create_dataset("x", data=data, chunks=(20, 100), fletcher32=True)
+
+    def fill(f):
         infos = []
-        d.id.chunk_iter(infos.append)
+        f.create_dataset("x", data=data, chunks=(20, 100), fletcher32=True).id.chunk_iter(infos.append)
+        return infos
+
+    infos = _write(p, fill)
     np.testing.assert_array_equal(lsio.open(str(p), "x")[...], data)
     # One byte of the second chunk changes on disk: its checksum no longer matches.
     with open(p, "r+b") as fh:
@@ -181,12 +194,15 @@ def test_what_lsio_does_not_read_raises_when_opened(tmp_path):
     import hdf5plugin
 
     p = tmp_path / "odd.h5"
-    with h5py.File(p, "w") as f:
+
+    def fill(f):
         f.create_dataset("ok", data=np.arange(10))
         f.create_dataset("fixed", data=np.array([b"ab", b"cd"]))
         f.create_dataset("text", data=["x", "yy"], dtype=h5py.string_dtype())
         f.create_dataset("pairs", data=np.zeros(3, dtype=[("a", "<i4"), ("b", "<f8")]))
         f.create_dataset("l4", data=np.arange(1000, dtype="f4"), chunks=(100,), **hdf5plugin.LZ4())
+
+    _write(p, fill)
     g = lsio.open_group(str(p))
     np.testing.assert_array_equal(g["ok"][...], np.arange(10))
     for name, what in (("fixed", "|S2"), ("text", "object"), ("pairs", "dtype"), ("l4", "32004")):
@@ -242,8 +258,8 @@ def test_pickled_and_read_in_worker_processes(matrix):
 
 def test_malformed_files_are_typed_errors(tmp_path):
     good = tmp_path / "good.h5"
-    with h5py.File(good, "w") as f:
-        f.create_dataset("x", data=np.arange(100000, dtype="f8"), chunks=(1000,), compression="gzip")
+    _write(good, lambda f: f.create_dataset("x", data=np.arange(100000, dtype="f8"), chunks=(1000,),
+                                            compression="gzip") and None)
     cut = tmp_path / "cut.h5"
     cut.write_bytes(good.read_bytes()[:3000])
     with pytest.raises(lsio.FormatError, match="cut.h5"):

@@ -1,8 +1,12 @@
-// `gzip` codec (bytes -> bytes), decoded with zlib. windowBits 15+32 accepts gzip and zlib
-// wrappers alike; several concatenated gzip members are decoded one after the other.
+// `gzip` codec (bytes -> bytes). A chunk of known decoded size is inflated by libdeflate
+// (1.8x zlib's inflate on W11's shuffled float chunks), member by member; everything else,
+// and whatever libdeflate refuses, by zlib, whose windowBits 15+32 accepts gzip and zlib
+// wrappers alike and whose messages name what is wrong; several concatenated gzip members
+// are decoded one after the other.
 // Also the gzip member parsing and raw inflate of staged reads (codec/gzip.h).
 #include "codec/gzip.h"
 
+#include <libdeflate.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -18,10 +22,41 @@ struct GzipScratch final : CodecScratch {
   static constexpr ScratchSlot kSlot = ScratchSlot::kGzip;
   ~GzipScratch() override {
     if (ready) inflateEnd(&stream);
+    if (fast != nullptr) libdeflate_free_decompressor(fast);
   }
   z_stream stream{};
   bool ready = false;
+  libdeflate_decompressor* fast = nullptr;
 };
+
+// Inflates all of `in` (gzip members, or one zlib stream) into exactly [dst, dst + size)
+// with libdeflate, checksums verified; false for anything else (then zlib decodes, or says
+// what is wrong).
+bool FastInflate(GzipScratch* g, std::span<const uint8_t> in, uint8_t* dst, size_t size) {
+  if (g->fast == nullptr) g->fast = libdeflate_alloc_decompressor();
+  if (g->fast == nullptr || in.size() < 2) return false;
+  size_t in_pos = 0, out_pos = 0;
+  if (in[0] == 0x1f && in[1] == 0x8b) {
+    while (in_pos < in.size()) {
+      size_t used = 0, made = 0;
+      if (libdeflate_gzip_decompress_ex(g->fast, in.data() + in_pos, in.size() - in_pos, dst + out_pos,
+                                        size - out_pos, &used, &made) != LIBDEFLATE_SUCCESS || used == 0) {
+        return false;
+      }
+      in_pos += used;
+      out_pos += made;
+    }
+    return out_pos == size;
+  }
+  // RFC 1950: deflate (CM 8), a window of at most 32 KiB, FCHECK, and no preset dictionary.
+  if ((in[0] & 0x0f) != 8 || (in[0] >> 4) > 7 || ((in[0] << 8) | in[1]) % 31 != 0 || (in[1] & 0x20) != 0) {
+    return false;
+  }
+  size_t used = 0, made = 0;
+  return libdeflate_zlib_decompress_ex(g->fast, in.data(), in.size(), dst, size, &used, &made) ==
+             LIBDEFLATE_SUCCESS &&
+         used == in.size() && made == size;
+}
 
 z_stream* GetStream(DecodeScratch& s) {
   GzipScratch* g = s.Get<GzipScratch>();
@@ -85,6 +120,10 @@ class GzipCodec final : public BytesToBytesCodec {
     if (zs == nullptr) return Status::ResourceExhausted("gzip: cannot allocate a zlib stream");
     if (in.size() > (1ull << 31)) return Status::Unimplemented("gzip: chunks over 2 GiB");
     if (out.fixed != nullptr) {
+      if (FastInflate(scratch.Get<GzipScratch>(), in, out.fixed, out.size)) {
+        out.result = {out.fixed, out.size};
+        return Status::Ok();
+      }
       size_t produced = 0;
       LSIO_RETURN_IF_ERROR(InflateInto(zs, in, out.fixed, out.size, &produced));
       if (produced != out.size) {
