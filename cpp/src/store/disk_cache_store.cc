@@ -31,6 +31,8 @@ namespace {
 constexpr uint64_t kDiskBlock = 64 << 10;
 // Fetched blocks held for writing at the end of a Read/ReadStream call, at most this much.
 constexpr uint64_t kPendingLimit = 256ull << 20;
+// Adopted tails remembered for erasing (DiskCacheStore::Stale), at most this many URLs.
+constexpr size_t kMaxAdopted = 1 << 16;
 
 // [first block start, end of last block) of r's bytes, clipped to the object.
 std::pair<uint64_t, uint64_t> BlockSpan(const RangeRead& r) {
@@ -105,6 +107,11 @@ bool DiskCacheStore::ServeTail(RangeRead& r) {
   const uint64_t n = std::min(r.length, tail->size);
   if (tail->bytes.size() < n || !inner_->AdoptVersion(*r.object, tail->version, tail->size)) return false;
   r.object->remembered = true;
+  {
+    std::lock_guard<std::mutex> lock(adopted_mu_);
+    if (adopted_.size() >= kMaxAdopted) adopted_.clear();  // forgetting only costs a second retry
+    adopted_.insert(url);
+  }
   std::memcpy(r.dst, tail->bytes.data() + (tail->bytes.size() - n), static_cast<size_t>(n));
   r.status = Status::Ok();
   r.missing = false;
@@ -117,7 +124,14 @@ bool DiskCacheStore::ServeTail(RangeRead& r) {
 void DiskCacheStore::Stale(const StoreObject& obj) {
   // The tail goes whoever adopted the version (another process may have kept the same one).
   cache_->EraseTail(inner_->Identity(obj));
-  if (obj.remembered) remembered_stale_.fetch_add(1, std::memory_order_acq_rel);
+  if (!obj.remembered) return;
+  std::unordered_set<std::string> adopted;
+  {
+    std::lock_guard<std::mutex> lock(adopted_mu_);
+    adopted.swap(adopted_);
+  }
+  for (const std::string& url : adopted) cache_->EraseTail(url);
+  remembered_stale_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 void DiskCacheStore::AfterInner(const RangeRead& r, Pending* pending) {
@@ -136,6 +150,12 @@ void DiskCacheStore::AfterInner(const RangeRead& r, Pending* pending) {
 
 Status DiskCacheStore::ConfirmServed(std::span<const ObjectRef> objects, const std::function<bool()>& cancelled) {
   Status st = inner_->ConfirmServed(objects, cancelled);
+  if (st.ok()) {
+    std::lock_guard<std::mutex> lock(adopted_mu_);
+    for (const ObjectRef& o : objects) {
+      if (o != nullptr && o->remembered && !adopted_.empty()) adopted_.erase(inner_->Identity(*o));
+    }
+  }
   if (st.error_number() == ESTALE) {
     // The changed ones among the objects that could have tails (strong versions, which then
     // no longer identify their bytes).

@@ -21,8 +21,10 @@
 // the tail a read of that object kept earlier (DiskCache::Tail, any process), adopting the
 // tail's version in the wrapped store; so a new process's warm call reads no shard index
 // from the network, and its confirmations go out with its chunk reads (one round trip,
-// overlapping the disk reads). A tail whose version turns out stale (the confirmation, or a
-// pinned read, fails with ESTALE) is erased, and RememberedStale() counts it: the executor
+// overlapping the disk reads). When a version taken from a tail turns out stale (the
+// confirmation, or a pinned read, fails with ESTALE), every tail this process adopted and
+// has not seen confirmed is erased (a writer rewrites many shards at once: the call run
+// again must not fail on the next of them), and RememberedStale() counts it: the executor
 // runs such a call once more (read/executor.cc), so a rewrite made before a process started
 // is not an error in it. Tails are written for strong ETags only, like blocks.
 //
@@ -36,7 +38,9 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "store/disk_cache.h"
@@ -118,6 +122,8 @@ class DiskCacheStore final : public Store {
   std::shared_ptr<Store> inner_;
   std::shared_ptr<DiskCache> cache_;
   std::atomic<uint64_t> remembered_stale_{0};
+  std::mutex adopted_mu_;
+  std::unordered_set<std::string> adopted_;  // URLs whose tail was adopted, not yet confirmed
 };
 
 }  // namespace lsio

@@ -73,6 +73,14 @@ Status V2DataType(const nlohmann::json& j, nlohmann::json* name, std::string* en
   return Status::Ok();
 }
 
+// c[key] when it is a string, else `otherwise` (nlohmann's value() throws on another type:
+// a .zarray is untrusted input).
+std::string StringAt(const nlohmann::json& c, const char* key, std::string otherwise = std::string()) {
+  if (!c.is_object()) return otherwise;
+  auto it = c.find(key);
+  return it != c.end() && it->is_string() ? it->get<std::string>() : otherwise;
+}
+
 // The compressor as a v3 codec; null when there is none. The configuration carries what the
 // .zarray says and nothing else: a key that is null or absent stays out (numcodecs keeps None,
 // and decoding needs none of these keys), so no default stands in for it and the v3 codec
@@ -81,7 +89,7 @@ Status V2DataType(const nlohmann::json& j, nlohmann::json* name, std::string* en
 // (checksums, bz2, lzma, shuffle), under v3's numcodecs.* names with their configuration.
 std::optional<nlohmann::json> V2BytesCodec(const nlohmann::json& c) {
   static const char* const kIds[] = {"bz2", "lzma", "crc32", "adler32", "fletcher32", "shuffle"};
-  const std::string id = c.value("id", std::string());
+  const std::string id = StringAt(c, "id");
   for (const char* k : kIds) {
     if (id == k) {
       nlohmann::json config = c;
@@ -189,14 +197,14 @@ nlohmann::json NumcodecsName(const nlohmann::json& c) {
   if (!c.is_object()) return {{"name", c.dump()}};
   nlohmann::json config = c;
   config.erase("id");
-  return {{"name", "numcodecs." + c.value("id", std::string("unknown"))}, {"configuration", config}};
+  return {{"name", "numcodecs." + StringAt(c, "id", "unknown")}, {"configuration", config}};
 }
 
 bool HasVlenUtf8Filter(const nlohmann::json& j) {
   auto f = j.find("filters");
   if (f == j.end() || !f->is_array()) return false;
   for (const auto& one : *f) {
-    if (one.is_object() && one.value("id", std::string()) == "vlen-utf8") return true;
+    if (StringAt(one, "id") == "vlen-utf8") return true;
   }
   return false;
 }
@@ -229,7 +237,7 @@ nlohmann::json V2ArrayAsV3(const nlohmann::json& j, const nlohmann::json& attrib
     fill = fill.get<std::string>().substr(marker.size());  // a bare NaN token -> v3's "NaN"
   }
   // zarr-python 2.1's `fill_value: 0` on fixed-width strings: their zero (see ParseArrayMetadataV2).
-  const std::string type_name = data_type.is_object() ? data_type.value("name", std::string())
+  const std::string type_name = data_type.is_object() ? StringAt(data_type, "name")
                                 : data_type.is_string() ? data_type.get<std::string>()
                                                         : std::string();
   if ((type_name == "fixed_length_utf32" || type_name == "null_terminated_bytes") && fill.is_number() && fill == 0) {
@@ -242,14 +250,14 @@ nlohmann::json V2ArrayAsV3(const nlohmann::json& j, const nlohmann::json& attrib
   std::vector<nlohmann::json> filters;
   if (auto f = j.find("filters"); f != j.end() && f->is_array()) {
     for (const auto& one : *f) {
-      if (vlen_string && one.is_object() && one.value("id", std::string()) == "vlen-utf8") continue;  // the serializer
+      if (vlen_string && StringAt(one, "id") == "vlen-utf8") continue;  // the serializer
       auto codec = V2Filter(one, itemsize);
       filters.push_back(codec.ok() ? std::move(codec).value() : NumcodecsName(one));
     }
   }
   const nlohmann::json comp = j.value("compressor", nlohmann::json());
   auto compressor = V2Compressor(comp, itemsize);
-  const std::string order = j.value("order", nlohmann::json("C")).is_string() ? j.value("order", std::string("C")) : "C";
+  const std::string order = StringAt(j, "order", "C");
   node["codecs"] = V2Codecs(order == "F", shape.is_array() ? shape.size() : 0, std::move(serializer),
                             std::move(filters), compressor.ok() ? std::move(compressor).value() : NumcodecsName(comp));
   if (auto dims = attributes.find("_ARRAY_DIMENSIONS"); dims != attributes.end() && dims->is_array()) {
@@ -342,7 +350,7 @@ Result<ArrayMetadata> ParseArrayMetadataV2(std::string_view zarray, std::string_
   spec.shape = m.read_chunk_shape;
   LSIO_ASSIGN_OR_RETURN(m.chain, ParseCodecChain(codecs, spec));
   std::string description = m.chain->description();
-  if (j["compressor"].is_object() && j["compressor"].value("id", "") == "zlib") {
+  if (StringAt(j["compressor"], "id") == "zlib") {
     // Stored as zlib, inflated by the gzip codec: say what is stored.
     const size_t at = description.rfind("gzip");
     if (at != std::string::npos) description.replace(at, 4, "zlib");

@@ -2,6 +2,7 @@
 // every malformed or unsupported case with its code (kInvalidFormat / kUnimplemented) and
 // message.
 #include "zarr/metadata.h"
+#include "zarr/node.h"
 
 #include <cmath>
 #include <cstring>
@@ -341,6 +342,19 @@ TEST(MetadataV2Test, ParsesIntoTheV3Structures) {
   ASSERT_TRUE(m->dimension_names.has_value());
   EXPECT_EQ(*m->dimension_names, (std::vector<std::optional<std::string>>{"y", "x"}));
   EXPECT_EQ(m->attributes["units"], "K");
+}
+
+TEST(MetadataV2Test, CodecIdsThatAreNotStringsAreErrorsNotExceptions) {
+  // Found by node_fuzzer: a numeric "id" made nlohmann's value() throw out of the parser.
+  for (const char* field : {"compressor", "filters", "order"}) {
+    nlohmann::json j = V2Doc();
+    if (std::string(field) == "compressor") j["compressor"] = {{"id", 0}};
+    if (std::string(field) == "filters") j["filters"] = nlohmann::json::array({{{"id", 7}}});
+    if (std::string(field) == "order") j["order"] = 3;
+    auto m = ParseArrayMetadataV2(j.dump(), "");
+    EXPECT_FALSE(m.ok()) << field;
+    EXPECT_EQ(V2ArrayAsV3(j, nlohmann::json::object())["zarr_format"], 2) << field;
+  }
 }
 
 TEST(MetadataV2Test, FiltersAndLz4BecomeBytesToBytesCodecs) {
