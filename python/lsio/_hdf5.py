@@ -325,7 +325,10 @@ def _dataset(b: _Builder, key: str, dset: Any, encoders: Callable[[List[Dict[str
     if layout == h5py.h5d.CHUNKED:
         grid_chunks = [max(1, c) for c in chunks]
         infos: List[Any] = []
-        dset.id.chunk_iter(infos.append)
+        try:
+            dset.id.chunk_iter(infos.append)  # one pass over the chunk index (HDF5 >= 1.12.3)
+        except (AttributeError, NotImplementedError):
+            infos = [dset.id.get_chunk_info(i) for i in range(dset.id.get_num_chunks())]
         for info in infos:
             coords = [o // c for o, c in zip(info.chunk_offset, grid_chunks)]
             ckey = f"{key}/" + ".".join(str(c) for c in coords)
