@@ -91,3 +91,18 @@ def selections(shape, rng, n=4):
             key.append(slice(a, max(b, a + 1) if a < s else s, int(rng.integers(1, 3))))
         sels.append(tuple(key))
     return sels
+
+
+def assert_reads_in_worker_processes(a):
+    """The array pickles, and reads the same in spawned and forked worker processes (it
+    travels pickled and is read in the child: operator.getitem(arr, ...))."""
+    import multiprocessing as mp
+    import operator
+    import pickle
+
+    b = pickle.loads(pickle.dumps(a))
+    np.testing.assert_array_equal(a[...], b[...])
+    for method in ("spawn", "fork"):
+        with mp.get_context(method).Pool(1) as pool:
+            got = pool.apply(operator.getitem, (b, Ellipsis))
+        np.testing.assert_array_equal(got, a[...])

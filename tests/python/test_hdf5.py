@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import lsio
-from hdf5_matrix import MORE_FILTERS, dataset_cases, selections, write_h5
+from hdf5_matrix import MORE_FILTERS, assert_reads_in_worker_processes, dataset_cases, selections, write_h5
 
 h5py = pytest.importorskip("h5py")
 pytest.importorskip("hdf5plugin")
@@ -245,15 +245,7 @@ def test_pickled_and_read_in_worker_processes(matrix):
     _, h5, cases = matrix
     name = next(_name(c) for c in cases if c["layout"] == "chunked" and c["filters"] == "zstd")
     a = lsio.open(str(h5), name)
-    b = pickle.loads(pickle.dumps(a))
-    np.testing.assert_array_equal(a[...], b[...])
-    import multiprocessing as mp
-    import operator
-
-    for method in ("spawn", "fork"):
-        with mp.get_context(method).Pool(1) as pool:
-            got = pool.apply(operator.getitem, (b, Ellipsis))
-        np.testing.assert_array_equal(got, a[...])
+    assert_reads_in_worker_processes(a)
 
 
 def test_malformed_files_are_typed_errors(tmp_path):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 
 import numpy as np
 import pytest
@@ -23,6 +22,7 @@ import lsio
 h5py = pytest.importorskip("h5py")
 kerchunk_hdf = pytest.importorskip("kerchunk.hdf")
 
+from hdf5_matrix import assert_reads_in_worker_processes
 from hdf5_matrix import dataset_cases as _dataset_cases, selections as _selections, write_h5 as _write_h5
 
 
@@ -209,16 +209,7 @@ def test_pickled_and_dataloader_workers(h5_matrix, tmp_path):
     refs = _refs(h5, root / "refs_pickle.json", 0)
     name = next(c["name"] for c in cases if c["layout"] == "chunked" and not c["group"])
     a = lsio.open(str(refs), name)
-    b = pickle.loads(pickle.dumps(a))
-    np.testing.assert_array_equal(a[...], b[...])
-    import multiprocessing as mp
-    import operator
-
-    # The array travels pickled and is read in the child (operator.getitem(arr, ...)).
-    for method in ("spawn", "fork"):
-        with mp.get_context(method).Pool(1) as pool:
-            got = pool.apply(operator.getitem, (b, Ellipsis))
-        np.testing.assert_array_equal(got, a[...])
+    assert_reads_in_worker_processes(a)
 
 
 def test_malformed_references_are_typed_errors(tmp_path):

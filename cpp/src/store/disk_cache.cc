@@ -111,6 +111,17 @@ bool WriteAll(int fd, const uint8_t* src, uint64_t n) {
 
 uint64_t HeaderSize(const std::string& key) { return sizeof(kMagic) + 4 + key.size() + 4; }
 
+// mtime is the LRU clock. A file touched within the last minute keeps its mtime: eviction
+// cannot tell a minute apart anyway, and a warm batch then dirties no inodes.
+void Touch(int fd, const struct stat& st) {
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  if (now.tv_sec - st.st_mtim.tv_sec >= kTouchSeconds || now.tv_sec < st.st_mtim.tv_sec) {
+    const struct timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
+    futimens(fd, times);
+  }
+}
+
 // mkdir -p with owner-only modes for the directories it creates.
 Status MakeDirs(const std::string& dir) {
   if (dir.empty()) return Status::InvalidArgument("cache_dir is empty");
@@ -192,14 +203,7 @@ bool DiskCache::Get(const std::string& url, const std::string& version, uint64_t
     damaged = true;  // blocks are renamed into place whole: a wrong size is damage
   }
   if (ok) {
-    // mtime is the LRU clock. A block touched within the last minute keeps its mtime: eviction
-    // cannot tell a minute apart anyway, and a warm batch then dirties no inodes.
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    if (now.tv_sec - st.st_mtim.tv_sec >= kTouchSeconds || now.tv_sec < st.st_mtim.tv_sec) {
-      const struct timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
-      futimens(fd, times);
-    }
+    Touch(fd, st);
   }
   close(fd);
   if (!ok && damaged) unlink(path.c_str());
@@ -234,14 +238,7 @@ std::optional<DiskCache::Tail> DiskCache::GetTail(const std::string& url) {
       }
     }
   }
-  if (tail) {
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    if (now.tv_sec - st.st_mtim.tv_sec >= kTouchSeconds || now.tv_sec < st.st_mtim.tv_sec) {
-      const struct timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
-      futimens(fd, times);
-    }
-  }
+  if (tail) Touch(fd, st);
   close(fd);
   if (!tail && damaged) unlink(path.c_str());
   ++(tail ? hits_ : misses_);
