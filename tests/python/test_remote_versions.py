@@ -258,6 +258,26 @@ def test_a_new_process_takes_shard_indexes_from_the_disk_cache(server, tmp_path)
     assert all(r.method == "HEAD" for r in fs.requests[n:] if r.path.startswith("/a.zarr/c/"))
 
 
+def test_a_kept_index_of_an_array_recreated_with_another_layout_is_not_an_error(server, tmp_path):
+    """The disk cache keeps shard indexes by URL: an array re-created at the same path with
+    other inner chunks leaves kept indexes that no longer decode (a smaller index: the kept
+    bytes are served, fail their checksum). The call runs again without them: new data."""
+    fs = server
+    so = {**OPTS, "cache_dir": str(tmp_path / "cache"), "disk_cache_bytes": 1 << 24}
+    url = fs.url("a.zarr")
+    np.testing.assert_array_equal(lsio.open(url, storage_options=so)[...], fs.v1)
+    shutil.rmtree(fs.root / "a.zarr")
+    z = zarr.create_array(str(fs.root / "a.zarr"), shape=SHAPE, chunks=(25, 25), shards=SHARD, dtype="uint16",
+                          compressors=zarr.codecs.ZstdCodec(level=3), fill_value=0)
+    z[...] = fs.v2
+    got = _second_process(fs, url, so, {}, tmp_path, 2)
+    assert got["outcomes"] == ["new", "new"], got
+    # The process after it takes the new layout's indexes from disk.
+    n = len(fs.requests)
+    assert _second_process(fs, url, so, {}, tmp_path, 1)["outcomes"] == ["new"]
+    assert all(r.method == "HEAD" for r in fs.requests[n:] if r.path.startswith("/a.zarr/c/"))
+
+
 def test_cache_max_age_trusts_a_confirmed_version_for_that_long(server, tmp_path):
     fs = server
     so = {**OPTS, "cache_dir": str(tmp_path / "cache"), "disk_cache_bytes": 1 << 24, "cache_max_age": 2.0}

@@ -169,7 +169,7 @@ Status Resolve(const ReadContext& ctx, bool one_read, uint32_t first, uint32_t l
     shards.push_back({plan->shard_ids[s], ObjectKey(l, plan->shard_coords.data() + s * static_cast<size_t>(nd))});
     shard_slot.push_back(s);
   }
-  ShardedSource source(l.shard, ctx.index_cache, &store);
+  ShardedSource source(l.shard, ctx.index_cache, &store, ctx.use_remembered);
   LSIO_RETURN_IF_ERROR(source.Resolve(shards, [&ctx] { return ctx.interrupt_probe != nullptr && ctx.interrupt_probe(); }));
   for (size_t k = 0; k < shards.size(); ++k) {
     const size_t s = shard_slot[k];
@@ -322,23 +322,33 @@ uint64_t NsSince(ProfileClock::time_point t0) {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(ProfileClock::now() - t0).count());
 }
 
-// Times a whole call (planning, resolving, workers) into t_profile; RunPlan adds the time
-// spent in RunOnWorkers. A call that failed because a version remembered from an earlier
-// process turned out stale (Store::RememberedStale) runs once more: that version is
-// forgotten by now, so the second run reads current ones (and writes every byte of the
-// selection again), and a rewrite made before this process started is not an error in it.
+// A call that failed after the store served reads from what earlier processes kept (the
+// disk cache's tails, Store::RememberedServed) may have failed because of them: a version
+// that turned out stale, or the index of an array since re-created at the same path with
+// another layout, which no longer decodes. It runs once more without any of it (the tails
+// it adopted forgotten, the array's cached indexes dropped, none taken this time), writing
+// every byte of the selection again; a genuine error then repeats and is returned. So a
+// rewrite made before this process started is never an error in it.
 template <typename F>
-Status Profiled(Store* store, F&& call) {
+Status WithoutRememberedOnFailure(const ReadContext& ctx, F&& call) {
+  const uint64_t served = ctx.store->RememberedServed();
+  Status st = call(ctx);
+  if (st.ok() || st.code() == StatusCode::kCancelled || ctx.store->RememberedServed() == served) return st;
+  ctx.store->ForgetRemembered();
+  if (ctx.index_cache != nullptr) ctx.index_cache->Clear();
+  ReadContext again = ctx;
+  again.use_remembered = false;
+  return call(again);
+}
+
+// Times a whole call (planning, resolving, workers) into t_profile; RunPlan adds the time
+// spent in RunOnWorkers (a call run again is timed as a whole).
+template <typename F>
+Status Profiled(const ReadContext& ctx, F&& call) {
   t_profile = CallProfile{};
   t_profile.stream_threshold_bytes = StreamingThresholdBytes();
   const auto t0 = ProfileClock::now();
-  const uint64_t stale = store->RememberedStale();
-  Status st = call();
-  if (st.error_number() == ESTALE && store->RememberedStale() != stale) {
-    t_profile = CallProfile{};
-    t_profile.stream_threshold_bytes = StreamingThresholdBytes();
-    st = call();
-  }
+  Status st = WithoutRememberedOnFailure(ctx, std::forward<F>(call));
   t_profile.total_ns = NsSince(t0);
   return st;
 }
@@ -347,11 +357,11 @@ Status Profiled(Store* store, F&& call) {
 CallProfile LastCallProfile() { return t_profile; }
 
 Status ExecuteRead(const ReadContext& ctx, const BoxBatch& batch) {
-  return Profiled(ctx.store, [&] { return ExecuteReadImpl(ctx, batch); });
+  return Profiled(ctx, [&](const ReadContext& c) { return ExecuteReadImpl(c, batch); });
 }
 
 Status ExecuteRead(const ReadContext& ctx, const OuterSelection& sel) {
-  return Profiled(ctx.store, [&] { return ExecuteReadImpl(ctx, sel); });
+  return Profiled(ctx, [&](const ReadContext& c) { return ExecuteReadImpl(c, sel); });
 }
 
 Status ExecuteReadImpl(const ReadContext& ctx, const BoxBatch& batch) {
@@ -377,23 +387,23 @@ Status ExecuteReadImpl(const ReadContext& ctx, const BoxBatch& batch) {
 
 Status ExecuteStage(const ReadContext& ctx_in, const BoxBatch& batch_in, std::span<uint8_t> staging, bool gpu_codecs,
                     StagedBatch* out) {
-  return Profiled(ctx_in.store, [&]() -> Status {
-    const ArrayLayout& l = *ctx_in.layout;
+  return Profiled(ctx_in, [&](const ReadContext& ctx_run) -> Status {
+    const ArrayLayout& l = *ctx_run.layout;
     if (l.ndim() > 64) return Status::Unimplemented("arrays of more than 64 dimensions");
-    if (ctx_in.convert != nullptr) return Status::InvalidArgument("a staged read cannot convert elements");
+    if (ctx_run.convert != nullptr) return Status::InvalidArgument("a staged read cannot convert elements");
     // The plan's output addresses are offsets from a base that is never written through:
     // the scatter ops carry them (relative to it) to a device the engine cannot address.
     static uint8_t base_anchor[1];
     BoxBatch batch = batch_in;
     batch.dst = base_anchor;
     batch.dsts = nullptr;
-    LSIO_RETURN_IF_ERROR(CheckPlanBound(ctx_in, PlanBytesBound(l, batch)));
+    LSIO_RETURN_IF_ERROR(CheckPlanBound(ctx_run, PlanBytesBound(l, batch)));
     Plan plan;
     const auto t_plan = ProfileClock::now();
-    LSIO_RETURN_IF_ERROR(BuildTasks(l, batch, &plan, /*allow_direct=*/false, ctx_in.interrupted));
+    LSIO_RETURN_IF_ERROR(BuildTasks(l, batch, &plan, /*allow_direct=*/false, ctx_run.interrupted));
     t_profile.plan_ns += NsSince(t_plan);
     StageSink sink(staging, gpu_codecs, plan.tasks.size());
-    ReadContext ctx = ctx_in;
+    ReadContext ctx = ctx_run;
     ctx.chunk_cache = nullptr;
     ctx.stage = &sink;
     *out = StagedBatch{};
@@ -533,7 +543,13 @@ Status RunPlan(const ReadContext& ctx, Plan& plan, bool stream, StagedBatch* sta
 
 ThreadPool& ProcessWorkerPool() { return g_pool->Get(); }
 
+Status SurveyChunksImpl(const ReadContext& ctx, std::vector<int64_t>* nbytes);
+
 Status SurveyChunks(const ReadContext& ctx, std::vector<int64_t>* nbytes) {
+  return WithoutRememberedOnFailure(ctx, [&](const ReadContext& c) { return SurveyChunksImpl(c, nbytes); });
+}
+
+Status SurveyChunksImpl(const ReadContext& ctx, std::vector<int64_t>* nbytes) {
   const ArrayLayout& l = *ctx.layout;
   const int nd = l.ndim();
   // One selection over the whole array; its tasks come out in C order of the chunk grid.

@@ -96,6 +96,10 @@ struct ReadContext {
   std::string cache_namespace;
   /// Set by ExecuteStage only: chunks go to this staging sink instead of the output.
   StageSink* stage = nullptr;
+  /// Whether shard indexes may come from what earlier processes kept (the disk cache's
+  /// tails, RangeRead::confirmed_later); false when a call runs again after a failure that
+  /// followed such reads (Store::RememberedServed).
+  bool use_remembered = true;
   /// Optional (adaptive coalescing, remote): every finished chunk request's timings are
   /// fed to it; the facade asks it for the next call's coalescing.
   CoalescingTuner* tuner = nullptr;

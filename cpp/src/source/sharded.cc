@@ -62,7 +62,8 @@ Status ShardedSource::Resolve(std::span<Shard> shards, const std::function<bool(
         r.kind = ReadKind::kSuffix;
         // Every caller confirms the versions of a wave's objects before it returns (the
         // executor's ConfirmServed), so a disk cache may answer from a kept tail.
-        r.confirmed_later = remote;
+        r.confirmed_later = remote && use_remembered_;
+        r.keep_tail = remote;
       } else {
         r.kind = ReadKind::kRange;
         r.offset = 0;

@@ -51,8 +51,10 @@ struct ChunkSpan {
 
 class ShardedSource {
  public:
-  ShardedSource(const ShardLayout& shard, IndexCache* cache, Store* store)
-      : shard_(shard), cache_(cache), store_(store) {}
+  /// `use_remembered`: index reads may be answered from what earlier processes kept (a disk
+  /// cache's tails; RangeRead::confirmed_later); false when a call runs again without them.
+  ShardedSource(const ShardLayout& shard, IndexCache* cache, Store* store, bool use_remembered = true)
+      : shard_(shard), cache_(cache), store_(store), use_remembered_(use_remembered) {}
 
   struct Shard {
     Shard() = default;
@@ -87,6 +89,7 @@ class ShardedSource {
   const ShardLayout& shard_;
   IndexCache* cache_;
   Store* store_;
+  bool use_remembered_;
 };
 
 }  // namespace lsio

@@ -107,6 +107,7 @@ bool DiskCacheStore::ServeTail(RangeRead& r) {
   const uint64_t n = std::min(r.length, tail->size);
   if (tail->bytes.size() < n || !inner_->AdoptVersion(*r.object, tail->version, tail->size)) return false;
   r.object->remembered = true;
+  remembered_served_.fetch_add(1, std::memory_order_acq_rel);
   {
     std::lock_guard<std::mutex> lock(adopted_mu_);
     if (adopted_.size() >= kMaxAdopted) adopted_.clear();  // forgetting only costs a second retry
@@ -124,14 +125,16 @@ bool DiskCacheStore::ServeTail(RangeRead& r) {
 void DiskCacheStore::Stale(const StoreObject& obj) {
   // The tail goes whoever adopted the version (another process may have kept the same one).
   cache_->EraseTail(inner_->Identity(obj));
-  if (!obj.remembered) return;
+  if (obj.remembered) ForgetRemembered();
+}
+
+void DiskCacheStore::ForgetRemembered() {
   std::unordered_set<std::string> adopted;
   {
     std::lock_guard<std::mutex> lock(adopted_mu_);
     adopted.swap(adopted_);
   }
   for (const std::string& url : adopted) cache_->EraseTail(url);
-  remembered_stale_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 void DiskCacheStore::AfterInner(const RangeRead& r, Pending* pending) {
@@ -140,7 +143,7 @@ void DiskCacheStore::AfterInner(const RangeRead& r, Pending* pending) {
     Stale(*r.object);
     return;
   }
-  if (r.kind == ReadKind::kSuffix && r.confirmed_later && r.status.ok() && !r.missing && r.object->size_known &&
+  if (r.kind == ReadKind::kSuffix && r.keep_tail && r.status.ok() && !r.missing && r.object->size_known &&
       r.transferred > 0 && inner_->VersionIdentifiesBytes(*r.object)) {
     DiskCache::Tail t{r.object->version, r.object->size,
                       std::string(reinterpret_cast<const char*>(r.dst), static_cast<size_t>(r.transferred))};

@@ -18,15 +18,17 @@
 //
 // Tails: a read of an object's end (ReadKind::kSuffix) whose caller confirms the version
 // before trusting the bytes (RangeRead::confirmed_later: a shard index read) is served from
-// the tail a read of that object kept earlier (DiskCache::Tail, any process), adopting the
+// the tail a read of that object kept earlier (RangeRead::keep_tail; DiskCache::Tail, any
+// process), adopting the
 // tail's version in the wrapped store; so a new process's warm call reads no shard index
 // from the network, and its confirmations go out with its chunk reads (one round trip,
 // overlapping the disk reads). When a version taken from a tail turns out stale (the
 // confirmation, or a pinned read, fails with ESTALE), every tail this process adopted and
-// has not seen confirmed is erased (a writer rewrites many shards at once: the call run
-// again must not fail on the next of them), and RememberedStale() counts it: the executor
-// runs such a call once more (read/executor.cc), so a rewrite made before a process started
-// is not an error in it. Tails are written for strong ETags only, like blocks.
+// has not seen confirmed is erased (a writer rewrites many shards at once). RememberedServed()
+// counts the reads served from tails: the executor runs a call that failed after any of them
+// once more, without tails (read/executor.cc), so neither a rewrite made before a process
+// started nor a tail of an array since re-created with another layout (an index that no
+// longer decodes) is an error in it. Tails are written for strong ETags only, like blocks.
 //
 // Writes: a read call's fetched blocks are written after its requests finish (at the end of
 // Read/ReadStream, or when they pass 256 MiB), on the calling thread: a write inside a
@@ -75,7 +77,8 @@ class DiskCacheStore final : public Store {
     return inner_->AdoptVersion(obj, version, size);
   }
   Status ConfirmServed(std::span<const ObjectRef> objects, const std::function<bool()>& cancelled = {}) override;
-  uint64_t RememberedStale() override { return remembered_stale_.load(std::memory_order_acquire); }
+  uint64_t RememberedServed() override { return remembered_served_.load(std::memory_order_acquire); }
+  void ForgetRemembered() override;
   std::string Identity(const StoreObject& obj) const override { return inner_->Identity(obj); }
   bool VersionIdentifiesBytes(const StoreObject& obj) const override { return inner_->VersionIdentifiesBytes(obj); }
   StoreStats& stats() override { return inner_->stats(); }
@@ -121,7 +124,7 @@ class DiskCacheStore final : public Store {
 
   std::shared_ptr<Store> inner_;
   std::shared_ptr<DiskCache> cache_;
-  std::atomic<uint64_t> remembered_stale_{0};
+  std::atomic<uint64_t> remembered_served_{0};
   std::mutex adopted_mu_;
   std::unordered_set<std::string> adopted_;  // URLs whose tail was adopted, not yet confirmed
 };

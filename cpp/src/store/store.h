@@ -84,7 +84,7 @@ class StoreObject {
   /// Set by OpenForOneRead when the store opens the object only in its read (see there).
   bool open_on_read = false;
   /// Its version came from what an earlier call or process kept (a disk cache's tail), not
-  /// from this process: a stale one counts in Store::RememberedStale.
+  /// from this process: a failed call that used one runs again without (Store::RememberedServed).
   bool remembered = false;
 };
 using ObjectRef = std::shared_ptr<StoreObject>;
@@ -125,6 +125,10 @@ struct RangeRead {
   /// serve them for a version it remembers, adopting it (a shard index: the disk cache's
   /// tails, store/disk_cache_store.h).
   bool confirmed_later = false;
+  /// kSuffix: a caching store may keep what this read returns as the object's tail, for
+  /// later confirmed_later reads (a shard index; kept even when this read may not be answered
+  /// from one, as when a call runs again without them).
+  bool keep_tail = false;
   // --- out ---
   Status status;
   bool missing = false;      ///< no object under the key (status Ok)
@@ -272,11 +276,14 @@ class Store {
     return Status::Ok();
   }
 
-  /// How many versions this store adopted from what earlier processes kept
-  /// (StoreObject::remembered) turned out stale, ever. A call that failed with ESTALE while
-  /// this grew may run once more: the stale version is forgotten, and a rewrite made before
-  /// this process started is not an error in it.
-  virtual uint64_t RememberedStale() { return 0; }
+  /// How many reads this store served from what earlier processes kept (a disk cache's
+  /// tails: StoreObject::remembered), ever. A call that failed while this grew may be wrong
+  /// because of it (a stale version, an index of an array since re-created at the same
+  /// path): the executor forgets it (ForgetRemembered) and runs the call once more without
+  /// (RangeRead::confirmed_later unset), so such a failure is never an error the caller sees.
+  virtual uint64_t RememberedServed() { return 0; }
+  /// Drops what this process took from what earlier processes kept (see RememberedServed).
+  virtual void ForgetRemembered() {}
 
   /// Stores whose keys are byte ranges of a few shared objects (store/manifest.h): true, and
   /// Locate resolves a batch of keys to (object, offset, nbytes), opening each distinct object

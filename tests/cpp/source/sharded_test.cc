@@ -207,10 +207,10 @@ TEST(ShardedSourceTest, ANewProcessTakesShardIndexesFromTheDiskCachesTailsAndCon
   ASSERT_TRUE(store->ConfirmServed(std::vector<ObjectRef>{shards[0].object}).ok());
   ASSERT_EQ(srv.request_count(), before + 1);
   EXPECT_EQ(srv.requests().back().method, "HEAD");
-  EXPECT_EQ(store->RememberedStale(), 0u);
+  EXPECT_EQ(store->RememberedServed(), 1u) << "one index read served from what another process kept";
 }
 
-TEST(ShardedSourceTest, AStaleTailFailsTheConfirmationIsErasedAndCounted) {
+TEST(ShardedSourceTest, AStaleTailFailsTheConfirmationAndEveryAdoptedTailIsErased) {
   testing::TestObjectServer srv;
   srv.Put("/bucket/arr/c/0/0", lsio_test::Shard69ZarrPythonEnd());
   srv.Put("/bucket/arr/c/0/1", lsio_test::Shard69ZarrPythonEnd());  // rewritten too, found later
@@ -239,7 +239,7 @@ TEST(ShardedSourceTest, AStaleTailFailsTheConfirmationIsErasedAndCounted) {
     // Only the first one's change is noticed (a call fails at its first stale object)...
     const Status st = store->ConfirmServed(std::vector<ObjectRef>{shards[0].object});
     EXPECT_EQ(st.error_number(), ESTALE) << st.ToString();
-    EXPECT_EQ(store->RememberedStale(), 1u) << "the executor runs such a call once more";
+    EXPECT_EQ(store->RememberedServed(), 2u) << "the executor runs a failed call after these once more";
   }
   // ...yet every tail adopted so far is gone: the call run again reads both indexes (and the
   // current versions), instead of failing on the second shard.
