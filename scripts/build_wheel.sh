@@ -24,7 +24,7 @@
 #   2. pip wheel . (no build isolation: the pinned build deps; Release build in
 #      build/wheel-release/cp3XX, kept between runs) with LSIO_STATIC_DEPS=ON: liburing,
 #      libzstd, liblz4, zlib and liblzma are linked from Debian's static archives into _core,
-#      their symbols kept private to it (CMakeLists.txt says why c-blosc, libbz2 and libcurl
+#      their symbols kept private to it (CMakeLists.txt says why c-blosc, libbz2, libdeflate and libcurl
 #      cannot be). Only
 #      the bindings depend on the Python version: with ccache (CMakeLists.txt) the engine's
 #      objects compiled for the first version are reused by the others.

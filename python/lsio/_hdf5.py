@@ -26,13 +26,16 @@ How a dataset translates (what h5py reports -> Zarr v3):
 - attributes -> ``attributes`` (numpy values as JSON; NetCDF4's and HDF5's bookkeeping
   attributes hidden, as h5netcdf hides them); dimension scales -> ``dimension_names`` (a
   NetCDF4 dimension without a coordinate variable is not a variable, as in netCDF4-python).
-- dtypes: booleans, integers, floats and complex numbers of either byte order. Strings,
-  compound, enum (other than bool), reference and variable-length types raise
-  UnsupportedError when opened; virtual datasets and external storage too.
+- dtypes: booleans, integers, floats and complex numbers of either byte order; enums read as
+  their integer values (as h5py gives them). Strings, compound, reference and
+  variable-length types raise UnsupportedError when opened; virtual datasets and external
+  storage too.
 
 Remote files (``s3://``, ``gs://``, ``http(s)://``) are opened by h5py through a file object
-whose reads are lsio range requests (one per metadata block h5py asks for, cached); the
-chunk reads that follow are the engine's.
+whose reads are lsio range requests (64 KiB blocks, kept while the file is opened, each
+pinned to the ETag the file had when it was opened); the chunk reads that follow are the
+engine's (not pinned to that version: a file rewritten in place after it was opened may be
+read as a mix, as with kerchunk references; reopen it).
 """
 
 from __future__ import annotations
@@ -47,9 +50,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from . import _core, _storage
-from .errors import FormatError, UnsupportedError
+from .errors import Error, FormatError, UnsupportedError
 
-__all__ = ["is_hdf5", "is_netcdf3", "references"]
+__all__ = ["is_hdf5", "is_netcdf3", "netcdf3_error", "references"]
 
 SIGNATURE = b"\x89HDF\r\n\x1a\n"
 # NetCDF4's and HDF5's bookkeeping attributes (dimension scales, netCDF's own ids): not user
@@ -57,6 +60,9 @@ SIGNATURE = b"\x89HDF\r\n\x1a\n"
 _HIDDEN = {"CLASS", "DIMENSION_LIST", "NAME", "REFERENCE_LIST", "_Netcdf4Dimid", "_Netcdf4Coordinates",
            "_nc3_strict", "_NCProperties", "_Netcdf4Order"}
 _PHONY = b"This is a netCDF dimension but not a netCDF variable"
+# netCDF-C stores a variable that has a dimension's name but is not its coordinate under this
+# prefix; h5netcdf and netCDF4-python show it without.
+_NON_COORD = "_nc4_non_coord_"
 # Contiguous datasets are cut into blocks of whole leading-axis slices of about this size.
 _BLOCK_BYTES = 4 << 20
 
@@ -78,13 +84,22 @@ def is_hdf5(path: str) -> bool:
     return False
 
 
+_NETCDF3 = (b"CDF\x01", b"CDF\x02", b"CDF\x05")  # classic, 64-bit offset, CDF-5
+
+
 def is_netcdf3(path: str) -> bool:
     """NetCDF3 classic, 64-bit offset or CDF-5 (not HDF5)."""
     try:
         with open(path, "rb") as f:
-            return f.read(4) in (b"CDF\x01", b"CDF\x02", b"CDF\x05")
+            return f.read(4) in _NETCDF3
     except OSError:
         return False
+
+
+def netcdf3_error(path: str) -> UnsupportedError:
+    return UnsupportedError(f"{path!r} is a NetCDF3 (classic, 64-bit offset or CDF-5) file; lsio reads NetCDF4/HDF5 "
+                            "files and kerchunk references (kerchunk.netCDF3.NetCDF3ToZarr makes references lsio "
+                            "reads)")
 
 
 # ----------------------------------------------------------------------------- remote files
@@ -143,8 +158,8 @@ class _RangeFile(io.RawIOBase):
 
 
 def _json_value(v: Any) -> Any:
-    """An attribute or fill value as JSON (numpy scalars and arrays as Python values; NaN and
-    infinities as Zarr spells them)."""
+    """An attribute as JSON (numpy scalars and arrays as Python values; NaN and infinities
+    as the bare tokens zarr-python writes in attributes, which lsio reads back as floats)."""
     if isinstance(v, bytes):
         return v.decode("utf-8", "replace")
     if isinstance(v, np.ndarray):
@@ -158,17 +173,22 @@ def _json_value(v: Any) -> Any:
     if isinstance(v, (np.integer, int)):
         return int(v)
     if isinstance(v, (np.floating, float)):
-        f = float(v)
-        if math.isnan(f):
-            return "NaN"
-        if math.isinf(f):
-            return "Infinity" if f > 0 else "-Infinity"
-        return f
+        return float(v)
     if isinstance(v, (np.complexfloating, complex)):
         return [_json_value(v.real), _json_value(v.imag)]
     if isinstance(v, (list, tuple)):
         return [_json_value(x) for x in v]
     return str(v)
+
+
+def _fill_json(v: Any) -> Any:
+    """A fill value as Zarr v3 spells it ("NaN", "Infinity", "-Infinity"; complex as pairs)."""
+    if isinstance(v, (np.complexfloating, complex)):
+        return [_fill_json(v.real), _fill_json(v.imag)]
+    if isinstance(v, (np.floating, float)) and not math.isfinite(float(v)):
+        f = float(v)
+        return "NaN" if math.isnan(f) else "Infinity" if f > 0 else "-Infinity"
+    return _json_value(v)
 
 
 def _attrs(obj: Any) -> Dict[str, Any]:
@@ -240,7 +260,8 @@ class _Builder:
         self.lengths: List[int] = []
 
     def doc(self, key: str, value: Dict[str, Any]) -> None:
-        self.inline[key] = json.dumps(value, allow_nan=False).encode()
+        # allow_nan: non-finite attributes as bare tokens (fill values are strings already).
+        self.inline[key] = json.dumps(value, allow_nan=True).encode()
 
     def extent(self, key: str, offset: int, length: int) -> None:
         self.keys.append(key)
@@ -314,7 +335,7 @@ def _dataset(b: _Builder, key: str, dset: Any, encoders: Callable[[List[Dict[str
         "zarr_format": 3, "node_type": "array", "shape": list(shape), "data_type": data_type,
         "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [max(1, c) for c in chunks]}},
         "chunk_key_encoding": {"name": "v2", "configuration": {"separator": "."}},
-        "fill_value": _json_value(np.asarray(fill, dtype=dt)[()]) if fill is not None else 0,
+        "fill_value": _fill_json(np.asarray(fill, dtype=dt)[()]) if fill is not None else 0,
         "codecs": codecs, "attributes": attrs,
     }
     dims = _dimension_names(dset) if ndim else None
@@ -335,7 +356,11 @@ def _dataset(b: _Builder, key: str, dset: Any, encoders: Callable[[List[Dict[str
             if info.byte_offset is None or info.size == 0:
                 continue
             if info.filter_mask and not unsupported:
-                b.inline[ckey] = _reencode(dset, info.chunk_offset, grid_chunks, codecs, encoders, ckey)
+                try:
+                    b.inline[ckey] = _reencode(dset, info.chunk_offset, grid_chunks, codecs, encoders, ckey)
+                except UnsupportedError as e:  # this dataset cannot be read; the rest of the file can
+                    b.doc(f"{key}/zarr.json", _unsupported_node(shape, str(e), attrs))
+                    return
                 continue
             b.extent(ckey, info.byte_offset, info.size)
     elif layout == h5py.h5d.COMPACT or ndim == 0:
@@ -361,8 +386,10 @@ def _rows_per_block(rows: int, row_bytes: int) -> int:
             for q in (d, rows // d):
                 if q <= limit and q > best:
                     best = q
-    if best * row_bytes < (64 << 10) and rows * row_bytes <= (256 << 20):
-        return rows  # no useful divisor (a prime length): one block, as the file lays it out
+    if best * row_bytes < (64 << 10) and (rows * row_bytes <= (256 << 20) or rows // best > (1 << 20)):
+        # No useful divisor (a prime length): one block, as the file lays it out, rather than
+        # millions of tiny references (a crop of it reads it whole).
+        return rows
     return best
 
 
@@ -417,6 +444,9 @@ def build(f: Any, url: str, name: str) -> Any:
         elif isinstance(obj, h5py.Dataset):
             if _is_phony_dimension(obj):
                 return
+            head, _, name = path.rpartition("/")
+            if name.startswith(_NON_COORD):  # netCDF-C's name for a variable named like a dimension
+                path = f"{head}/{name[len(_NON_COORD):]}" if head else name[len(_NON_COORD):]
             _dataset(b, path, obj, _numcodecs_encoders)
 
     f.visititems(visit)
@@ -429,7 +459,8 @@ _cache: Dict[str, Tuple[int, Tuple[Any, ...], Any]] = {}  # path -> (pid, versio
 
 def references(spec: Dict[str, Any], open_remote: Callable[[str], Tuple[Any, str, int, str]]) -> Any:
     """The references of the HDF5 file of ``spec`` (see lsio/_kerchunk.py's spec_for); a local
-    file is translated once per process and version (size, mtime, inode).
+    file is translated once per process and version (size, mtime, inode), a remote one per
+    (size, ETag).
     ``open_remote(url) -> (store, key, size, version)`` opens a remote file's object."""
     try:
         import h5py
@@ -439,18 +470,26 @@ def references(spec: Dict[str, Any], open_remote: Callable[[str], Tuple[Any, str
     if _storage.is_remote(path):
         store, key, size, etag = open_remote(path)
         handle: Any = _RangeFile(store, key, size, etag)
-        version = None
+        # A remote file's translation is kept for the version its server names (no ETag or
+        # date: translated at every open).
+        version: Optional[Tuple[Any, ...]] = (size, etag) if etag else None
+        if handle.read(4) in _NETCDF3:
+            raise netcdf3_error(path)
+        handle.seek(0)
     else:
         st = os.stat(path)
         version = (st.st_size, st.st_mtime_ns, st.st_ino)
+        handle = path
+    if version is not None:
         with _lock:
             hit = _cache.get(path)
         if hit is not None and hit[0] == os.getpid() and hit[1] == version:
             return hit[2]
-        handle = path
     try:
         with h5py.File(handle, "r") as f:
             refs = build(f, path, path)
+    except Error:
+        raise  # lsio's own (a remote read's StorageError, ...): already typed and named
     except (OSError, ValueError, KeyError, RuntimeError) as e:
         if isinstance(e, OSError) and getattr(e, "errno", None) is not None and not isinstance(e, FileNotFoundError):
             raise

@@ -149,9 +149,9 @@ def references(spec: Dict[str, Any]) -> Any:
 
         return _hdf5.references(spec, lambda url: _open_object(url, spec.get("remote_options") or {}))
     if spec.get("format") == "netcdf3":
-        raise UnsupportedError(f"{refs!r} is a NetCDF3 (classic or 64-bit offset) file; lsio reads NetCDF4/HDF5 "
-                               "files and kerchunk references (kerchunk.netCDF3.NetCDF3ToZarr makes references "
-                               "lsio reads)")
+        from . import _hdf5  # noqa: PLC0415
+
+        raise _hdf5.netcdf3_error(refs)
     version: Optional[Tuple[Any, ...]] = None
     if not _storage.is_remote(refs):
         version = _local_version(refs, spec.get("format") == "parquet")

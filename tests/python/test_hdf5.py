@@ -122,6 +122,26 @@ def test_netcdf4_is_identical_to_h5netcdf(tmp_path):
     assert "lon" in lsio.open_group(str(nc)).array_names and "station" not in lsio.open_group(str(nc))["surface"]
 
 
+def test_netcdf_written_by_xarray_is_identical(tmp_path):
+    """xarray's own NetCDF4 files: float _FillValue NaN (its default), a NaN attribute, a
+    variable named like a dimension that is not its coordinate (netCDF-C stores it as
+    _nc4_non_coord_<name>), a string attribute list."""
+    xr = pytest.importorskip("xarray")
+    pytest.importorskip("h5netcdf")
+    pytest.importorskip("netCDF4")
+    t = np.arange(12, dtype="f4").reshape(3, 4)
+    t[0, 0] = np.nan
+    ds = xr.Dataset({"t": (("x", "y"), t), "y": (("x",), np.array([5.0, 6.0, 7.0]))},
+                    coords={"x": [10, 20, 30]}, attrs={"names": ["a", "b"]})
+    ds["t"].attrs["valid_max"] = np.float32(np.nan)
+    nc = tmp_path / "xr.nc"
+    ds.to_netcdf(nc, engine="netcdf4")
+    got = xr.open_dataset(nc, engine="lsio")
+    want = xr.open_dataset(nc, engine="h5netcdf")
+    assert got.identical(want), (got, want)
+    assert np.isnan(got["t"].encoding["_FillValue"])
+
+
 def test_open_mfdataset_over_files(tmp_path):
     xr = pytest.importorskip("xarray")
     pytest.importorskip("h5netcdf")
@@ -273,3 +293,14 @@ def test_malformed_files_are_typed_errors(tmp_path):
     with pytest.raises((FileNotFoundError, lsio.NotFoundError)) as e:
         lsio.open(str(missing), "x")
     assert getattr(e.value, "errno", errno.ENOENT) == errno.ENOENT
+
+
+def test_remote_netcdf3_says_so(nginx_server, tmp_path):
+    src = tmp_path / "www"
+    src.mkdir()
+    netCDF4 = pytest.importorskip("netCDF4")
+    with netCDF4.Dataset(src / "classic.nc", "w", format="NETCDF3_64BIT_OFFSET") as d:
+        d.createDimension("x", 3)
+        d.createVariable("v", "f4", ("x",))[:] = [1, 2, 3]
+    with pytest.raises(lsio.UnsupportedError, match="NetCDF3"):
+        lsio.open(f"{nginx_server(src).http_url}/classic.nc", "v")
