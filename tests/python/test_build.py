@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DEBIAN = ["liburing-dev", "libzstd-dev", "libblosc-dev", "liblz4-dev", "zlib1g-dev", "libbz2-dev", "liblzma-dev",
-          "nlohmann-json3-dev", "libssl-dev", "libcurl4-openssl-dev"]
+DEBIAN = ["liburing-dev", "libzstd-dev", "libblosc-dev", "liblz4-dev", "libdeflate-dev", "zlib1g-dev", "libbz2-dev",
+          "liblzma-dev", "nlohmann-json3-dev", "libssl-dev", "libcurl4-openssl-dev"]
 
 
 def _cmake() -> str:
@@ -36,8 +36,9 @@ def test_configure_without_the_libraries_names_each_and_the_apt_line(tmp_path):
     assert err.count("CMake Error") == 1, err  # one message, not one per library
     flat = " ".join(err.split())  # CMake wraps long lines
     assert "these system libraries (with their headers) are missing" in flat
-    for module, debian in zip(("liburing", "libzstd", "blosc", "liblz4", "zlib", "libbz2", "liblzma",
-                               "nlohmann_json >= 3.9", "OpenSSL libcrypto", "libcurl"), DEBIAN, strict=True):
+    for module, debian in zip(("liburing", "libzstd", "blosc", "liblz4", "libdeflate", "zlib", "libbz2",
+                               "liblzma", "nlohmann_json >= 3.9", "OpenSSL libcrypto", "libcurl"), DEBIAN,
+                              strict=True):
         assert f"{module} (Debian/Ubuntu: {debian})" in flat, module
     assert "sudo apt-get install " + " ".join(DEBIAN) in flat, flat
 
