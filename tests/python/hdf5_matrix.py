@@ -106,3 +106,18 @@ def assert_reads_in_worker_processes(a):
         with mp.get_context(method).Pool(1) as pool:
             got = pool.apply(operator.getitem, (b, Ellipsis))
         np.testing.assert_array_equal(got, a[...])
+
+
+def assert_reads_like(a, want, rng, name):
+    """lsio's array `a` equals `want` (the reference reader's whole array) bit for bit: shape,
+    dtype, random strided selections and a read_crops batch of half-size crops."""
+    assert a.shape == want.shape and a.dtype == want.dtype.newbyteorder("="), name
+    for key in selections(want.shape, rng):
+        got = a[key]
+        assert got.tobytes() == np.ascontiguousarray(want[key]).astype(got.dtype).tobytes(), (name, key)
+    crop = tuple(max(1, s // 2) for s in want.shape)
+    starts = np.stack([rng.integers(0, s - k + 1, 5) for s, k in zip(want.shape, crop)], axis=1)
+    batch = a.read_crops(starts, crop)
+    for b, st in enumerate(starts):
+        box = tuple(slice(int(o), int(o) + k) for o, k in zip(st, crop))
+        np.testing.assert_array_equal(batch[b], want[box], err_msg=name)

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import lsio
-from hdf5_matrix import MORE_FILTERS, assert_reads_in_worker_processes, dataset_cases, selections, write_h5
+from hdf5_matrix import MORE_FILTERS, assert_reads_in_worker_processes, assert_reads_like, dataset_cases, write_h5
 
 h5py = pytest.importorskip("h5py")
 pytest.importorskip("hdf5plugin")
@@ -50,16 +50,7 @@ def test_h5py_matrix_read_directly_equals_h5py(matrix):
             name = _name(c)
             want = f[name][...]
             a = lsio.open(str(h5), name)
-            assert a.shape == want.shape and a.dtype == want.dtype.newbyteorder("="), name
-            for key in selections(want.shape, rng):
-                got = a[key]
-                assert got.tobytes() == np.ascontiguousarray(want[key]).astype(got.dtype).tobytes(), (name, key)
-            crop = tuple(max(1, s // 2) for s in want.shape)
-            starts = np.stack([rng.integers(0, s - k + 1, 5) for s, k in zip(want.shape, crop)], axis=1)
-            batch = a.read_crops(starts, crop)
-            for b, st in enumerate(starts):
-                box = tuple(slice(int(o), int(o) + k) for o, k in zip(st, crop))
-                np.testing.assert_array_equal(batch[b], want[box], err_msg=name)
+            assert_reads_like(a, want, rng, name)
             np.testing.assert_array_equal(g[name][...], want, err_msg=name)
     # HDF5 groups are groups.
     assert "grp" in g.group_names and "sub" in g["grp"].group_names
