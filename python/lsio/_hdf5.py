@@ -27,9 +27,10 @@ How a dataset translates (what h5py reports -> Zarr v3):
   attributes hidden, as h5netcdf hides them); dimension scales -> ``dimension_names`` (a
   NetCDF4 dimension without a coordinate variable is not a variable, as in netCDF4-python).
 - dtypes: booleans, integers, floats and complex numbers of either byte order; enums read as
-  their integer values (as h5py gives them). Strings, compound, reference and
-  variable-length types raise UnsupportedError when opened; virtual datasets and external
-  storage too.
+  their integer values (as h5py gives them); fixed-length NUL-padded strings (NetCDF char
+  variables) as ``null_terminated_bytes``. Variable-length strings, space-padded strings,
+  compound, reference and variable-length types raise UnsupportedError when opened; virtual
+  datasets and external storage too.
 
 Remote files (``s3://``, ``gs://``, ``http(s)://``) are opened by h5py through a file object
 whose reads are lsio range requests (64 KiB blocks, kept while the file is opened, each
@@ -40,6 +41,7 @@ read as a mix, as with kerchunk references; reopen it).
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import math
@@ -273,6 +275,18 @@ class _Builder:
                                              self.offsets, self.lengths, name)
 
 
+def _null_padded(dset: Any) -> bool:
+    """A fixed-length string type padded (or terminated) with NULs, not spaces."""
+    import h5py
+
+    try:
+        tid = dset.id.get_type()
+        return isinstance(tid, h5py.h5t.TypeStringID) and not tid.is_variable_str() and \
+            tid.get_strpad() in (h5py.h5t.STR_NULLTERM, h5py.h5t.STR_NULLPAD)
+    except (AttributeError, ValueError, TypeError):
+        return False
+
+
 def _dimension_names(dset: Any) -> Optional[List[str]]:
     import h5py
 
@@ -307,7 +321,11 @@ def _dataset(b: _Builder, key: str, dset: Any, encoders: Callable[[List[Dict[str
     dt = dset.dtype
     dcpl = dset.id.get_create_plist()
     layout = dcpl.get_layout()
-    data_type = _data_type(dt) if dt.names is None and h5py.check_dtype(vlen=dt) is None else None
+    data_type: Any = _data_type(dt) if dt.names is None and h5py.check_dtype(vlen=dt) is None else None
+    if data_type is None and dt.kind == "S" and _null_padded(dset):
+        # Fixed-length byte strings (NetCDF char variables, HDF5 strings padded with NULs): the
+        # bytes as stored, which numpy shows as h5py does (trailing NULs dropped).
+        data_type = {"name": "null_terminated_bytes", "configuration": {"length_bytes": dt.itemsize}}
     if data_type is None:
         b.doc(f"{key}/zarr.json", _unsupported_node(shape, f"HDF5 dataset of dtype {dt}", attrs))
         return
@@ -316,7 +334,7 @@ def _dataset(b: _Builder, key: str, dset: Any, encoders: Callable[[List[Dict[str
         b.doc(f"{key}/zarr.json", _unsupported_node(shape, f"HDF5 {kind} dataset", attrs))
         return
     endian = "big" if dt.byteorder == ">" or (dt.byteorder == "=" and np.little_endian is False) else "little"
-    codecs: List[Dict[str, Any]] = [{"name": "bytes", "configuration": {"endian": endian}} if dt.itemsize > 1
+    codecs: List[Dict[str, Any]] = [{"name": "bytes", "configuration": {"endian": endian}} if dt.itemsize > 1 and dt.kind != "S"
                                     else {"name": "bytes"}]
     ndim = len(shape)
     if layout == h5py.h5d.CHUNKED:
@@ -335,7 +353,8 @@ def _dataset(b: _Builder, key: str, dset: Any, encoders: Callable[[List[Dict[str
         "zarr_format": 3, "node_type": "array", "shape": list(shape), "data_type": data_type,
         "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [max(1, c) for c in chunks]}},
         "chunk_key_encoding": {"name": "v2", "configuration": {"separator": "."}},
-        "fill_value": _fill_json(np.asarray(fill, dtype=dt)[()]) if fill is not None else 0,
+        "fill_value": (base64.b64encode(np.asarray(fill, dtype=dt).tobytes()).decode() if dt.kind == "S"
+                       else _fill_json(np.asarray(fill, dtype=dt)[()]) if fill is not None else 0),
         "codecs": codecs, "attributes": attrs,
     }
     dims = _dimension_names(dset) if ndim else None
