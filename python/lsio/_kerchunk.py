@@ -38,7 +38,7 @@ from ._nodes import UrlPaths, missing
 from ._remote import Handle as _Handle
 from .errors import FormatError, StorageError, UnsupportedError
 
-__all__ = ["is_references", "spec_for", "prefix_of", "ReferenceNodes"]
+__all__ = ["is_references", "spec_for", "describe", "prefix_of", "ReferenceNodes"]
 
 _MAX_REFS_BYTES = 1 << 30  # a reference file larger than this is refused before it is read
 
@@ -101,6 +101,13 @@ def _is_json_file(p: str) -> bool:
             return f.read(64).lstrip()[:1] == b"{"
     except OSError:
         return False
+
+
+def describe(spec: Dict[str, Any]) -> str:
+    """How messages name what ``spec`` describes."""
+    if spec.get("format") in ("hdf5", "netcdf3"):
+        return f"the NetCDF/HDF5 file {spec['refs']!r}"
+    return f"the kerchunk references {spec['refs']!r}"
 
 
 def spec_for(path: Any, storage_options: Optional[dict], remote_options: Optional[dict],

@@ -105,6 +105,8 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
         (within 1 MiB / 16 MiB; ``Array.stats()`` shows the values in use).
 
     remote_options, remote_protocol:
+        ``path`` may also be a NetCDF4/HDF5 file (local, or a URL ending in ``.nc``, ``.h5``, ...;
+        ``name`` is the variable's path inside it; see :mod:`lsio._hdf5`) or kerchunk references.
         For kerchunk references (``path`` a ``.json`` reference file, local or at a URL):
         ``storage_options`` for the objects the references name (fsspec's names), and the
         protocol of reference paths written without one. ``storage_options`` then apply to
@@ -256,7 +258,7 @@ def _open_references(path: Any, name: Optional[str], storage_options: Optional[d
         close = difflib.get_close_matches(name, names, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         listing = ", ".join(repr(n) for n in names[:50]) or "none"
-        err = NotFoundError(errno.ENOENT, f"kerchunk references {spec['refs']!r} have no array {name!r} "
+        err = NotFoundError(errno.ENOENT, f"{_kerchunk.describe(spec)} has no array {name!r} "
                                           f"(arrays: {listing}){hint}")
         err.path = where  # type: ignore[attr-defined]
         raise err from None
@@ -264,7 +266,7 @@ def _open_references(path: Any, name: Optional[str], storage_options: Optional[d
         names = [n for n, _ in open_group(path, storage_options=storage_options, remote_options=remote_options,
                                           remote_protocol=remote_protocol).walk_arrays()]
         listing = ", ".join(repr(n) for n in names[:50]) or "none"
-        raise FormatError(f"{where!r} is a group of kerchunk references, not an array; pass an array name "
+        raise FormatError(f"{where!r} is a group in {_kerchunk.describe(spec)}, not an array; pass an array name "
                           f"(arrays: {listing}) or use lsio.open_group")
     if is_vlen_string(node["metadata"]):
         raise UnsupportedError(f"{where!r}: variable-length strings in kerchunk references are not read by lsio yet")

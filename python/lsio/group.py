@@ -58,8 +58,9 @@ def open_group(
 
     ``path`` may be a URL (``s3://``, ``gs://``, ``http(s)://``) with ``storage_options`` as
     for :func:`lsio.open`; see the module docstring for listing remote groups. ``path`` may
-    also be a kerchunk JSON reference file (local or a URL), with ``remote_options`` and
-    ``remote_protocol`` for the files it references (:mod:`lsio._kerchunk`).
+    also be a NetCDF4/HDF5 file (its HDF5 groups as groups, :mod:`lsio._hdf5`) or a kerchunk
+    JSON reference file (local or a URL), with ``remote_options`` and ``remote_protocol`` for
+    the files it references (:mod:`lsio._kerchunk`).
 
     Raises ``lsio.FormatError`` if ``path`` is an array (use :func:`lsio.open`) or not a
     group, ``lsio.StorageError`` if it has neither ``zarr.json`` nor ``.zgroup``.
