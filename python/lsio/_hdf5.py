@@ -165,11 +165,7 @@ def _json_value(v: Any) -> Any:
     if isinstance(v, bytes):
         return v.decode("utf-8", "replace")
     if isinstance(v, np.ndarray):
-        if v.ndim == 0:
-            return _json_value(v[()])
-        if v.dtype.kind in "SUO":
-            return [_json_value(x) for x in v.tolist()]
-        return [_json_value(x) for x in v.tolist()]
+        return _json_value(v[()] if v.ndim == 0 else v.tolist())
     if isinstance(v, (np.bool_, bool)):
         return bool(v)
     if isinstance(v, (np.integer, int)):
