@@ -7,6 +7,7 @@
 #include "gil.h"
 #include "node.h"
 #include "lsio/array.h"
+#include "lsio/icechunk.h"
 #include "lsio/manifest.h"
 #include "lsio/remote.h"
 
@@ -42,6 +43,40 @@ void BindManifest(py::module_& m) {
           },
           py::arg("inline_values"), py::arg("keys"), py::arg("urls"), py::arg("url_ids"), py::arg("offsets"),
           py::arg("lengths"), py::arg("location"))
+      .def_static(
+          "from_icechunk",
+          [](const py::dict& inline_values, const py::list& arrays, const std::vector<py::bytes>& manifest_files,
+             const std::vector<std::string>& manifest_locations, const std::string& location) {
+            std::vector<std::pair<std::string, std::string>> inl;
+            inl.reserve(inline_values.size());
+            for (auto item : inline_values) {
+              inl.emplace_back(py::cast<std::string>(item.first), py::cast<std::string>(item.second));
+            }
+            // arrays: (node_id, root, separator, v2_keys, ndim, [(manifest number, [(from, to), ...]), ...])
+            std::vector<lsio::References::IcechunkArray> arr;
+            for (const py::handle& h : arrays) {
+              const auto t = py::cast<py::tuple>(h);
+              lsio::References::IcechunkArray a;
+              a.node_id = py::cast<std::string>(t[0]);
+              a.root = py::cast<std::string>(t[1]);
+              const auto sep = py::cast<std::string>(t[2]);
+              if (sep.size() != 1) throw py::value_error("a chunk key separator is one character");
+              a.separator = sep[0];
+              a.v2_keys = py::cast<bool>(t[3]);
+              a.ndim = py::cast<size_t>(t[4]);
+              a.manifests = py::cast<std::vector<std::pair<size_t, std::vector<std::pair<uint32_t, uint32_t>>>>>(t[5]);
+              arr.push_back(std::move(a));
+            }
+            std::vector<std::string> files;
+            files.reserve(manifest_files.size());
+            for (const py::bytes& b : manifest_files) files.emplace_back(b);
+            return Value(WithoutGil([&] {
+              return lsio::References::FromIcechunk(std::move(inl), arr, files, manifest_locations, location);
+            }));
+          },
+          py::arg("inline_values"), py::arg("arrays"), py::arg("manifest_files"), py::arg("manifest_locations"),
+          py::arg("location"))
+      .def("checks", &lsio::References::checks)
       .def("urls", &lsio::References::urls)
       .def("__len__", &lsio::References::size)
       .def("memory_bytes", &lsio::References::memory_bytes)
@@ -57,8 +92,61 @@ void BindManifest(py::module_& m) {
       .def(
           "remote_view",
           [](const lsio::References& r, const std::string& prefix, const std::shared_ptr<lsio::RemoteStore>& target,
-             std::vector<std::string> keys) { return Value(r.RemoteView(prefix, *target, std::move(keys))); },
-          py::arg("prefix"), py::arg("target"), py::arg("keys"));
+             std::vector<std::string> keys, std::vector<std::string> versions) {
+            return Value(r.RemoteView(prefix, *target, std::move(keys), std::move(versions)));
+          },
+          py::arg("prefix"), py::arg("target"), py::arg("keys"), py::arg("versions") = std::vector<std::string>());
+
+  // Icechunk's repo info and snapshot files (python/lsio/_icechunk.py).
+  m.def(
+      "icechunk_repo",
+      [](const py::bytes& file, const std::string& location) {
+        std::string f = file;
+        auto r = WithoutGil([&] {
+          lsio::Result<lsio::IcechunkRepoInfo> x = lsio::ParseIcechunkRepo(f);
+          return x.ok() ? x : lsio::Result<lsio::IcechunkRepoInfo>(lsio::Status(x.status()).WithPath(location));
+        });
+        lsio::IcechunkRepoInfo info = Value(std::move(r));
+        py::dict d;
+        d["spec_version"] = info.spec_version;
+        d["branches"] = py::cast(info.branches);
+        d["tags"] = py::cast(info.tags);
+        d["deleted_tags"] = py::cast(info.deleted_tags);
+        d["config"] = info.config_json;
+        return d;
+      },
+      py::arg("file"), py::arg("location"));
+  m.def(
+      "icechunk_snapshot",
+      [](const py::bytes& file, const std::string& location) {
+        std::string f = file;
+        auto r = WithoutGil([&] {
+          lsio::Result<lsio::IcechunkSnapshot> x = lsio::ParseIcechunkSnapshot(f);
+          return x.ok() ? x : lsio::Result<lsio::IcechunkSnapshot>(lsio::Status(x.status()).WithPath(location));
+        });
+        lsio::IcechunkSnapshot s = Value(std::move(r));
+        py::list nodes;
+        for (const lsio::IcechunkNode& n : s.nodes) {
+          py::list manifests;
+          for (const lsio::IcechunkManifestRef& m : n.manifests) manifests.append(py::make_tuple(m.id, py::cast(m.extents)));
+          py::dict d;
+          d["path"] = n.path;
+          d["node_id"] = py::bytes(n.node_id);
+          d["is_array"] = n.is_array;
+          d["zarr_json"] = py::bytes(n.user_data);
+          d["manifests"] = manifests;
+          nodes.append(d);
+        }
+        py::dict d;
+        d["spec_version"] = s.spec_version;
+        d["id"] = s.id;
+        d["parent_id"] = s.parent_id;
+        d["flushed_at_us"] = s.flushed_at_us;
+        d["message"] = s.message;
+        d["nodes"] = nodes;
+        return d;
+      },
+      py::arg("file"), py::arg("location"));
 
   m.def(
       "open_references",

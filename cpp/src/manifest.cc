@@ -6,6 +6,7 @@
 
 #include "io/select_backend.h"
 #include "lsio/remote.h"
+#include "store/icechunk.h"
 #include "store/kerchunk.h"
 #include "store/local_store.h"
 #include "store/manifest.h"
@@ -72,6 +73,40 @@ Result<std::shared_ptr<References>> References::FromEntries(
   return r;
 }
 
+Result<std::shared_ptr<References>> References::FromIcechunk(
+    std::vector<std::pair<std::string, std::string>> inline_values, const std::vector<IcechunkArray>& arrays,
+    const std::vector<std::string>& manifest_files, const std::vector<std::string>& manifest_locations,
+    std::string location) {
+  if (manifest_locations.size() != manifest_files.size()) {
+    return Status::InvalidArgument("one location per manifest file is needed");
+  }
+  Manifest::Builder b;
+  for (auto& [k, v] : inline_values) {
+    if (!ValidateKey(k).ok()) return Status::InvalidFormat("node key \"" + k + "\" leaves the store").WithPath(location);
+    b.AddInline(std::move(k), std::move(v));
+  }
+  std::vector<IcechunkCheck> checks;
+  for (const IcechunkArray& a : arrays) {
+    if (a.node_id.size() != 8) return Status::InvalidArgument("an Icechunk node id has 8 bytes");
+    IcechunkArrayKeys keys{a.node_id, a.root, a.separator, a.v2_keys, a.ndim};
+    for (const auto& [file, extents] : a.manifests) {
+      if (file >= manifest_files.size()) return Status::InvalidArgument("manifest number out of range");
+      Status s = AddIcechunkManifest(manifest_files[file], keys, extents, &b, &checks);
+      if (!s.ok()) return s.WithPath(manifest_locations[file]);
+    }
+  }
+  Result<std::shared_ptr<const Manifest>> m = std::move(b).Finish();
+  if (!m.ok()) return Status(m.status()).WithPath(location);
+  std::shared_ptr<References> r(new References());
+  r->manifest_ = std::move(m).value();
+  r->location_ = std::move(location);
+  r->checks_.resize(r->manifest_->urls().size());
+  for (size_t i = 0; i < checks.size() && i < r->checks_.size(); ++i) {
+    r->checks_[i] = {checks[i].etag, checks[i].last_modified};
+  }
+  return r;
+}
+
 const std::vector<std::string>& References::urls() const { return manifest_->urls(); }
 size_t References::size() const { return manifest_->size(); }
 uint64_t References::memory_bytes() const { return manifest_->memory_bytes(); }
@@ -95,12 +130,13 @@ Result<std::shared_ptr<ReferenceView>> References::LocalView(std::string_view pr
 }
 
 Result<std::shared_ptr<ReferenceView>> References::RemoteView(std::string_view prefix, const RemoteStore& target,
-                                                              std::vector<std::string> target_keys) const {
-  if (target_keys.size() != manifest_->urls().size()) {
-    return Status::InvalidArgument("one target key per referenced URL is needed");
+                                                              std::vector<std::string> target_keys,
+                                                              std::vector<std::string> versions) const {
+  if (target_keys.size() != manifest_->urls().size() || (!versions.empty() && versions.size() != target_keys.size())) {
+    return Status::InvalidArgument("one target key (and version, if any) per referenced URL is needed");
   }
   auto store = std::make_shared<ManifestStore>(manifest_, std::string(prefix), target.store(), std::move(target_keys),
-                                               location_);
+                                               location_, std::move(versions));
   return std::make_shared<ReferenceView>(std::move(store));
 }
 

@@ -25,7 +25,7 @@ from . import _core
 from .array import Array
 from ._open import open
 from ._async import prefetch
-from .group import Group, open_group
+from .group import Group, open_group, open_icechunk
 from ._strings import StringArray
 from ._ranges import read_ranges
 from .errors import (
@@ -50,6 +50,7 @@ __all__ = [
     "open",
     "Group",
     "open_group",
+    "open_icechunk",
     "prefetch",
     "read_ranges",
     "io_backend_info",

@@ -105,6 +105,8 @@ def _is_json_file(p: str) -> bool:
 
 def describe(spec: Dict[str, Any]) -> str:
     """How messages name what ``spec`` describes."""
+    if spec.get("format") == "icechunk":
+        return _icechunk().describe(spec)
     if spec.get("format") in ("hdf5", "netcdf3"):
         return f"the NetCDF/HDF5 file {spec['refs']!r}"
     return f"the kerchunk references {spec['refs']!r}"
@@ -151,6 +153,8 @@ def references(spec: Dict[str, Any]) -> Any:
     parsed once per process and version (size, mtime, inode); a remote one at every call
     (arrays and groups keep what they parsed)."""
     refs = spec["refs"]
+    if spec.get("format") == "icechunk":
+        return _icechunk().metadata_references(spec)
     if spec.get("format") == "hdf5":
         from . import _hdf5  # noqa: PLC0415 - the HDF5 route is loaded when used
 
@@ -177,6 +181,12 @@ def references(spec: Dict[str, Any]) -> Any:
         with _lock:
             _cache[refs] = (os.getpid(), version, parsed)  # one entry per file: older versions go
     return parsed
+
+
+def _icechunk() -> Any:
+    from . import _icechunk as m  # noqa: PLC0415 - Icechunk support is loaded when used
+
+    return m
 
 
 def _open_object(url: str, options: Dict[str, Any]) -> Tuple[Any, str, int, str]:
@@ -385,6 +395,8 @@ def open_view(spec: Dict[str, Any], prefix: str, config: Dict[str, Any]) -> Tupl
     """(view, handle, store): the view, and for a remote target the process context's handle
     and the RemoteStore the view reads through. Keep both while reading: the context refreshes
     expiring credentials only in stores that are alive (``handle.get().refresh_if_needed()``)."""
+    if spec.get("format") == "icechunk":
+        return _icechunk().open_view(spec, prefix, config)
     refs = references(spec)
     kind, root, keys = targets(spec, refs)
     if kind == "local":
@@ -397,8 +409,11 @@ def open_view(spec: Dict[str, Any], prefix: str, config: Dict[str, Any]) -> Tupl
     return refs.remote_view(prefix, store, keys), handle, store
 
 
-def target_location(spec: Dict[str, Any]) -> Tuple[str, str]:
-    """(kind, root) of ``spec``'s target: what the array's options are resolved for."""
+def target_location(spec: Dict[str, Any], prefix: str = "") -> Tuple[str, str]:
+    """(kind, root) of the target of the node at ``prefix``: what the array's options are
+    resolved for."""
+    if spec.get("format") == "icechunk":
+        return _icechunk().target_location(spec, prefix)
     kind, root, _ = targets(spec, references(spec))
     return kind, root
 

@@ -55,7 +55,7 @@ class Array:
             from . import _kerchunk
 
             self._refs_prefix = _kerchunk.prefix_of(str(path), self._refs)
-            kind, root = _kerchunk.target_location(self._refs)
+            kind, root = _kerchunk.target_location(self._refs, self._refs_prefix)
             if storage_options is not None:
                 raise ValueError("storage_options: pass them for the reference file to lsio.open")
             self._config = (_options.resolve_remote(root, options) if kind == "remote"

@@ -68,6 +68,12 @@ def open_group(
     nodes: Any
     from . import _kerchunk  # noqa: PLC0415 - kerchunk support is loaded when used
 
+    from . import _icechunk  # noqa: PLC0415
+
+    if _icechunk.is_icechunk(path):
+        if remote_options is not None or remote_protocol is not None:
+            raise ValueError("remote_options and remote_protocol apply to kerchunk reference files")
+        return open_icechunk(path, storage_options=storage_options, consolidated=consolidated, **options)
     if _kerchunk.is_references(path):
         # kerchunk references: the group at their root (lsio/_kerchunk.py).
         nodes = _kerchunk.ReferenceNodes(_kerchunk.spec_for(path, storage_options, remote_options, remote_protocol))
@@ -84,6 +90,30 @@ def open_group(
         nodes = LocalNodes()
         root = _storage.local_path(path)
     # A v2 group's .zmetadata is read with it unless the caller does not want it.
+    return group_from(nodes, root, nodes.read(root, consolidated is not False), consolidated, options)
+
+
+def open_icechunk(path: "str | os.PathLike[str]", *, branch: Optional[str] = None, tag: Optional[str] = None,
+                  snapshot: Optional[str] = None, storage_options: Optional[dict] = None,
+                  virtual_chunk_containers: Optional[Dict[str, dict]] = None, consolidated: Optional[bool] = None,
+                  **options: Any) -> "Group":
+    """The root group of an Icechunk repository (spec version 1 or 2) at one snapshot.
+
+    ``path``: a local directory or a URL (``s3://``, ``gs://``, ``http(s)://``, with
+    ``storage_options`` as for :func:`lsio.open`). Which snapshot: ``branch`` (default
+    ``"main"``; read fresh now), ``tag``, or ``snapshot`` (an id); the group's
+    :attr:`Group.snapshot_id` says which one was read, and every array opened from it (in this
+    process or, pickled, in a worker) reads that snapshot. ``virtual_chunk_containers``:
+    ``{url_prefix: storage_options}`` for virtual chunks (credentials per container; the
+    repository's own containers supply their endpoints). Other keyword arguments (``threads``,
+    ...) are passed to the arrays, as :func:`open_group` does. See :mod:`lsio._icechunk`.
+    """
+    from . import _icechunk, _kerchunk  # noqa: PLC0415 - loaded when used
+
+    spec = _icechunk.spec_for(path, branch=branch, tag=tag, snapshot=snapshot, storage_options=storage_options,
+                              virtual_chunk_containers=virtual_chunk_containers)
+    nodes = _kerchunk.ReferenceNodes(spec)
+    root = nodes.display
     return group_from(nodes, root, nodes.read(root, consolidated is not False), consolidated, options)
 
 
@@ -137,6 +167,13 @@ class Group:
     def attrs(self) -> dict:
         a = self._meta.get("attributes") or {}
         return dict(a) if isinstance(a, dict) else {}
+
+    @property
+    def snapshot_id(self) -> Optional[str]:
+        """The Icechunk snapshot this group was opened at (:func:`lsio.open_icechunk`): log it
+        to know exactly which data a run read. None for other groups."""
+        spec = self._nodes.array_options().get("_references") if hasattr(self._nodes, "array_options") else None
+        return spec.get("snapshot") if isinstance(spec, dict) and spec.get("format") == "icechunk" else None
 
     @property
     def consolidated(self) -> bool:

@@ -57,6 +57,34 @@ class References {
                                                          const std::vector<int64_t>& offsets,
                                                          const std::vector<int64_t>& lengths, std::string location);
 
+  /// One array of an Icechunk snapshot (lsio/icechunk.h) and the manifests it takes its
+  /// chunk references from.
+  struct IcechunkArray {
+    std::string node_id;  ///< 8 bytes (IcechunkNode::node_id)
+    std::string root;     ///< the array's key prefix in these references ("" for a root array)
+    char separator = '/'; ///< its chunk_key_encoding's separator
+    bool v2_keys = false; ///< chunk_key_encoding "v2" ("0.1") rather than "default" ("c/0/1")
+    size_t ndim = 0;
+    /// (index into `manifest_files`, the extents the snapshot takes from it: [from, to) per
+    /// dimension)
+    std::vector<std::pair<size_t, std::vector<std::pair<uint32_t, uint32_t>>>> manifests;
+  };
+
+  /// The chunk references of Icechunk arrays from their manifest files (whole files, header
+  /// included; `manifest_locations` name them in messages), with `inline_values` (the nodes'
+  /// zarr.json documents). Native chunks are ranges of the URLs "chunks/<id>" (relative to
+  /// the repository), virtual ones of their own URLs, whose checks() say what the references
+  /// ask of each object.
+  static Result<std::shared_ptr<References>> FromIcechunk(std::vector<std::pair<std::string, std::string>> inline_values,
+                                                          const std::vector<IcechunkArray>& arrays,
+                                                          const std::vector<std::string>& manifest_files,
+                                                          const std::vector<std::string>& manifest_locations,
+                                                          std::string location);
+
+  /// Per URL: (the ETag its references were written against, the latest modification time
+  /// they allow, Unix seconds); ("", 0) when they ask nothing. Empty unless FromIcechunk.
+  const std::vector<std::pair<std::string, uint32_t>>& checks() const { return checks_; }
+
   const std::vector<std::string>& urls() const;
   size_t size() const;
   uint64_t memory_bytes() const;
@@ -66,17 +94,22 @@ class References {
 
   /// A view whose target is the local directory `root`; target_keys[i] is urls()[i]'s path
   /// below it. io / queue_depth / direct as for local arrays (lsio/options.h).
+  /// `versions` (empty, or one per URL): the version each object must be at ("" for any);
+  /// reads of an object at another version fail (kIoError, ESTALE). Remote targets only: a
+  /// local file's version is its own.
   Result<std::shared_ptr<ReferenceView>> LocalView(std::string_view prefix, const std::string& root,
                                                    std::vector<std::string> target_keys, const std::string& io,
                                                    unsigned queue_depth, bool direct) const;
   /// A view whose target is `target` (one bucket or host).
   Result<std::shared_ptr<ReferenceView>> RemoteView(std::string_view prefix, const RemoteStore& target,
-                                                    std::vector<std::string> target_keys) const;
+                                                    std::vector<std::string> target_keys,
+                                                    std::vector<std::string> versions = {}) const;
 
  private:
   References() = default;
   std::shared_ptr<const Manifest> manifest_;
   std::string location_;
+  std::vector<std::pair<std::string, uint32_t>> checks_;
 };
 
 }  // namespace lsio

@@ -136,6 +136,7 @@ class SliceObject final : public StoreObject {
   ObjectRef target;
   uint64_t base = 0;
   bool whole = false;
+  bool pinned = false;  // the manifest fixes the target's version: every read is pinned to it
 };
 
 // A target read standing for a read of a slice, and what it needs kept alive.
@@ -175,7 +176,7 @@ bool Translate(Translated* t) {
   }
   in = RangeRead{};
   in.object = s == nullptr ? r.object : s->target.get();
-  in.pin_version = r.pin_version;
+  in.pin_version = r.pin_version || (s != nullptr && s->pinned);
   in.min_size = r.min_size;
   if (s == nullptr || s->whole) {  // a target object (Locate) or a whole-object slice: as it is
     t->passthrough = s == nullptr;
@@ -266,17 +267,29 @@ std::string CleanPrefix(std::string_view p) {
 }  // namespace
 
 ManifestStore::ManifestStore(std::shared_ptr<const Manifest> manifest, std::string prefix, std::shared_ptr<Store> target,
-                             std::vector<std::string> target_keys, std::string location)
+                             std::vector<std::string> target_keys, std::string location,
+                             std::vector<std::string> versions)
     : manifest_(std::move(manifest)),
       prefix_(CleanPrefix(prefix)),
       target_(std::move(target)),
       target_keys_(std::make_shared<const std::vector<std::string>>(std::move(target_keys))),
-      location_(std::move(location)) {}
+      location_(std::move(location)),
+      versions_(std::make_shared<const std::vector<std::string>>(std::move(versions))) {}
+
+bool ManifestStore::Expect(StoreObject& obj, uint32_t url) const {
+  if (url >= versions_->size() || (*versions_)[url].empty()) return false;
+  // A remote object opens without a version (its first read learns one): it takes the one
+  // the manifest names, so that read is already pinned to it. A local file's version is its
+  // own (set at Open) and is left alone.
+  if (obj.version.empty()) obj.version = (*versions_)[url];
+  return true;
+}
 
 std::shared_ptr<ManifestStore> ManifestStore::Sub(std::string_view prefix) const {
   auto s = std::make_shared<ManifestStore>(manifest_, prefix_ + std::string(prefix), target_, std::vector<std::string>(),
                                            location_);
   s->target_keys_ = target_keys_;  // shared, not copied
+  s->versions_ = versions_;
   return s;
 }
 
@@ -357,6 +370,7 @@ Result<ObjectRef> ManifestStore::Open(std::string_view key) {
   }
   auto s = std::make_shared<SliceObject>();
   s->target = std::move(t).value();
+  s->pinned = Expect(*s->target, e.url);
   if (e.kind == Manifest::Kind::kWhole) {
     s->whole = true;
     s->size_known = s->target->size_known;
@@ -499,6 +513,7 @@ Status ManifestStore::Locate(std::span<const std::string> keys, std::vector<KeyR
       if (t.value() == nullptr) {
         return Status::IoError("the referenced object does not exist", ENOENT).WithPath(RefLocation(e, full));
       }
+      Expect(*t.value(), e.url);  // the executor pins every range read
       it = opened.emplace(e.url, std::move(t).value()).first;
     }
     const ObjectRef& obj = it->second;

@@ -115,8 +115,12 @@ class ManifestStore final : public Store {
   /// Serves the keys of `manifest` below `prefix` ("" for all; "t2m" for t2m/...).
   /// `target_keys[i]` is the key in `target` of manifest->urls()[i]; `location` names the
   /// manifest in messages (its path or URL, no secrets).
+  /// `versions` (empty, or one per URL): the version an object must be at, "" for any (an
+  /// Icechunk virtual reference's ETag). An object opened without a version yet takes it, and
+  /// every read of it is pinned to it: a remote object at another version fails the read
+  /// (kIoError, ESTALE; If-Match).
   ManifestStore(std::shared_ptr<const Manifest> manifest, std::string prefix, std::shared_ptr<Store> target,
-                std::vector<std::string> target_keys, std::string location);
+                std::vector<std::string> target_keys, std::string location, std::vector<std::string> versions = {});
 
   /// The same manifest and target below `prefix` (relative to this store's prefix).
   std::shared_ptr<ManifestStore> Sub(std::string_view prefix) const;
@@ -144,12 +148,15 @@ class ManifestStore final : public Store {
  private:
   std::string Full(std::string_view key) const;
   std::string RefLocation(const Manifest::Entry& e, std::string_view key) const;
+  /// Gives a freshly opened target object the version URL `url` must be at; true if it has one.
+  bool Expect(StoreObject& obj, uint32_t url) const;
 
   std::shared_ptr<const Manifest> manifest_;
   std::string prefix_;  // "" or "a/b/" (with the slash)
   std::shared_ptr<Store> target_;
   std::shared_ptr<const std::vector<std::string>> target_keys_;
   std::string location_;
+  std::shared_ptr<const std::vector<std::string>> versions_;
 };
 
 }  // namespace lsio

@@ -1,0 +1,506 @@
+"""Icechunk repositories (spec versions 1 and 2), read-only: ``lsio.open_icechunk``.
+
+The read path is the spec's: the branch or tag names a snapshot (version 2: the repo info
+file ``repo``; version 1: ``refs/branch.<name>/ref.json``, ``refs/tag.<name>/ref.json``); the
+snapshot (``snapshots/<id>``) holds every node's ``zarr.json`` and, per array, the manifests
+holding its chunk references with the chunk-index extents each covers; the manifests
+(``manifests/<id>``) map chunk coordinates to inline bytes, a range of a chunk object of the
+repository (``chunks/<id>``) or a range of another object (a *virtual* chunk). Parsing is C++
+(cpp/src/store/icechunk.cc: header, zstd, FlatBuffers verified by flatc's generated code);
+the references of one array become a manifest (``_core.References.from_icechunk``) served as a
+store over the one place its chunks live, like kerchunk references (lsio/_kerchunk.py), so
+every chunk read is the engine's.
+
+The version is fixed at open: the snapshot id is resolved once (a branch's ``repo`` / ref file
+is read fresh at every open) and carried in the spec that arrays pickle, so workers read the
+same snapshot. Snapshots and manifests are immutable: they are cached per process by id without
+revalidation (bounded: ``_SNAPSHOTS`` files, ``_MANIFEST_BYTES`` of manifests).
+
+Virtual chunks: their URL must fall under a virtual chunk container of the repository's
+configuration (version 2: the repo info file's; version 1: ``config.yaml``, read when PyYAML is
+installed) or under a prefix the caller passes in ``virtual_chunk_containers``
+(``{url_prefix: storage_options}``: the credentials of that container; they extend the
+container's own endpoint/region settings). A reference's ETag is enforced on every read
+(If-Match: another version of the object is a StorageError, never other bytes); a
+last-modified time is checked when the array is opened (the object's modification time must
+not be later).
+
+Not supported (UnsupportedError naming the array): an array whose chunks live in more than one
+place (native and virtual chunks mixed, or virtual chunks in several buckets / hosts);
+virtual chunk containers on Azure. Writing, transaction logs and the ops log are not read.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import errno
+import threading
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import _core, _storage
+from ._remote import Handle as _Handle
+from .errors import FormatError, NotFoundError, StorageError, UnsupportedError
+
+__all__ = ["is_icechunk", "spec_for", "metadata_references", "array_references", "targets"]
+
+MAGIC = b"ICE\xf0\x9f\xa7\x8aCHUNK"
+_MAX_FILE = 1 << 30          # a metadata file larger than this is refused before it is read
+_SNAPSHOTS = 16              # parsed snapshots kept per process
+_MANIFEST_BYTES = 256 << 20  # manifest files kept per process (their bytes, as stored)
+_ARRAY_REFS = 64             # arrays' references kept per process
+
+_lock = threading.Lock()
+_snapshot_cache: "collections.OrderedDict[Tuple[str, str], dict]" = collections.OrderedDict()
+_manifest_cache: "collections.OrderedDict[Tuple[str, str], bytes]" = collections.OrderedDict()
+_manifest_cached_bytes = 0
+_refs_cache: "collections.OrderedDict[Tuple[Any, ...], Any]" = collections.OrderedDict()
+
+
+def is_icechunk(path: Any) -> bool:
+    """True for a local directory holding an Icechunk repository (a ``repo`` file with
+    Icechunk's header, or version 1's ``refs/`` and ``snapshots/``)."""
+    if isinstance(path, str) and _storage.is_remote(path):
+        return False
+    try:
+        p = _storage.local_path(path)
+    except (TypeError, ValueError):
+        return False
+    if not os.path.isdir(p):
+        return False
+    repo = os.path.join(p, "repo")
+    if os.path.isfile(repo):
+        try:
+            with open(repo, "rb") as f:
+                return f.read(len(MAGIC)) == MAGIC
+        except OSError:
+            return False
+    return os.path.isdir(os.path.join(p, "refs")) and os.path.isdir(os.path.join(p, "snapshots"))
+
+
+def describe(spec: Dict[str, Any]) -> str:
+    return f"the Icechunk repository {spec['refs']!r} (snapshot {spec['snapshot']})"
+
+
+# ---- reading the repository's files -----------------------------------------------------
+
+def _get(repo: str, storage_options: Optional[dict], key: str) -> Optional[bytes]:
+    """The object ``key`` of the repository, None when it does not exist."""
+    if _storage.is_remote(repo):
+        return _Handle(repo, storage_options or {}).get().new_store().get(key, _MAX_FILE)
+    p = os.path.join(repo, *key.split("/"))
+    try:
+        with open(p, "rb") as f:
+            data = f.read(_MAX_FILE + 1)
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        return None
+    except OSError as e:
+        raise StorageError(e.errno, f"cannot read {p!r}: {e.strerror}", p) from None
+    if len(data) > _MAX_FILE:
+        raise FormatError(f"{p!r} is larger than lsio reads as an Icechunk metadata file ({_MAX_FILE} bytes)")
+    return data
+
+
+def _location(repo: str, key: str) -> str:
+    return f"{repo}/{key}" if _storage.is_remote(repo) else os.path.join(repo, *key.split("/"))
+
+
+def _need(repo: str, storage_options: Optional[dict], key: str, what: str) -> bytes:
+    data = _get(repo, storage_options, key)
+    if data is None:
+        loc = _location(repo, key)
+        raise NotFoundError(2, f"Icechunk repository {repo!r}: {what} {key!r} does not exist", loc)
+    return data
+
+
+def _ref_json(repo: str, storage_options: Optional[dict], key: str) -> Optional[str]:
+    data = _get(repo, storage_options, key)
+    if data is None:
+        return None
+    try:
+        sid = json.loads(data)["snapshot"]
+        if not isinstance(sid, str) or len(sid) != 20:
+            raise ValueError("not a snapshot id")
+        return sid
+    except (ValueError, KeyError, TypeError) as e:
+        raise FormatError(f"Icechunk repository {repo!r}: malformed reference file {key!r} ({e})") from None
+
+
+def spec_for(path: Any, *, branch: Optional[str] = None, tag: Optional[str] = None, snapshot: Optional[str] = None,
+             storage_options: Optional[dict] = None,
+             virtual_chunk_containers: Optional[Dict[str, dict]] = None) -> Dict[str, Any]:
+    """The picklable description of one snapshot of a repository: the branch or tag is read
+    now (fresh), so everything opened from the spec reads that snapshot."""
+    if sum(x is not None for x in (branch, tag, snapshot)) > 1:
+        raise ValueError("pass at most one of branch, tag and snapshot")
+    remote = isinstance(path, str) and _storage.is_remote(path)
+    if storage_options is not None and not remote:
+        raise ValueError("storage_options apply to URLs (s3://, gs://, http(s)://), not to local paths")
+    repo = path.rstrip("/") if remote else _storage.local_path(path).rstrip(os.sep)
+    so = dict(storage_options or {}) if remote else None
+    info_file = _get(repo, so, "repo")
+    config: Optional[str] = None
+    if info_file is not None:
+        info = _core.icechunk_repo(info_file, _location(repo, "repo"))
+        config = info["config"] or None
+        if snapshot is not None:
+            sid, ref = _check_snapshot_id(snapshot), f"snapshot {snapshot}"
+        elif tag is not None:
+            tags = dict(info["tags"])
+            if tag not in tags:
+                deleted = " (it was deleted)" if tag in info["deleted_tags"] else ""
+                raise NotFoundError(2, f"Icechunk repository {repo!r} has no tag {tag!r}{deleted}", repo)
+            sid, ref = tags[tag], f"tag {tag}"
+        else:
+            name = branch or "main"
+            branches = dict(info["branches"])
+            if name not in branches:
+                raise NotFoundError(2, f"Icechunk repository {repo!r} has no branch {name!r}", repo)
+            sid, ref = branches[name], f"branch {name}"
+    else:  # spec version 1: one JSON file per branch and tag
+        if snapshot is not None:
+            sid, ref = _check_snapshot_id(snapshot), f"snapshot {snapshot}"
+        elif tag is not None:
+            if _get(repo, so, f"refs/tag.{tag}/ref.json.deleted") is not None:
+                raise NotFoundError(2, f"Icechunk repository {repo!r} has no tag {tag!r} (it was deleted)", repo)
+            found = _ref_json(repo, so, f"refs/tag.{tag}/ref.json")
+            if found is None:
+                _require_repository(repo, so)
+                raise NotFoundError(2, f"Icechunk repository {repo!r} has no tag {tag!r}", repo)
+            sid, ref = found, f"tag {tag}"
+        else:
+            name = branch or "main"
+            found = _ref_json(repo, so, f"refs/branch.{name}/ref.json")
+            if found is None:
+                _require_repository(repo, so)
+                raise NotFoundError(2, f"Icechunk repository {repo!r} has no branch {name!r}", repo)
+            sid, ref = found, f"branch {name}"
+        raw = _get(repo, so, "config.yaml")
+        config = _yaml_config(repo, raw) if raw is not None else None
+    containers = _containers(repo, config)
+    for prefix, opts in (virtual_chunk_containers or {}).items():
+        if not isinstance(prefix, str) or not prefix or not (opts is None or isinstance(opts, dict)):
+            raise ValueError("virtual_chunk_containers maps URL prefixes to storage_options dicts")
+        entry = containers.setdefault(_normal_url(prefix), {})
+        entry.update(opts or {})
+    spec = {"refs": repo, "format": "icechunk", "snapshot": sid, "ref": ref, "storage_options": so,
+            "containers": containers, "remote_options": None, "remote_protocol": None}
+    _snapshot(spec)  # read now: a missing or malformed snapshot fails the open
+    return spec
+
+
+def _require_repository(repo: str, so: Optional[dict]) -> None:
+    if _get(repo, so, "refs/branch.main/ref.json") is None:
+        raise NotFoundError(2, f"{repo!r} is not an Icechunk repository (no repo file and no refs/branch.main)",
+                            repo)
+
+
+_CROCKFORD = set("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+
+
+def _check_snapshot_id(sid: str) -> str:
+    if not isinstance(sid, str) or len(sid) != 20 or not set(sid) <= _CROCKFORD:
+        raise ValueError(f"snapshot {sid!r} is not an Icechunk snapshot id (20 characters of Crockford base 32)")
+    return sid
+
+
+def _yaml_config(repo: str, raw: bytes) -> Optional[str]:
+    """Version 1's config.yaml as JSON text, or None when PyYAML is not installed (virtual
+    chunk containers must then be passed by the caller)."""
+    try:
+        import yaml  # noqa: PLC0415 - optional: only version 1 repositories need it
+    except ImportError:
+        return None
+
+    class _Loader(yaml.SafeLoader):
+        pass
+
+    def tagged(loader: Any, suffix: str, node: Any) -> Any:  # "!s3_compatible {...}" -> {"s3_compatible": {...}}
+        if isinstance(node, yaml.MappingNode):
+            value: Any = loader.construct_mapping(node, deep=True)
+        elif isinstance(node, yaml.SequenceNode):
+            value = loader.construct_sequence(node, deep=True)
+        else:
+            value = loader.construct_scalar(node)
+        return {suffix: value}
+
+    _Loader.add_multi_constructor("!", tagged)
+    try:
+        return json.dumps(yaml.load(raw, Loader=_Loader))  # noqa: S506 - a SafeLoader subclass
+    except (yaml.YAMLError, TypeError, ValueError) as e:
+        raise FormatError(f"Icechunk repository {repo!r}: malformed config.yaml ({e})") from None
+
+
+def _normal_url(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    scheme = scheme.lower()
+    return ("gs" if scheme == "gcs" else scheme) + "://" + rest
+
+
+def _containers(repo: str, config: Optional[str]) -> Dict[str, dict]:
+    """url_prefix -> storage_options from the repository's virtual chunk containers."""
+    if not config:
+        return {}
+    try:
+        cfg = json.loads(config)
+    except ValueError as e:
+        raise FormatError(f"Icechunk repository {repo!r}: malformed configuration ({e})") from None
+    raw = cfg.get("virtual_chunk_containers") if isinstance(cfg, dict) else None
+    out: Dict[str, dict] = {}
+    if not isinstance(raw, dict):
+        return out
+    for value in raw.values():
+        if not isinstance(value, dict) or not isinstance(value.get("url_prefix"), str):
+            continue
+        prefix = value["url_prefix"]
+        if "://" not in prefix:
+            continue  # version 1's defaults ("s3", "gcs", "file"...) name schemes, not containers
+        out[_normal_url(prefix)] = _store_options(value.get("store"))
+    return out
+
+
+def _store_options(store: Any) -> dict:
+    """lsio storage_options for an Icechunk ObjectStoreConfig ({"s3_compatible": {...}}, ...)."""
+    if not isinstance(store, dict) or len(store) != 1:
+        return {}
+    (kind, conf), = store.items()
+    if kind == "azure":
+        return {"_unsupported": "Azure"}
+    if not isinstance(conf, dict):
+        return {}
+    opts: dict = {}
+    if kind in ("s3", "s3_compatible", "tigris"):
+        if conf.get("endpoint_url"):
+            opts["endpoint_url"] = conf["endpoint_url"]
+        if conf.get("region"):
+            opts["region"] = conf["region"]
+        if conf.get("anonymous"):
+            opts["anonymous"] = True
+        if conf.get("force_path_style"):
+            opts["addressing_style"] = "path"
+    return opts
+
+
+# ---- snapshots, manifests and references --------------------------------------------------
+
+def _snapshot(spec: Dict[str, Any]) -> dict:
+    key = (spec["refs"], spec["snapshot"])
+    with _lock:
+        hit = _snapshot_cache.get(key)
+        if hit is not None:
+            _snapshot_cache.move_to_end(key)
+            return hit
+    name = f"snapshots/{spec['snapshot']}"
+    data = _need(spec["refs"], spec["storage_options"], name, "snapshot")
+    snap = _core.icechunk_snapshot(data, _location(spec["refs"], name))
+    if snap["id"] != spec["snapshot"]:
+        raise FormatError(f"{_location(spec['refs'], name)!r} holds snapshot {snap['id']}, not {spec['snapshot']}")
+    snap["by_path"] = {n["path"]: n for n in snap["nodes"]}
+    with _lock:
+        _snapshot_cache[key] = snap
+        while len(_snapshot_cache) > _SNAPSHOTS:
+            _snapshot_cache.popitem(last=False)
+    return snap
+
+
+def snapshot_info(spec: Dict[str, Any]) -> dict:
+    """id, parent_id (version 1), message, flushed_at_us, spec_version of the spec's snapshot."""
+    s = _snapshot(spec)
+    return {k: s[k] for k in ("id", "parent_id", "message", "flushed_at_us", "spec_version")}
+
+
+def _manifest(spec: Dict[str, Any], mid: str) -> bytes:
+    global _manifest_cached_bytes
+    key = (spec["refs"], mid)
+    with _lock:
+        hit = _manifest_cache.get(key)
+        if hit is not None:
+            _manifest_cache.move_to_end(key)
+            return hit
+    data = _need(spec["refs"], spec["storage_options"], f"manifests/{mid}", "manifest")
+    with _lock:
+        if key not in _manifest_cache and len(data) <= _MANIFEST_BYTES:
+            _manifest_cache[key] = data
+            _manifest_cached_bytes += len(data)
+            while _manifest_cached_bytes > _MANIFEST_BYTES:
+                _, old = _manifest_cache.popitem(last=False)
+                _manifest_cached_bytes -= len(old)
+    return data
+
+
+def _rel(path: str) -> str:
+    return path.strip("/")
+
+
+def metadata_references(spec: Dict[str, Any]) -> Any:
+    """References holding every node's zarr.json (no chunks): groups and listings."""
+    key = (spec["refs"], spec["snapshot"], None)
+    with _lock:
+        hit = _refs_cache.get(key)
+        if hit is not None:
+            return hit
+    snap = _snapshot(spec)
+    inline = {(f"{_rel(n['path'])}/zarr.json" if _rel(n["path"]) else "zarr.json"): n["zarr_json"]
+              for n in snap["nodes"]}
+    refs = _core.References.from_icechunk(inline, [], [], [], describe(spec))
+    with _lock:
+        _refs_cache[key] = refs
+    return refs
+
+
+def array_references(spec: Dict[str, Any], prefix: str) -> Any:
+    """References of the node at ``prefix`` ("a/t2m"): its zarr.json and, for an array, its
+    chunks from every manifest the snapshot takes them from (inside the extents it takes)."""
+    key = (spec["refs"], spec["snapshot"], prefix)
+    with _lock:
+        hit = _refs_cache.get(key)
+        if hit is not None:
+            _refs_cache.move_to_end(key)
+            return hit
+    snap = _snapshot(spec)
+    node = snap["by_path"].get("/" + prefix if prefix else "/")
+    if node is None or not node["is_array"]:
+        return metadata_references(spec)
+    meta_key = f"{prefix}/zarr.json" if prefix else "zarr.json"
+    try:
+        meta = json.loads(node["zarr_json"])
+        ndim = len(meta["shape"])
+        enc = meta.get("chunk_key_encoding") or {"name": "default"}
+        name = enc["name"] if isinstance(enc, dict) else enc
+        conf = (enc.get("configuration") or {}) if isinstance(enc, dict) else {}
+        if name not in ("default", "v2"):
+            raise ValueError(f"chunk_key_encoding {name!r}")
+        sep = conf.get("separator", "/" if name == "default" else ".")
+    except (ValueError, KeyError, TypeError) as e:
+        raise FormatError(f"{describe(spec)}: malformed zarr.json of {node['path']!r} ({e})") from None
+    files: List[bytes] = []
+    locations: List[str] = []
+    manifests: List[Tuple[int, list]] = []
+    for mid, extents in node["manifests"]:
+        files.append(_manifest(spec, mid))
+        locations.append(_location(spec["refs"], f"manifests/{mid}"))
+        manifests.append((len(files) - 1, extents))
+    refs = _core.References.from_icechunk({meta_key: node["zarr_json"]},
+                                          [(node["node_id"], prefix, sep, name == "v2", ndim, manifests)],
+                                          files, locations, describe(spec))
+    with _lock:
+        _refs_cache[key] = refs
+        while len(_refs_cache) > _ARRAY_REFS:
+            _refs_cache.popitem(last=False)
+    return refs
+
+
+# ---- where an array's chunks live ---------------------------------------------------------
+
+def _container_for(spec: Dict[str, Any], url: str) -> Tuple[str, dict]:
+    best = ""
+    for prefix in spec["containers"]:
+        if url.startswith(prefix) and len(prefix) > len(best):
+            best = prefix
+    if not best:
+        raise UnsupportedError(f"{describe(spec)}: virtual chunk location {url!r} is in no virtual chunk container "
+                               "of the repository; pass its storage options as virtual_chunk_containers="
+                               f"{{'{url.rsplit('/', 1)[0]}/': {{...}}}} to read it")
+    opts = dict(spec["containers"][best])
+    if "_unsupported" in opts:
+        raise UnsupportedError(f"{describe(spec)}: virtual chunks in {opts['_unsupported']} containers ({url!r}) "
+                               "are not supported")
+    return best, opts
+
+
+def targets(spec: Dict[str, Any], refs: Any) -> Tuple[str, str, List[str], dict, List[str]]:
+    """(kind, root, keys, storage_options, versions) of the one place the references' objects
+    live: ("local", directory, paths below it, {}, []) or ("remote", root URL, keys below it,
+    its storage_options, the version each object must be at ("" for any))."""
+    repo = spec["refs"]
+    remote_repo = _storage.is_remote(repo)
+    places: Dict[Tuple[str, str], dict] = {}
+    keys: List[str] = []
+    local_paths: List[str] = []
+    for url in refs.urls():
+        if url.startswith("chunks/"):
+            place = ("remote", repo) if remote_repo else ("local", repo)
+            places.setdefault(place, dict(spec["storage_options"] or {}))
+            keys.append(url)
+            local_paths.append(os.path.join(repo, *url.split("/")))
+            continue
+        url = _normal_url(url)
+        _, opts = _container_for(spec, url)
+        scheme, _, rest = url.partition("://")
+        if scheme in ("file", ""):
+            p = _storage.local_path(url) if scheme == "file" else url
+            places.setdefault(("local", "/"), {})
+            keys.append(p.lstrip("/"))
+            local_paths.append(p)
+        elif _storage.is_remote(url):
+            host, _, key = rest.partition("/")
+            places.setdefault(("remote", f"{scheme}://{host}"), opts)
+            keys.append(key)
+            local_paths.append("")
+        else:
+            raise UnsupportedError(f"{describe(spec)}: virtual chunk location {url!r}: lsio reads local files and "
+                                   "s3://, gs://, http(s):// objects")
+    if len(places) > 1:
+        raise UnsupportedError(f"{describe(spec)}: an array whose chunks live in {len(places)} places "
+                               f"({', '.join(r for _, r in sorted(places))}) is not supported yet; lsio reads arrays "
+                               "whose chunks are all in the repository or all in one bucket, host or file system")
+    if not places:
+        return "local", repo if not remote_repo else "/", [], {}, []
+    (kind, root), opts = next(iter(places.items()))
+    versions = _check_virtual(spec, refs, kind, local_paths)
+    if kind == "local":
+        if root == repo:
+            return "local", repo, keys, {}, []
+        return "local", "/", keys, {}, []
+    return "remote", root, keys, opts, versions
+
+
+def _check_virtual(spec: Dict[str, Any], refs: Any, kind: str, local_paths: List[str]) -> List[str]:
+    """Checks the last-modified times virtual references ask for (local files here; remote
+    objects by their ETags below) and returns the ETag each remote object must have."""
+    versions: List[str] = []
+    any_version = False
+    for i, (etag, modified) in enumerate(refs.checks()):
+        v = ""
+        if etag:
+            v = etag if etag.startswith(("\"", "W/")) else f"\"{etag}\""
+            any_version = True
+            if kind == "local":
+                raise UnsupportedError(f"{describe(spec)}: virtual references to the local file "
+                                       f"{local_paths[i]!r} carry an ETag, which a local file has not")
+        if modified and kind == "local":
+            try:
+                mtime = os.stat(local_paths[i]).st_mtime
+            except OSError as e:
+                raise StorageError(e.errno, f"cannot read {local_paths[i]!r}: {e.strerror}", local_paths[i]) from None
+            if mtime > modified:
+                raise StorageError(errno.ESTALE, f"{local_paths[i]!r} was modified after the virtual references to it were "
+                                   f"written (modified at {mtime:.0f}, references allow up to {modified}): "
+                                   f"{describe(spec)} no longer describes its bytes", local_paths[i])
+        versions.append(v)
+    return versions if any_version else []
+
+
+def open_view(spec: Dict[str, Any], prefix: str, config: Dict[str, Any]) -> Tuple[Any, Any, Any]:
+    """(view, handle, store) of the node at ``prefix``, as _kerchunk.open_view."""
+    refs = array_references(spec, prefix)
+    kind, root, keys, opts, versions = targets(spec, refs)
+    if kind == "local":
+        if config.get("direct"):
+            raise UnsupportedError("direct=True is not supported for Icechunk repositories yet")
+        return (refs.local_view(prefix, root, keys, config.get("io", "auto"), int(config.get("queue_depth", 64)),
+                                False), None, None)
+    handle = _Handle(root, opts)
+    store = handle.get().new_store()
+    return refs.remote_view(prefix, store, keys, versions), handle, store
+
+
+def target_location(spec: Dict[str, Any], prefix: str) -> Tuple[str, str]:
+    kind, root, _, _, _ = targets(spec, array_references(spec, prefix))
+    return kind, root
+
