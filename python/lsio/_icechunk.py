@@ -182,9 +182,10 @@ def spec_for(path: Any, *, branch: Optional[str] = None, tag: Optional[str] = No
         config = _yaml_config(repo, raw) if raw is not None else None
     containers = _containers(repo, config)
     for prefix, opts in (virtual_chunk_containers or {}).items():
-        if not isinstance(prefix, str) or not prefix or not (opts is None or isinstance(opts, dict)):
-            raise ValueError("virtual_chunk_containers maps URL prefixes to storage_options dicts")
-        entry = containers.setdefault(_normal_url(prefix), {})
+        if not isinstance(prefix, str) or "://" not in prefix or not (opts is None or isinstance(opts, dict)):
+            raise ValueError("virtual_chunk_containers maps URL prefixes (\"s3://bucket/path/\") to storage_options "
+                             "dicts")
+        entry = containers.setdefault(_prefix(prefix), {})
         entry.update(opts or {})
     spec = {"refs": repo, "format": "icechunk", "snapshot": sid, "ref": ref, "storage_options": so,
             "containers": containers, "remote_options": None, "remote_protocol": None}
@@ -242,8 +243,16 @@ def _normal_url(url: str) -> str:
     return ("gs" if scheme == "gcs" else scheme) + "://" + rest
 
 
+def _prefix(url_prefix: str) -> str:
+    """A container's URL prefix as Icechunk matches it: ending in "/" (a prefix "s3://bucket"
+    must not take "s3://bucket2/...")."""
+    p = _normal_url(url_prefix)
+    return p if p.endswith("/") else p + "/"
+
+
 def _containers(repo: str, config: Optional[str]) -> Dict[str, dict]:
-    """url_prefix -> storage_options from the repository's virtual chunk containers."""
+    """url_prefix -> storage_options from the repository's virtual chunk containers (and,
+    under "_name", the container's name: version 2's "vcc://<name>/path" locations use it)."""
     if not config:
         return {}
     try:
@@ -260,7 +269,10 @@ def _containers(repo: str, config: Optional[str]) -> Dict[str, dict]:
         prefix = value["url_prefix"]
         if "://" not in prefix:
             continue  # version 1's defaults ("s3", "gcs", "file"...) name schemes, not containers
-        out[_normal_url(prefix)] = _store_options(value.get("store"))
+        opts = _store_options(value.get("store"))
+        if isinstance(value.get("name"), str):
+            opts["_name"] = value["name"]
+        out[_prefix(prefix)] = opts
     return out
 
 
@@ -397,6 +409,18 @@ def array_references(spec: Dict[str, Any], prefix: str) -> Any:
 
 # ---- where an array's chunks live ---------------------------------------------------------
 
+def _absolute(spec: Dict[str, Any], url: str) -> str:
+    """Version 2's container-relative locations ("vcc://<container name>/<path>") as URLs."""
+    if not url.startswith("vcc://"):
+        return url
+    name, _, rel = url[len("vcc://"):].partition("/")
+    for prefix, opts in spec["containers"].items():
+        if opts.get("_name") == name:
+            return prefix + rel
+    raise UnsupportedError(f"{describe(spec)}: virtual chunk location {url!r} names the container {name!r}, which the "
+                           "repository's configuration does not have")
+
+
 def _container_for(spec: Dict[str, Any], url: str) -> Tuple[str, dict]:
     best = ""
     for prefix in spec["containers"]:
@@ -406,7 +430,7 @@ def _container_for(spec: Dict[str, Any], url: str) -> Tuple[str, dict]:
         raise UnsupportedError(f"{describe(spec)}: virtual chunk location {url!r} is in no virtual chunk container "
                                "of the repository; pass its storage options as virtual_chunk_containers="
                                f"{{'{url.rsplit('/', 1)[0]}/': {{...}}}} to read it")
-    opts = dict(spec["containers"][best])
+    opts = {k: v for k, v in spec["containers"][best].items() if k != "_name"}
     if "_unsupported" in opts:
         raise UnsupportedError(f"{describe(spec)}: virtual chunks in {opts['_unsupported']} containers ({url!r}) "
                                "are not supported")
@@ -429,7 +453,7 @@ def targets(spec: Dict[str, Any], refs: Any) -> Tuple[str, str, List[str], dict,
             keys.append(url)
             local_paths.append(os.path.join(repo, *url.split("/")))
             continue
-        url = _normal_url(url)
+        url = _normal_url(_absolute(spec, url))
         _, opts = _container_for(spec, url)
         scheme, _, rest = url.partition("://")
         if scheme in ("file", ""):

@@ -1,0 +1,306 @@
+"""Icechunk repositories read by lsio (lsio.open_icechunk, lsio/_icechunk.py), compared bit for
+bit with zarr-python reading the same snapshots through the ``icechunk`` package.
+
+Spec version 1 repositories are written by icechunk 1.x in this interpreter (pip gives 1.1 on
+Python 3.11); spec version 2 ones by icechunk 2.x, which needs Python >= 3.12: scripts/test.sh
+makes a venv of its own for it and names its interpreter in LSIO_ICECHUNK2_PYTHON. Both run
+tests/python/icechunk_writer.py, which also records what zarr-python reads. Icechunk's own
+old-format repositories are in tests/data/icechunk (SOURCE.md says from where).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import lsio
+from hdf5_matrix import assert_reads_in_worker_processes, assert_reads_like
+
+icechunk = pytest.importorskip("icechunk")
+zarr = pytest.importorskip("zarr")
+
+HERE = Path(__file__).resolve().parent
+WRITER = HERE / "icechunk_writer.py"
+FIXTURES = HERE.parent / "data" / "icechunk"
+
+
+def _icechunk2_python() -> str:
+    py = os.environ.get("LSIO_ICECHUNK2_PYTHON")
+    if not py:
+        pytest.skip("no interpreter with icechunk 2.x (scripts/test.sh sets LSIO_ICECHUNK2_PYTHON when a CPython "
+                    ">= 3.12 exists on the machine; icechunk 2.x needs it)")
+    return py
+
+
+def _run(python: str, *args: str) -> None:
+    r = subprocess.run([python, str(WRITER), *map(str, args)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+def _written(tmp_path_factory, python: str, split: bool) -> Path:
+    out = tmp_path_factory.mktemp("icechunk")
+    _run(python, "history", out, *(["split"] if split else []))
+    return out
+
+
+@pytest.fixture(scope="module", params=["v1", "v1-split", "v2", "v2-split"])
+def history(request, tmp_path_factory):
+    version, _, split = request.param.partition("-")
+    python = sys.executable if version == "v1" else _icechunk2_python()
+    if version == "v1" and int(icechunk.__version__.split(".")[0]) >= 2:
+        pytest.skip("this interpreter's icechunk writes spec version 2")
+    out = _written(tmp_path_factory, python, bool(split))
+    return out, json.loads((out / "expected" / "expected.json").read_text())
+
+
+def _open(repo, ref: str, **kw):
+    kind, _, name = ref.partition(":")
+    return lsio.open_icechunk(repo, **{kind: name}, **kw)
+
+
+def _check_all(repo, expected: dict, out: Path, rng) -> None:
+    for ref, e in expected.items():
+        g = _open(repo, ref)
+        assert g.snapshot_id == e["snapshot"], ref
+        for path, f in e["arrays"].items():
+            want = np.load(out / f)
+            a = g[path]
+            if want.ndim == 0:
+                assert a[...].tobytes() == want.tobytes() and a.dtype == want.dtype.newbyteorder("="), (ref, path)
+                continue
+            assert_reads_like(a, want, rng, f"{ref} {path}")
+
+
+def test_history_reads_like_zarr_python_through_icechunk(history):
+    out, expected = history
+    _check_all(out / "repo", expected, out / "expected", np.random.default_rng(0))
+    # The spec version lsio read is the one written.
+    head = next((out / "repo" / "snapshots").iterdir()).read_bytes()
+    assert head[:12] == "ICE🧊CHUNK".encode()
+
+
+def test_branches_tags_and_deleted_things(history):
+    out, expected = history
+    repo = out / "repo"
+    main, dev, v1 = (_open(repo, r) for r in ("branch:main", "branch:dev", "tag:v1"))
+    assert "tiny" not in main.array_names and "new" in main.array_names  # deleted, created
+    assert "tiny" in v1.array_names and "new" not in v1.array_names
+    assert main.attrs == {"title": "lsio icechunk history"}
+    assert main["sub"]["deep"].attrs == {"level": 2}
+    assert lsio.open_icechunk(repo).snapshot_id == main.snapshot_id  # default: branch main
+    assert dev.snapshot_id != main.snapshot_id
+    with pytest.raises(lsio.NotFoundError, match="no tag 'gone'"):
+        lsio.open_icechunk(repo, tag="gone")
+    with pytest.raises(lsio.NotFoundError, match="no branch 'nope'"):
+        lsio.open_icechunk(repo, branch="nope")
+    with pytest.raises(ValueError, match="at most one"):
+        lsio.open_icechunk(repo, branch="main", tag="v1")
+    with pytest.raises(ValueError, match="snapshot id"):
+        lsio.open_icechunk(repo, snapshot="not-an-id")
+    with pytest.raises(KeyError):
+        main["tiny"]
+    # Open by snapshot id: the same data as the tag.
+    by_id = lsio.open_icechunk(repo, snapshot=v1.snapshot_id)
+    np.testing.assert_array_equal(by_id["t2m"][...], v1["t2m"][...])
+    # open_group finds a local repository by itself.
+    assert lsio.open_group(repo).snapshot_id == main.snapshot_id
+    assert lsio.open_group(str(repo))["t2m"].shape == (20, 30, 40)
+
+
+def test_pickled_arrays_read_the_snapshot_they_were_opened_at(tmp_path):
+    if int(icechunk.__version__.split(".")[0]) >= 2:
+        pytest.skip("this interpreter's icechunk writes spec version 2 (covered by the other tests)")
+    repo = icechunk.Repository.create(icechunk.local_filesystem_storage(str(tmp_path / "r")))
+    s = repo.writable_session("main")
+    zarr.create_array(s.store, name="x", shape=(8, 8), chunks=(4, 4), dtype="i4")[...] = 1
+    s.commit("one")
+    a = lsio.open_icechunk(tmp_path / "r")["x"]
+    blob = pickle.dumps(a)
+    s = repo.writable_session("main")
+    zarr.open_array(s.store, path="x", mode="r+")[...] = 2
+    s.commit("two")
+    assert (pickle.loads(blob)[...] == 1).all()  # the snapshot it was opened at
+    assert (a[...] == 1).all()
+    assert (lsio.open_icechunk(tmp_path / "r")["x"][...] == 2).all()  # the branch, read fresh
+    assert_reads_in_worker_processes(a)
+
+
+def test_icechunks_own_old_repositories(tmp_path):
+    """test-repo-v1, test-repo-v2 and split-repo-v2 from Icechunk's repository: every array
+    icechunk reads (without access to virtual chunk containers) reads the same in lsio."""
+    cases = [("test-repo-v1", sys.executable)]
+    if int(icechunk.__version__.split(".")[0]) >= 2:
+        cases = []
+    py2 = os.environ.get("LSIO_ICECHUNK2_PYTHON")
+    cases += [(n, py2) for n in ("test-repo-v1", "test-repo-v2", "split-repo-v2") if py2]
+    if not cases:
+        pytest.skip("no icechunk to compare with")
+    rng = np.random.default_rng(1)
+    for name, py in cases:
+        repo = tmp_path / f"{name}-{len(os.listdir(tmp_path))}"
+        shutil.copytree(FIXTURES / name, repo)  # icechunk may write beside what it reads
+        out = tmp_path / f"{repo.name}-expected"
+        _run(py, "expect", repo, out)
+        expected = json.loads((out / "expected.json").read_text())
+        assert any(e["arrays"] for e in expected.values()), name
+        _check_all(repo, {r: e for r, e in expected.items()}, out, rng)
+        # Arrays whose chunks are partly virtual (s3://testbucket on a server the fixtures
+        # name) and partly native: refused with a clear error, not read wrong.
+        for ref, e in expected.items():
+            for path in e["errors"]:
+                with pytest.raises(lsio.UnsupportedError, match="live in 2 places|virtual chunk"):
+                    _open(repo, ref)[path][...]
+
+
+def test_remote_repository_on_s3(history, moto_s3):
+    out, expected = history
+    bucket = moto_s3.create_bucket(f"lsio-icechunk-{abs(hash(str(out))) % 10**8}")
+    moto_s3.upload_dir(out / "repo", bucket, "data/repo")
+    so = {"endpoint_url": moto_s3.endpoint_url, "key": moto_s3.access_key_id, "secret": moto_s3.secret_access_key,
+          "region": moto_s3.region, "timeout": 10, "retries": 1}
+    url = f"s3://{bucket}/data/repo"
+    rng = np.random.default_rng(2)
+    for ref in ("branch:main", "tag:v1"):
+        e = expected[ref]
+        g = _open(url, ref, storage_options=so)
+        assert g.snapshot_id == e["snapshot"]
+        for path in ("t2m", "u", "sharded"):
+            assert_reads_like(g[path], np.load(out / "expected" / e["arrays"][path]), rng, f"s3 {ref} {path}")
+    a = lsio.open_icechunk(url, storage_options=so)["t2m"]
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(a))[3], np.load(out / "expected" /
+                                                                           expected["branch:main"]["arrays"]["t2m"])[3])
+
+
+def _virtual_repo(tmp_path, data_dir: Path, etag_target=None):
+    """A spec-version-1 repository whose array `v` (8 x 8 int32, chunks 4 x 4, no compression)
+    has its chunks in data_dir/chunks.bin (file://), with last-modified checksums."""
+    import datetime
+
+    raw = np.arange(64, dtype="<i4").reshape(8, 8)
+    blob = b"".join(np.ascontiguousarray(raw[i:i + 4, j:j + 4]).tobytes() for i in (0, 4) for j in (0, 4))
+    target = data_dir / "chunks.bin"
+    target.write_bytes(blob)
+    config = icechunk.RepositoryConfig.default()
+    prefix = f"file://{data_dir}/"
+    config.set_virtual_chunk_container(icechunk.VirtualChunkContainer(prefix, icechunk.local_filesystem_store(str(data_dir))))
+    repo = icechunk.Repository.create(icechunk.local_filesystem_storage(str(tmp_path / "vrepo")), config,
+                                      authorize_virtual_chunk_access={prefix: None})
+    s = repo.writable_session("main")
+    zarr.create_array(s.store, name="v", shape=(8, 8), chunks=(4, 4), dtype="<i4", compressors=None, fill_value=0)
+    when = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=2)
+    for n, (i, j) in enumerate(((0, 0), (0, 1), (1, 0), (1, 1))):
+        s.store.set_virtual_ref(f"v/c/{i}/{j}", f"{prefix}chunks.bin", offset=n * 64, length=64, checksum=when)
+    s.commit("virtual")
+    return tmp_path / "vrepo", raw, target, prefix
+
+
+def test_virtual_chunks_in_local_files(tmp_path):
+    if int(icechunk.__version__.split(".")[0]) >= 2:
+        pytest.skip("written with icechunk 1.x's API")
+    data = tmp_path / "data"
+    data.mkdir()
+    repo, raw, target, prefix = _virtual_repo(tmp_path, data)
+    a = lsio.open_icechunk(repo)["v"]
+    np.testing.assert_array_equal(a[...], raw)
+    np.testing.assert_array_equal(a[1:7, 2:5], raw[1:7, 2:5])
+    # Rewritten after the references were: the last-modified check refuses it, typed, naming it.
+    os.utime(target, (os.stat(target).st_atime, os.stat(target).st_mtime + 3600))
+    with pytest.raises(lsio.StorageError, match="chunks.bin.*modified after") as e:
+        lsio.open_icechunk(repo)["v"][...]
+    assert e.value.errno == errno.ESTALE
+
+
+def test_virtual_chunks_in_s3_objects_with_etags(tmp_path, moto_s3):
+    if int(icechunk.__version__.split(".")[0]) >= 2:
+        pytest.skip("written with icechunk 1.x's API")
+    bucket = moto_s3.create_bucket("lsio-icechunk-virtual")
+    raw = np.arange(64, dtype="<i4").reshape(8, 8)
+    blob = b"".join(np.ascontiguousarray(raw[i:i + 4, j:j + 4]).tobytes() for i in (0, 4) for j in (0, 4))
+    moto_s3.put(bucket, "src/chunks.bin", blob)
+    etag = moto_s3.client.head_object(Bucket=bucket, Key="src/chunks.bin")["ETag"]
+    prefix = f"s3://{bucket}/src/"
+    config = icechunk.RepositoryConfig.default()
+    config.set_virtual_chunk_container(icechunk.VirtualChunkContainer(
+        prefix, icechunk.s3_store(region=moto_s3.region, endpoint_url=moto_s3.endpoint_url, allow_http=True,
+                                  s3_compatible=True)))
+    repo = icechunk.Repository.create(icechunk.local_filesystem_storage(str(tmp_path / "vrepo")), config)
+    s = repo.writable_session("main")
+    zarr.create_array(s.store, name="v", shape=(8, 8), chunks=(4, 4), dtype="<i4", compressors=None, fill_value=0)
+    for n, (i, j) in enumerate(((0, 0), (0, 1), (1, 0), (1, 1))):
+        s.store.set_virtual_ref(f"v/c/{i}/{j}", f"{prefix}chunks.bin", offset=n * 64, length=64, checksum=etag)
+    s.commit("virtual")
+    creds = {"key": moto_s3.access_key_id, "secret": moto_s3.secret_access_key, "timeout": 10, "retries": 1}
+    a = lsio.open_icechunk(tmp_path / "vrepo", virtual_chunk_containers={prefix: creds})["v"]
+    np.testing.assert_array_equal(a[...], raw)
+    np.testing.assert_array_equal(a.read_crops([[0, 0], [3, 3]], (4, 5)), np.stack([raw[0:4, 0:5], raw[3:7, 3:8]]))
+    # The object rewritten (same size): its ETag no longer matches, and no read returns its bytes.
+    moto_s3.put(bucket, "src/chunks.bin", blob[::-1])
+    with pytest.raises(lsio.StorageError) as e:
+        lsio.open_icechunk(tmp_path / "vrepo", virtual_chunk_containers={prefix: creds})["v"][...]
+    assert e.value.errno == errno.ESTALE and "chunks.bin" in str(e.value)
+    with pytest.raises(lsio.StorageError):
+        a[...]
+    # Without the container's options: the repository's own container (its endpoint) with
+    # the process's credentials; with no container at all: a clear error.
+    repo2 = icechunk.Repository.create(icechunk.local_filesystem_storage(str(tmp_path / "nocontainer")))
+    s = repo2.writable_session("main")
+    zarr.create_array(s.store, name="v", shape=(4,), chunks=(4,), dtype="<i4", compressors=None)
+    s.store.set_virtual_ref("v/c/0", f"s3://{bucket}/src/chunks.bin", offset=0, length=16,
+                            validate_container=False)
+    s.commit("no container")
+    with pytest.raises(lsio.UnsupportedError, match="no virtual chunk container"):
+        lsio.open_icechunk(tmp_path / "nocontainer")["v"][...]
+
+
+def test_malformed_repositories_are_typed_errors(tmp_path):
+    if int(icechunk.__version__.split(".")[0]) >= 2:
+        pytest.skip("written with icechunk 1.x's API")
+    base = tmp_path / "good"
+    repo = icechunk.Repository.create(icechunk.local_filesystem_storage(str(base)),
+                                      icechunk.RepositoryConfig(inline_chunk_threshold_bytes=0))
+    s = repo.writable_session("main")
+    zarr.create_array(s.store, name="x", shape=(100,), chunks=(10,), dtype="f8")[...] = np.arange(100.0)
+    sid = s.commit("one")
+
+    def broken(name):
+        dst = tmp_path / name
+        shutil.copytree(base, dst)
+        return dst
+
+    r = broken("truncated")
+    snap = r / "snapshots" / sid
+    snap.write_bytes(snap.read_bytes()[:60])
+    with pytest.raises(lsio.FormatError, match=sid):
+        lsio.open_icechunk(r)
+    r = broken("header")
+    snap = r / "snapshots" / sid
+    snap.write_bytes(b"NOTICECHUNK!" + snap.read_bytes()[12:])
+    with pytest.raises(lsio.FormatError, match="no Icechunk header"):
+        lsio.open_icechunk(r)
+    r = broken("manifest")
+    for m in (r / "manifests").iterdir():
+        m.unlink()
+    g = lsio.open_icechunk(r)
+    with pytest.raises(lsio.NotFoundError, match="manifest"):
+        g["x"]
+    r = broken("garbled-manifest")
+    for m in (r / "manifests").iterdir():
+        m.write_bytes(m.read_bytes()[:39] + os.urandom(200))
+    with pytest.raises(lsio.FormatError, match="manifests"):
+        lsio.open_icechunk(r)["x"]
+    r = broken("chunk")
+    for c in (r / "chunks").iterdir():
+        c.unlink()
+    with pytest.raises(lsio.StorageError, match="chunks/"):
+        lsio.open_icechunk(r)["x"][...]
+    with pytest.raises(lsio.NotFoundError, match="not an Icechunk repository|no zarr.json"):
+        lsio.open_icechunk(tmp_path / "missing-dir")
