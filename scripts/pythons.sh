@@ -1,4 +1,4 @@
-# Sourced by scripts/build_wheel.sh and scripts/wheel_smoke.sh: find a CPython X.Y interpreter.
+# Sourced by scripts/build_wheel.sh, scripts/wheel_smoke.sh and scripts/test.sh: find a CPython X.Y interpreter.
 #
 #   lsio_find_cpython 3.12   # prints the interpreter's path, or nothing (status 1) if none runs
 #

@@ -43,6 +43,9 @@ LSIO_APT_PACKAGES=(
   liblz4-dev
   # libdeflate: gzip/zlib chunks of known size (cpp/src/codec/gzip.cc), faster than zlib.
   libdeflate-dev
+  # FlatBuffers: Icechunk's metadata files, read through code flatc generates at build time
+  # from cpp/src/store/icechunk.fbs (the headers only at run time).
+  libflatbuffers-dev flatbuffers-compiler
   # libbz2, liblzma: numcodecs' bz2 and lzma compressors (cpp/src/codec/bz2.cc, lzma.cc).
   libbz2-dev liblzma-dev
   # Remote stores (cpp/src/net/): libcrypto for SigV4 signing, libcurl for the HTTP client

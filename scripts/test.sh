@@ -105,6 +105,27 @@ run_cpp_tests() {
 }
 
 # ---------------------------------------------------------------- Python: pytest
+# test_icechunk.py compares lsio with icechunk 2.x (it writes Icechunk's spec version 2), which
+# needs Python >= 3.12: a venv of its own (build/icechunk2-venv) from the machine's CPython 3.12
+# or 3.13 (scripts/pythons.sh finds pyenv's), named to the tests in LSIO_ICECHUNK2_PYTHON.
+# Without such an interpreter the spec-version-2 tests skip, saying so.
+lsio_setup_icechunk2() {
+  local py="" v venv="$LSIO_ROOT/build/icechunk2-venv"
+  source "$LSIO_ROOT/scripts/pythons.sh"
+  for v in 3.12 3.13; do py="$(lsio_find_cpython "$v" || true)"; [ -z "$py" ] || break; done
+  if [ -z "$py" ]; then
+    echo "no CPython >= 3.12 found: test_icechunk.py's spec-version-2 tests will skip"
+    return 0
+  fi
+  lsio_log "Python: icechunk 2.x for test_icechunk.py ($py, $venv)"
+  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import sys" >/dev/null 2>&1; then
+    rm -rf "$venv"
+    lsio_run "$py" -m venv "$venv" || return 1
+  fi
+  lsio_run "$venv/bin/python" -m pip install -q "icechunk>=2,<3" "zarr>=3.1" numpy || return 1
+  export LSIO_ICECHUNK2_PYTHON="$venv/bin/python"
+}
+
 run_python_tests() {
   # torch first, pinned: the CPU build of this version is what the test machines carry
   # (a looser spec, or torchdata resolving it, could pull a multi-GB CUDA build). Without an
@@ -122,6 +143,7 @@ run_python_tests() {
          "(is PYTHONPATH set?)" >&2
        return 1 ;;
   esac
+  lsio_setup_icechunk2 || return 1
   lsio_log "Python: pytest"
   local rc=0
   lsio_run python -m pytest tests/python -ra --junitxml="$results_dir/pytest.xml" \

@@ -21,6 +21,11 @@ the path may be an ``s3://``, ``gs://`` or ``http(s)://`` URL), plus xarray's us
 decoders and ``drop_variables``. The path may also name a single array, which becomes a
 one-variable dataset. Arrays lsio cannot read raise unless listed in ``drop_variables``.
 
+The path may also be an Icechunk repository (a local one is recognised; for a URL pass
+``backend_kwargs={"icechunk": {}}``): ``icechunk={"branch": ..., "tag": ..., "snapshot": ...,
+"virtual_chunk_containers": {...}}`` picks the snapshot as :func:`lsio.open_icechunk` does;
+``group`` a group inside it. kerchunk references and NetCDF4/HDF5 files open the same way.
+
 The backend does not claim stores on its own (``guess_can_open`` is False): ask for it
 with ``engine="lsio"``.
 """
@@ -172,13 +177,27 @@ class LsioStore(AbstractDataStore):
         storage_options: Optional[dict] = None,
         remote_options: Optional[dict] = None,
         remote_protocol: Optional[str] = None,
+        icechunk: Optional[dict] = None,
         **options: Any,
     ) -> "LsioStore":
         parts = [p for p in (group or "").split("/") if p]
         nodes: Any
-        from . import _kerchunk  # noqa: PLC0415 - loaded when used
+        from . import _icechunk, _kerchunk  # noqa: PLC0415 - loaded when used
 
-        if _kerchunk.is_references(path):
+        if icechunk is not None or _icechunk.is_icechunk(path):
+            # An Icechunk repository (lsio/_icechunk.py) at one snapshot: icechunk={"branch": ...,
+            # "tag": ..., "snapshot": ..., "virtual_chunk_containers": {...}}.
+            if remote_options is not None or remote_protocol is not None:
+                raise ValueError("remote_options and remote_protocol apply to kerchunk reference files")
+            unknown = set(icechunk or {}) - {"branch", "tag", "snapshot", "virtual_chunk_containers"}
+            if unknown:
+                raise ValueError(f"icechunk= takes branch, tag, snapshot and virtual_chunk_containers, not "
+                                 f"{sorted(unknown)}")
+            nodes = _kerchunk.ReferenceNodes(_icechunk.spec_for(path, storage_options=storage_options,
+                                                                **(icechunk or {})))
+            root = "/".join([nodes.display, *parts])
+            options.update(nodes.array_options())
+        elif _kerchunk.is_references(path):
             # kerchunk references (lsio/_kerchunk.py): arrays carry the reference spec.
             nodes = _kerchunk.ReferenceNodes(_kerchunk.spec_for(path, storage_options, remote_options,
                                                                 remote_protocol))
@@ -289,6 +308,7 @@ class LsioBackendEntrypoint(BackendEntrypoint):
         "storage_options",
         "remote_options",
         "remote_protocol",
+        "icechunk",
     )
 
     def open_dataset(  # type: ignore[override]
@@ -309,6 +329,7 @@ class LsioBackendEntrypoint(BackendEntrypoint):
         storage_options: Optional[dict] = None,
         remote_options: Optional[dict] = None,
         remote_protocol: Optional[str] = None,
+        icechunk: Optional[dict] = None,
     ) -> Any:
         if not isinstance(filename_or_obj, (str, os.PathLike)):
             raise TypeError(
@@ -322,6 +343,7 @@ class LsioBackendEntrypoint(BackendEntrypoint):
             storage_options=storage_options,
             remote_options=remote_options,
             remote_protocol=remote_protocol,
+            icechunk=icechunk,
             threads=threads,
             io=io,
         )

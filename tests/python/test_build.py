@@ -12,7 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DEBIAN = ["liburing-dev", "libzstd-dev", "libblosc-dev", "liblz4-dev", "libdeflate-dev", "zlib1g-dev", "libbz2-dev",
-          "liblzma-dev", "nlohmann-json3-dev", "libssl-dev", "libcurl4-openssl-dev"]
+          "liblzma-dev", "libflatbuffers-dev", "flatbuffers-compiler", "nlohmann-json3-dev", "libssl-dev",
+          "libcurl4-openssl-dev"]
 
 
 def _cmake() -> str:
@@ -29,6 +30,7 @@ def test_configure_without_the_libraries_names_each_and_the_apt_line(tmp_path):
     env = dict(os.environ, PKG_CONFIG_LIBDIR=str(tmp_path / "no-pc-files"))  # pkg-config finds nothing
     hide = ["ZLIB", "BZip2", "nlohmann_json", "OpenSSL", "CURL"]  # and CMake's own finders find nothing
     r = subprocess.run([cmake, "-S", str(ROOT), "-B", str(tmp_path / "build"), "-DLSIO_BUILD_PYTHON=OFF",
+                        f"-DLSIO_FLATC={tmp_path / 'no-flatc'}",  # and no flatc
                         *(f"-DCMAKE_DISABLE_FIND_PACKAGE_{p}=ON" for p in hide)],
                        capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode != 0
@@ -37,7 +39,8 @@ def test_configure_without_the_libraries_names_each_and_the_apt_line(tmp_path):
     flat = " ".join(err.split())  # CMake wraps long lines
     assert "these system libraries (with their headers) are missing" in flat
     for module, debian in zip(("liburing", "libzstd", "blosc", "liblz4", "libdeflate", "zlib", "libbz2",
-                               "liblzma", "nlohmann_json >= 3.9", "OpenSSL libcrypto", "libcurl"), DEBIAN,
+                               "liblzma", "flatbuffers", "flatc", "nlohmann_json >= 3.9", "OpenSSL libcrypto",
+                               "libcurl"), DEBIAN,
                               strict=True):
         assert f"{module} (Debian/Ubuntu: {debian})" in flat, module
     assert "sudo apt-get install " + " ".join(DEBIAN) in flat, flat

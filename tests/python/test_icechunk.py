@@ -304,3 +304,38 @@ def test_malformed_repositories_are_typed_errors(tmp_path):
         lsio.open_icechunk(r)["x"][...]
     with pytest.raises(lsio.NotFoundError, match="not an Icechunk repository|no zarr.json"):
         lsio.open_icechunk(tmp_path / "missing-dir")
+
+
+def test_xarray_opens_a_repository_like_zarr_python_through_icechunk(tmp_path):
+    xr = pytest.importorskip("xarray")
+    pd = pytest.importorskip("pandas")
+    repo = icechunk.Repository.create(icechunk.local_filesystem_storage(str(tmp_path / "r")))
+    rng = np.random.default_rng(3)
+    ds = xr.Dataset(
+        {"t2m": (("time", "lat", "lon"), rng.standard_normal((6, 10, 12)).astype("f4"), {"units": "K"}),
+         "sst": (("time", "lat", "lon"), rng.uniform(270, 300, (6, 10, 12)), {"units": "K"})},
+        coords={"time": pd.date_range("2020-01-01", periods=6, freq="6h"), "lat": np.linspace(-45, 45, 10),
+                "lon": np.arange(12.0)},
+        attrs={"title": "icechunk via lsio"})
+    s = repo.writable_session("main")
+    ds.to_zarr(s.store, zarr_format=3, consolidated=False,
+               encoding={"t2m": {"chunks": (2, 5, 6)},
+                         "sst": {"dtype": "i2", "scale_factor": 0.01, "add_offset": 270.0, "_FillValue": -1}})
+    first = s.commit("first")
+    s = repo.writable_session("main")
+    ds[["t2m"]].assign(t2m=ds.t2m + 1).to_zarr(s.store, zarr_format=3, consolidated=False, mode="a")
+    s.commit("second")
+    s = repo.writable_session("main")
+    ds.to_zarr(s.store, group="sub", zarr_format=3, consolidated=False)
+    s.commit("a group")
+    for kw in ({}, {"snapshot": first}):
+        session = repo.readonly_session(**({"snapshot_id": first} if kw else {"branch": "main"}))
+        want = xr.open_zarr(session.store, consolidated=False).load()
+        got = xr.open_dataset(tmp_path / "r", engine="lsio", backend_kwargs={"icechunk": kw})
+        assert got.identical(want), kw
+    got = xr.open_dataset(tmp_path / "r", engine="lsio", group="sub")
+    assert got.identical(xr.open_zarr(repo.readonly_session(branch="main").store, group="sub",
+                                      consolidated=False).load())
+    np.testing.assert_array_equal(got.t2m.values, ds.t2m.values)
+    with pytest.raises(ValueError, match="icechunk= takes"):
+        xr.open_dataset(tmp_path / "r", engine="lsio", backend_kwargs={"icechunk": {"brunch": "main"}})
