@@ -20,7 +20,7 @@ set -euo pipefail
 LSIO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$LSIO_ROOT"
 seconds="${1:-30}"
-targets=(metadata_fuzzer shard_index_fuzzer codec_chain_fuzzer node_fuzzer kerchunk_fuzzer)
+targets=(metadata_fuzzer shard_index_fuzzer codec_chain_fuzzer node_fuzzer kerchunk_fuzzer icechunk_fuzzer)
 dir="$LSIO_ROOT/build/fuzz"
 gen=()
 if command -v ninja >/dev/null 2>&1; then gen=(-G Ninja); fi

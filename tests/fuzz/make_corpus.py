@@ -19,6 +19,10 @@ temporary directory:
 * ``kerchunk_fuzzer``: kerchunk's JSON references of an h5py file (version 1 with inline and
   base64 values, the same flat as version 0, and with templates).
 
+* ``icechunk_fuzzer``: the files of Icechunk's own old-format repositories
+  (tests/data/icechunk): repo info files, snapshots, and manifests with the node id and rank
+  of each array they hold references of (read with lsio's own parser, so lsio must import).
+
 Usage (from the repository root, in the test venv):  python tests/fuzz/make_corpus.py [TARGET ...]
 (no target: all of them)
 The corpora are committed; rerun only when a fuzzer's input format or chain table changes.
@@ -260,10 +264,31 @@ def kerchunk_seeds(tmp: Path) -> dict:
     return out
 
 
+def icechunk_seeds(tmp: Path) -> dict:
+    """Mode byte + file for repo info files and snapshots; mode 2 + node id + rank + file for
+    the manifests each array of each snapshot takes references from."""
+    from lsio import _core
+
+    out = {}
+    root = HERE.parent / "data" / "icechunk"
+    for repo in sorted(p for p in root.iterdir() if p.is_dir()):
+        if (repo / "repo").is_file():
+            out[f"{repo.name}_repo"] = b"\x00" + (repo / "repo").read_bytes()
+        for snap in sorted((repo / "snapshots").iterdir()):
+            blob = snap.read_bytes()
+            out[f"{repo.name}_snapshot_{snap.name}"] = b"\x01" + blob
+            for node in _core.icechunk_snapshot(blob, str(snap))["nodes"]:
+                rank = len(json.loads(node["zarr_json"]).get("shape", []))
+                for mid, _ in node["manifests"]:
+                    out[f"{repo.name}_manifest_{mid}_{node['node_id'].hex()}"] = (
+                        b"\x02" + node["node_id"] + bytes([rank]) + (repo / "manifests" / mid).read_bytes())
+    return out
+
+
 def main(argv=None) -> int:
     makers = {"metadata_fuzzer": metadata_seeds, "shard_index_fuzzer": shard_index_seeds,
               "codec_chain_fuzzer": codec_chain_seeds, "node_fuzzer": node_seeds,
-              "kerchunk_fuzzer": kerchunk_seeds}
+              "kerchunk_fuzzer": kerchunk_seeds, "icechunk_fuzzer": icechunk_seeds}
     wanted = (argv if argv is not None else sys.argv[1:]) or list(makers)
     unknown = [t for t in wanted if t not in makers]
     if unknown:

@@ -93,6 +93,47 @@ Result<nlohmann::json> FlexToJson(const flexbuffers::Reference& r, int depth) {
   return Malformed("repository configuration: a value of FlexBuffer type " + std::to_string(r.GetType()));
 }
 
+// Names, paths and messages reach Python as str: they must be UTF-8 (the spec says they are).
+bool Utf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range (no overlong forms,
+    if (c < 0x80) {                      // surrogates or code points past U+10FFFF)
+      ++i;
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      n = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      n = 2;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      n = 3;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return false;
+    }
+    if (n > s.size() - i - 1) return false;
+    const auto second = static_cast<unsigned char>(s[i + 1]);
+    if (second < lo || second > hi) return false;
+    for (size_t k = 2; k <= n; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
+Result<std::string> Text(const flatbuffers::String* s, const char* what) {
+  if (s == nullptr) return std::string();
+  std::string out = s->str();
+  if (!Utf8(out)) return Malformed(std::string(what) + " (not UTF-8)");
+  return out;
+}
+
 void AppendUint(std::string* s, uint32_t v) {
   char buf[16];
   const int n = std::snprintf(buf, sizeof(buf), "%u", v);
@@ -194,14 +235,18 @@ Result<IcechunkRepoInfo> ParseIcechunkRepo(std::string_view file) {
       if (r->name() == nullptr || r->snapshot_index() >= snaps->size() || snaps->Get(r->snapshot_index())->id() == nullptr) {
         return Malformed("repo info file (a branch or tag names no snapshot)");
       }
-      out->emplace_back(r->name()->str(), Id12(snaps->Get(r->snapshot_index())->id()));
+      LSIO_ASSIGN_OR_RETURN(std::string name, Text(r->name(), "repo info file (a branch or tag name)"));
+      out->emplace_back(std::move(name), Id12(snaps->Get(r->snapshot_index())->id()));
     }
     return Status::Ok();
   };
   LSIO_RETURN_IF_ERROR(refs(repo->branches(), &info.branches));
   LSIO_RETURN_IF_ERROR(refs(repo->tags(), &info.tags));
   if (repo->deleted_tags() != nullptr) {
-    for (const flatbuffers::String* s : *repo->deleted_tags()) info.deleted_tags.push_back(s->str());
+    for (const flatbuffers::String* s : *repo->deleted_tags()) {
+      LSIO_ASSIGN_OR_RETURN(std::string name, Text(s, "repo info file (a deleted tag's name)"));
+      info.deleted_tags.push_back(std::move(name));
+    }
   }
   if (const auto* c = repo->config(); c != nullptr && c->size() > 0) {
     std::vector<uint8_t> reuse;
@@ -209,7 +254,8 @@ Result<IcechunkRepoInfo> ParseIcechunkRepo(std::string_view file) {
       return Malformed("repo info file (its configuration is not a valid FlexBuffer)");
     }
     LSIO_ASSIGN_OR_RETURN(nlohmann::json j, FlexToJson(flexbuffers::GetRoot(c->data(), c->size()), 0));
-    info.config_json = j.dump();
+    // FlexBuffer strings need not be UTF-8: such bytes become U+FFFD, as a JSON text must.
+    info.config_json = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   return info;
 }
@@ -223,14 +269,14 @@ Result<IcechunkSnapshot> ParseIcechunkSnapshot(std::string_view file) {
   snap.id = Id12(s->id());
   snap.parent_id = Id12(s->parent_id());
   snap.flushed_at_us = s->flushed_at();
-  if (s->message() != nullptr) snap.message = s->message()->str();
+  LSIO_ASSIGN_OR_RETURN(snap.message, Text(s->message(), "snapshot file (its message)"));
   snap.nodes.reserve(s->nodes()->size());
   for (const fb::NodeSnapshot* n : *s->nodes()) {
     if (n->id() == nullptr || n->path() == nullptr || n->user_data() == nullptr) {
       return Malformed("snapshot file (a node without id, path or metadata)");
     }
     IcechunkNode node;
-    node.path = n->path()->str();
+    LSIO_ASSIGN_OR_RETURN(node.path, Text(n->path(), "snapshot file (a node path)"));
     if (node.path.empty() || node.path.front() != '/') {
       return Malformed("snapshot file (node path \"" + node.path + "\" is not absolute)");
     }
