@@ -94,6 +94,11 @@ def _open_targets(store: str, name: Optional[str], opts: Dict[str, Any],
 
 def _open_targets_unchecked(store: str, name: Optional[str], opts: Dict[str, Any],
                             unreadable_ok: bool) -> _Targets:
+    from . import _icechunk  # noqa: PLC0415 - loaded when used
+
+    ref = opts.pop("_icechunk", None)
+    if ref is not None or _icechunk.is_icechunk(store):
+        return _icechunk_targets(store, name, opts, ref or {}, unreadable_ok)
     if _storage.is_remote(store):
         path = "/".join([store.rstrip("/"), *(p for p in (name or "").split("/") if p)])
         nodes: Any = RemoteNodes(path, opts.get("storage_options"))
@@ -130,6 +135,41 @@ def _open_targets_unchecked(store: str, name: Optional[str], opts: Dict[str, Any
     return _Targets("group", members, g, metas)
 
 
+def _icechunk_targets(store: str, name: Optional[str], opts: Dict[str, Any], ref: Dict[str, str],
+                      unreadable_ok: bool) -> _Targets:
+    """An Icechunk repository's root group (or the node ``name`` in it) at ``ref``."""
+    from .group import open_icechunk  # noqa: PLC0415
+
+    engine = {k: v for k, v in opts.items() if k != "storage_options"}
+    g = open_icechunk(store, storage_options=opts.get("storage_options"), **ref, **engine)
+    parts = [p for p in (name or "").split("/") if p]
+    if parts:
+        parent = g["/".join(parts[:-1])] if len(parts) > 1 else g
+        meta = parent.member_metadata(parts[-1]) if parts[-1] in parent.keys() else None
+        if meta is None:
+            raise _Usage(f"{name!r} is not in the Icechunk repository {store!r} (snapshot {g.snapshot_id})")
+        if meta.get("node_type") == "array":
+            try:
+                arr: Any = g[name]
+            except UnsupportedError as e:
+                if not unreadable_ok:
+                    raise
+                arr = _Unreadable(name, meta, str(e))
+            return _Targets("array", [(name, arr)], None, {name: meta})
+        g = g[name]
+    members: List[Tuple[str, Any]] = []
+    metas: Dict[str, Dict[str, Any]] = {}
+    for rel, member_meta in g.walk_arrays():
+        metas[rel] = member_meta
+        try:
+            members.append((rel, g[rel]))
+        except UnsupportedError as e:
+            if not unreadable_ok:
+                raise
+            members.append((rel, _Unreadable(rel, member_meta, str(e))))
+    return _Targets("group", members, g, metas)
+
+
 def _open_one(store: str, name: Optional[str], opts: Dict[str, Any]) -> Tuple[str, Array]:
     t = _open_targets(store, name, opts)
     if t.kind == "group":
@@ -157,6 +197,12 @@ def _opts(args: argparse.Namespace) -> Dict[str, Any]:
     so = _storage_options(args)
     if so is not None:
         opts["storage_options"] = so
+    ref = getattr(args, "icechunk", None)
+    if ref is not None:
+        kind, sep, value = ref.partition(":")
+        if not sep or kind not in ("branch", "tag", "snapshot") or not value:
+            raise _Usage(f"--icechunk expects branch:NAME, tag:NAME or snapshot:ID, got {ref!r}")
+        opts["_icechunk"] = {kind: value}
     return opts
 
 
@@ -395,13 +441,16 @@ def cmd_info(args: argparse.Namespace) -> int:
         g = t.group
         doc["attributes"] = g.attrs
         doc["consolidated"] = g.consolidated
+        if g.snapshot_id is not None:
+            doc["icechunk_snapshot"] = g.snapshot_id
     if args.json:
         _emit_json(doc)
         return EXIT_OK
     if kind == "group":
         n = len(infos)
-        print(f"group {doc['store']}: {n} array{'' if n == 1 else 's'} "
-              f"({'consolidated metadata' if doc['consolidated'] else 'listed'})")
+        how = ("Icechunk snapshot " + doc["icechunk_snapshot"] if "icechunk_snapshot" in doc
+               else "consolidated metadata" if doc["consolidated"] else "listed")
+        print(f"group {doc['store']}: {n} array{'' if n == 1 else 's'} ({how})")
         if doc["attributes"]:
             print(f"  attributes     {_attrs_text(doc['attributes'])}")
     for d in infos:
@@ -872,6 +921,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="a storage option for URLs, e.g. endpoint_url=http://127.0.0.1:9000 (repeatable; "
                         "VALUE is JSON when it parses, except for options that take a string)")
         sp.add_argument("--anon", action="store_true", help="anonymous (unsigned) requests for URLs")
+        sp.add_argument("--icechunk", metavar="REF", nargs="?", const="branch:main", default=None,
+                        help="STORE is an Icechunk repository (found by itself when local): read REF, "
+                             "branch:NAME (default branch:main), tag:NAME or snapshot:ID")
         g = sp.add_mutually_exclusive_group()
         g.add_argument("--progress", dest="progress", action="store_const", const=True, default=None, help="draw a progress bar (tqdm)")
         g.add_argument("--no-progress", dest="progress", action="store_const", const=False)

@@ -339,3 +339,25 @@ def test_xarray_opens_a_repository_like_zarr_python_through_icechunk(tmp_path):
     np.testing.assert_array_equal(got.t2m.values, ds.t2m.values)
     with pytest.raises(ValueError, match="icechunk= takes"):
         xr.open_dataset(tmp_path / "r", engine="lsio", backend_kwargs={"icechunk": {"brunch": "main"}})
+
+
+def test_cli_info_and_bench_on_a_repository(history):
+    out, expected = history
+    repo = out / "repo"
+    env = dict(os.environ)
+
+    def cli(*args):
+        r = subprocess.run([sys.executable, "-m", "lsio", *map(str, args)], capture_output=True, text=True,
+                           timeout=300, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r.stdout
+
+    doc = json.loads(cli("info", repo, "--json"))
+    assert doc["icechunk_snapshot"] == expected["branch:main"]["snapshot"]
+    assert sorted(a["name"] for a in doc["arrays"]) == sorted(expected["branch:main"]["arrays"])
+    doc = json.loads(cli("info", repo, "tiny", "--icechunk", "tag:v1", "--json"))
+    assert doc["arrays"][0]["shape"] == [3]
+    assert "crops/s" in cli("bench", repo, "t2m", "--rounds", "2", "--icechunk", "branch:dev")
+    r = subprocess.run([sys.executable, "-m", "lsio", "info", str(repo), "--icechunk", "main"], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode != 0 and "branch:NAME" in r.stderr
