@@ -106,11 +106,12 @@ void BindRemote(py::module_& m) {
       .def(
           "stat",
           [](lsio::RemoteStore& s, const std::string& key) -> py::object {
-            auto r = Value(WithoutGil([&] { return s.Stat(key); }));
+            auto r = Value(WithoutGil([&] { return s.StatHead(key); }));
             if (!r) return py::none();
             py::dict d;
-            d["size"] = r->first;
-            d["version"] = r->second;
+            d["size"] = r->size;
+            d["version"] = r->version;
+            d["last_modified"] = r->last_modified;
             return d;
           },
           py::arg("key"))

@@ -139,6 +139,12 @@ Result<std::optional<std::pair<uint64_t, std::string>>> RemoteStore::Stat(const 
   return std::optional<std::pair<uint64_t, std::string>>(std::make_pair(info.size, info.version));
 }
 
+Result<std::optional<RemoteStore::Head>> RemoteStore::StatHead(const std::string& key) {
+  LSIO_ASSIGN_OR_RETURN(ObjectInfo info, impl_->http->Stat(key));
+  if (!info.found) return std::optional<Head>();
+  return std::optional<Head>(Head{info.size, info.version, info.last_modified});
+}
+
 Result<std::string> RemoteStore::ReadRange(const std::string& key, uint64_t offset, uint64_t length,
                                            const std::string& version, uint64_t size) {
   ObjectStore& http = *impl_->http;

@@ -476,7 +476,7 @@ def targets(spec: Dict[str, Any], refs: Any) -> Tuple[str, str, List[str], dict,
     if not places:
         return "local", repo if not remote_repo else "/", [], {}, []
     (kind, root), opts = next(iter(places.items()))
-    versions = _check_virtual(spec, refs, kind, local_paths)
+    versions = _check_virtual(spec, refs, kind, local_paths, root, keys, opts)
     if kind == "local":
         if root == repo:
             return "local", repo, keys, {}, []
@@ -484,30 +484,66 @@ def targets(spec: Dict[str, Any], refs: Any) -> Tuple[str, str, List[str], dict,
     return "remote", root, keys, opts, versions
 
 
-def _check_virtual(spec: Dict[str, Any], refs: Any, kind: str, local_paths: List[str]) -> List[str]:
-    """Checks the last-modified times virtual references ask for (local files here; remote
-    objects by their ETags below) and returns the ETag each remote object must have."""
-    versions: List[str] = []
-    any_version = False
-    for i, (etag, modified) in enumerate(refs.checks()):
-        v = ""
+def _check_virtual(spec: Dict[str, Any], refs: Any, kind: str, local_paths: List[str], root: str, keys: List[str],
+                   opts: dict) -> List[str]:
+    """Checks the last-modified times virtual references ask for (local files: their mtime;
+    remote objects: a HEAD's Last-Modified, the objects then read pinned to the ETag that HEAD
+    saw) and returns the ETag each remote object must be at ("" for any)."""
+    checks = refs.checks()
+    versions = [""] * len(checks)
+    heads: List[int] = []
+    for i, (etag, modified) in enumerate(checks):
         if etag:
-            v = etag if etag.startswith(("\"", "W/")) else f"\"{etag}\""
-            any_version = True
             if kind == "local":
                 raise UnsupportedError(f"{describe(spec)}: virtual references to the local file "
                                        f"{local_paths[i]!r} carry an ETag, which a local file has not")
-        if modified and kind == "local":
+            versions[i] = etag if etag.startswith(("\"", "W/")) else f"\"{etag}\""
+        elif modified and kind == "local":
             try:
                 mtime = os.stat(local_paths[i]).st_mtime
             except OSError as e:
                 raise StorageError(e.errno, f"cannot read {local_paths[i]!r}: {e.strerror}", local_paths[i]) from None
             if mtime > modified:
-                raise StorageError(errno.ESTALE, f"{local_paths[i]!r} was modified after the virtual references to it were "
-                                   f"written (modified at {mtime:.0f}, references allow up to {modified}): "
-                                   f"{describe(spec)} no longer describes its bytes", local_paths[i])
-        versions.append(v)
-    return versions if any_version else []
+                raise _modified(spec, local_paths[i], mtime, modified)
+        elif modified:
+            heads.append(i)
+    if heads:
+        store = _Handle(root, opts).get().new_store()
+
+        def head(i: int) -> Tuple[int, Optional[dict]]:
+            return i, store.stat(keys[i])
+
+        import concurrent.futures  # noqa: PLC0415
+
+        with concurrent.futures.ThreadPoolExecutor(min(16, len(heads))) as pool:
+            for i, st in pool.map(head, heads):
+                url = f"{root}/{keys[i]}"
+                if st is None:
+                    raise NotFoundError(errno.ENOENT, f"{url!r}, which virtual chunks of {describe(spec)} reference, "
+                                        "does not exist", url)
+                when = _http_date(st.get("last_modified", ""))
+                if when is None:
+                    raise StorageError(errno.ESTALE, f"{url!r} sent no Last-Modified date: the last-modified check "
+                                       f"the virtual references of {describe(spec)} ask for cannot be made", url)
+                if when > checks[i][1]:
+                    raise _modified(spec, url, when, checks[i][1])
+                versions[i] = st["version"] or ""  # later reads: this version, or they fail
+    return versions if any(versions) else []
+
+
+def _modified(spec: Dict[str, Any], where: str, mtime: float, allowed: int) -> StorageError:
+    return StorageError(errno.ESTALE, f"{where!r} was modified after the virtual references to it were written "
+                        f"(modified at {mtime:.0f}, references allow up to {allowed}): {describe(spec)} no longer "
+                        "describes its bytes", where)
+
+
+def _http_date(text: str) -> Optional[float]:
+    import email.utils  # noqa: PLC0415
+
+    try:
+        return email.utils.parsedate_to_datetime(text).timestamp() if text else None
+    except (TypeError, ValueError):
+        return None
 
 
 def open_view(spec: Dict[str, Any], prefix: str, config: Dict[str, Any]) -> Tuple[Any, Any, Any]:

@@ -249,6 +249,26 @@ def test_virtual_chunks_in_s3_objects_with_etags(tmp_path, moto_s3):
     assert e.value.errno == errno.ESTALE and "chunks.bin" in str(e.value)
     with pytest.raises(lsio.StorageError):
         a[...]
+    # Last-modified checksums: a HEAD at open compares the object's Last-Modified with them.
+    import datetime
+
+    moto_s3.put(bucket, "src/chunks.bin", blob)
+    for name, when, ok in (("later", datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1), True),
+                           ("earlier", datetime.datetime(2001, 1, 1, tzinfo=datetime.timezone.utc), False)):
+        r = icechunk.Repository.create(icechunk.local_filesystem_storage(str(tmp_path / name)), config)
+        s = r.writable_session("main")
+        zarr.create_array(s.store, name="v", shape=(8, 8), chunks=(4, 4), dtype="<i4", compressors=None,
+                          fill_value=0)
+        for n, (i, j) in enumerate(((0, 0), (0, 1), (1, 0), (1, 1))):
+            s.store.set_virtual_ref(f"v/c/{i}/{j}", f"{prefix}chunks.bin", offset=n * 64, length=64, checksum=when)
+        s.commit("last-modified")
+        g = lsio.open_icechunk(tmp_path / name, virtual_chunk_containers={prefix: creds})
+        if ok:
+            np.testing.assert_array_equal(g["v"][...], raw)
+        else:
+            with pytest.raises(lsio.StorageError, match="modified after") as e:
+                g["v"]
+            assert e.value.errno == errno.ESTALE
     # Without the container's options: the repository's own container (its endpoint) with
     # the process's credentials; with no container at all: a clear error.
     repo2 = icechunk.Repository.create(icechunk.local_filesystem_storage(str(tmp_path / "nocontainer")))

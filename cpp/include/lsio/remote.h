@@ -98,6 +98,13 @@ class RemoteStore {
   Result<bool> Exists(const std::string& key);
   /// `key`'s size and version (ETag, or Last-Modified), nullopt when absent (a HEAD request).
   Result<std::optional<std::pair<uint64_t, std::string>>> Stat(const std::string& key);
+  struct Head {
+    uint64_t size = 0;
+    std::string version;        ///< as Stat's
+    std::string last_modified;  ///< the Last-Modified header (an HTTP date), "" if none
+  };
+  /// Stat with the modification date, nullopt when absent (a HEAD request).
+  Result<std::optional<Head>> StatHead(const std::string& key);
   /// Bytes [offset, offset + length) of `key`, one range request. With `version` and `size`
   /// (from Stat) the read is pinned to them: an object rewritten since fails with kIoError
   /// (ESTALE), so a reader assembling one file from many ranges (h5py on a NetCDF file)

@@ -370,6 +370,7 @@ Result<ObjectInfo> ObjectStore::Stat(std::string_view key) {
   info.found = true;
   info.size = q.object_size;
   info.version = q.etag;
+  info.last_modified = q.last_modified;
   return info;
 }
 

@@ -65,6 +65,8 @@ struct ObjectInfo {
   /// Changes whenever the object may have changed: mtime + inode (+ device) for local files,
   /// the ETag for HTTP/S3/GCS. Compared for equality only; its format is the store's own.
   std::string version;
+  /// Remote objects: the Last-Modified header as the server sent it (an HTTP date), "" if none.
+  std::string last_modified;
 };
 
 /// An object opened for range reads within one read call (a local file's descriptor, a
