@@ -79,6 +79,19 @@ def is_icechunk(path: Any) -> bool:
     return os.path.isdir(os.path.join(p, "refs")) and os.path.isdir(os.path.join(p, "snapshots"))
 
 
+def is_remote_icechunk(url: str, storage_options: Optional[dict]) -> bool:
+    """Whether the URL holds an Icechunk repository (its `repo` file starts with Icechunk's
+    header, or it has version 1's refs/branch.main): one or two requests."""
+    repo = url.rstrip("/")
+    try:
+        head = _get(repo, storage_options, "repo")
+        if head is not None:
+            return head[:len(MAGIC)] == MAGIC
+        return _get(repo, storage_options, "refs/branch.main/ref.json") is not None
+    except (StorageError, FormatError):
+        return False
+
+
 def describe(spec: Dict[str, Any]) -> str:
     return f"the Icechunk repository {spec['refs']!r} (snapshot {spec['snapshot']})"
 

@@ -84,6 +84,15 @@ def open_group(
     if isinstance(path, str) and _storage.is_remote(path):
         nodes = RemoteNodes(path, storage_options)
         root = nodes.display
+        try:
+            node = nodes.read(root, consolidated is not False)
+        except StorageError as e:
+            # No Zarr node here: an Icechunk repository is opened at its branch main (asked
+            # only now, so Zarr groups cost no extra request).
+            if e.errno == errno.ENOENT and _icechunk.is_remote_icechunk(path, storage_options):
+                return open_icechunk(path, storage_options=storage_options, consolidated=consolidated, **options)
+            raise
+        return group_from(nodes, root, node, consolidated, options)
     else:
         if storage_options is not None:
             raise ValueError("storage_options apply to URLs (s3://, gs://, http(s)://), not to local paths")

@@ -161,7 +161,7 @@ def test_icechunks_own_old_repositories(tmp_path):
                     _open(repo, ref)[path][...]
 
 
-def test_remote_repository_on_s3(history, moto_s3):
+def test_remote_repository_on_s3_and_http(history, moto_s3, nginx_server):
     out, expected = history
     bucket = moto_s3.create_bucket(f"lsio-icechunk-{abs(hash(str(out))) % 10**8}")
     moto_s3.upload_dir(out / "repo", bucket, "data/repo")
@@ -175,9 +175,24 @@ def test_remote_repository_on_s3(history, moto_s3):
         assert g.snapshot_id == e["snapshot"]
         for path in ("t2m", "u", "sharded"):
             assert_reads_like(g[path], np.load(out / "expected" / e["arrays"][path]), rng, f"s3 {ref} {path}")
+    main_t2m = np.load(out / "expected" / expected["branch:main"]["arrays"]["t2m"])
     a = lsio.open_icechunk(url, storage_options=so)["t2m"]
-    np.testing.assert_array_equal(pickle.loads(pickle.dumps(a))[3], np.load(out / "expected" /
-                                                                           expected["branch:main"]["arrays"]["t2m"])[3])
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(a))[3], main_t2m[3])
+    # lsio.open_group finds the repository at a URL by itself (when there is no zarr.json).
+    g = lsio.open_group(url, storage_options=so)
+    assert g.snapshot_id == expected["branch:main"]["snapshot"]
+    np.testing.assert_array_equal(g["t2m"][1:3], main_t2m[1:3])
+    # Read-only static hosting over HTTP (nginx): the same files, no listing needed.
+    server = nginx_server(out)
+    h = lsio.open_icechunk(server.http_url + "/repo", tag="v1")
+    assert h.snapshot_id == expected["tag:v1"]["snapshot"]
+    v1 = expected["tag:v1"]["arrays"]
+    for path in ("t2m", "u", "tiny", "sub/deep/x"):
+        np.testing.assert_array_equal(h[path][...], np.load(out / "expected" / v1[path]))
+    # dask, through pickled arrays (one task per shard or chunk).
+    pytest.importorskip("dask")
+    np.testing.assert_allclose(float(h["t2m"].to_dask().sum().compute()),
+                               float(np.load(out / "expected" / v1["t2m"]).astype("f8").sum()), rtol=1e-6)
 
 
 def _virtual_repo(tmp_path, data_dir: Path, etag_target=None):
