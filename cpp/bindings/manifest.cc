@@ -95,7 +95,25 @@ void BindManifest(py::module_& m) {
              std::vector<std::string> keys, std::vector<std::string> versions) {
             return Value(r.RemoteView(prefix, *target, std::move(keys), std::move(versions)));
           },
-          py::arg("prefix"), py::arg("target"), py::arg("keys"), py::arg("versions") = std::vector<std::string>());
+          py::arg("prefix"), py::arg("target"), py::arg("keys"), py::arg("versions") = std::vector<std::string>())
+      .def(
+          "mixed_view",
+          // targets: a local directory (str) or a RemoteStore each
+          [](const lsio::References& r, const std::string& prefix, const py::list& targets,
+             std::vector<uint32_t> target_of, std::vector<std::string> keys, std::vector<std::string> versions,
+             const std::string& io, unsigned queue_depth) {
+            std::vector<lsio::References::ViewTarget> t;
+            for (const py::handle& h : targets) {
+              lsio::References::ViewTarget v;
+              if (py::isinstance<py::str>(h)) v.local_root = py::cast<std::string>(h);
+              else v.remote = py::cast<std::shared_ptr<lsio::RemoteStore>>(h);
+              t.push_back(std::move(v));
+            }
+            return Value(r.MixedView(prefix, t, std::move(target_of), std::move(keys), std::move(versions), io,
+                                     queue_depth));
+          },
+          py::arg("prefix"), py::arg("targets"), py::arg("target_of"), py::arg("keys"),
+          py::arg("versions") = std::vector<std::string>(), py::arg("io") = "auto", py::arg("queue_depth") = 64);
 
   // Icechunk's repo info and snapshot files (python/lsio/_icechunk.py).
   m.def(
@@ -112,6 +130,7 @@ void BindManifest(py::module_& m) {
         d["branches"] = py::cast(info.branches);
         d["tags"] = py::cast(info.tags);
         d["deleted_tags"] = py::cast(info.deleted_tags);
+        d["snapshots"] = py::cast(info.snapshots);
         d["config"] = info.config_json;
         return d;
       },

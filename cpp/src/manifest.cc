@@ -140,4 +140,34 @@ Result<std::shared_ptr<ReferenceView>> References::RemoteView(std::string_view p
   return std::make_shared<ReferenceView>(std::move(store));
 }
 
+Result<std::shared_ptr<ReferenceView>> References::MixedView(std::string_view prefix,
+                                                             const std::vector<ViewTarget>& targets,
+                                                             std::vector<uint32_t> target_of,
+                                                             std::vector<std::string> target_keys,
+                                                             std::vector<std::string> versions, const std::string& io,
+                                                             unsigned queue_depth) const {
+  const size_t n = manifest_->urls().size();
+  if (targets.empty() || target_keys.size() != n || target_of.size() != n || (!versions.empty() && versions.size() != n)) {
+    return Status::InvalidArgument("one target, target key (and version, if any) per referenced URL is needed");
+  }
+  LSIO_ASSIGN_OR_RETURN(IoMode mode, ParseIoMode(io));
+  std::vector<std::shared_ptr<Store>> stores;
+  for (const ViewTarget& t : targets) {
+    if (t.remote != nullptr) {
+      stores.push_back(t.remote->store());
+    } else {
+      LocalStoreOptions so;
+      so.mode = mode;
+      so.queue_depth = queue_depth;
+      stores.push_back(std::make_shared<LocalStore>(t.local_root, so));
+    }
+  }
+  for (uint32_t i : target_of) {
+    if (i >= stores.size()) return Status::InvalidArgument("target number out of range");
+  }
+  auto store = std::make_shared<ManifestStore>(manifest_, std::string(prefix), std::move(stores), std::move(target_of),
+                                               std::move(target_keys), location_, std::move(versions));
+  return std::make_shared<ReferenceView>(std::move(store));
+}
+
 }  // namespace lsio

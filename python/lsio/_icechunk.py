@@ -16,18 +16,19 @@ is read fresh at every open) and carried in the spec that arrays pickle, so work
 same snapshot. Snapshots and manifests are immutable: they are cached per process by id without
 revalidation (bounded: ``_SNAPSHOTS`` files, ``_MANIFEST_BYTES`` of manifests).
 
-Virtual chunks: their URL must fall under a virtual chunk container of the repository's
-configuration (version 2: the repo info file's; version 1: ``config.yaml``, read when PyYAML is
-installed) or under a prefix the caller passes in ``virtual_chunk_containers``
-(``{url_prefix: storage_options}``: the credentials of that container; they extend the
-container's own endpoint/region settings). A reference's ETag is enforced on every read
+Virtual chunks are read only from containers the caller authorizes, as with icechunk: their
+URL must fall under a prefix passed in ``virtual_chunk_containers`` (``{url_prefix:
+storage_options}``: the credentials of that container), whose settings extend those of the
+repository's own container for it (version 2: the repo info file's configuration; version 1:
+``config.yaml``, read when PyYAML is installed): endpoint, region, anonymity. A reference's ETag is enforced on every read
 (If-Match: another version of the object is a StorageError, never other bytes); a
 last-modified time is checked when the array is opened (the object's modification time must
 not be later).
 
-Not supported (UnsupportedError naming the array): an array whose chunks live in more than one
-place (native and virtual chunks mixed, or virtual chunks in several buckets / hosts);
-virtual chunk containers on Azure. Writing, transaction logs and the ops log are not read.
+An array's chunks may live in several places (native chunks in the repository and virtual ones
+in local files and buckets): one target each (ManifestStore reads each target's share of a
+call in turn). Not supported (UnsupportedError naming the array): virtual chunk containers on
+Azure. Writing, transaction logs and the ops log are not read.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import json
 import os
 import errno
 import threading
+import urllib.parse
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import _core, _storage
@@ -52,6 +54,15 @@ _MANIFEST_BYTES = 256 << 20  # manifest files kept per process (their bytes, as 
 _ARRAY_REFS = 64             # arrays' references kept per process
 
 _lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    # A fork while another thread held the lock must not leave the child's caches locked.
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 _snapshot_cache: "collections.OrderedDict[Tuple[str, str], dict]" = collections.OrderedDict()
 _manifest_cache: "collections.OrderedDict[Tuple[str, str], bytes]" = collections.OrderedDict()
 _manifest_cached_bytes = 0
@@ -76,7 +87,9 @@ def is_icechunk(path: Any) -> bool:
                 return f.read(len(MAGIC)) == MAGIC
         except OSError:
             return False
-    return os.path.isdir(os.path.join(p, "refs")) and os.path.isdir(os.path.join(p, "snapshots"))
+    # Version 1: no repo file; a repository always has its main branch.
+    return os.path.isfile(os.path.join(p, "refs", "branch.main", "ref.json")) and \
+        os.path.isdir(os.path.join(p, "snapshots"))
 
 
 def is_remote_icechunk(url: str, storage_options: Optional[dict]) -> bool:
@@ -149,6 +162,11 @@ def spec_for(path: Any, *, branch: Optional[str] = None, tag: Optional[str] = No
     now (fresh), so everything opened from the spec reads that snapshot."""
     if sum(x is not None for x in (branch, tag, snapshot)) > 1:
         raise ValueError("pass at most one of branch, tag and snapshot")
+    for what, name in (("branch", branch), ("tag", tag)):
+        if name is not None and (not isinstance(name, str) or not name or "/" in name or name in (".", "..")):
+            raise ValueError(f"{what} {name!r} is not an Icechunk {what} name (no '/', not empty)")
+    if snapshot is not None:
+        snapshot = _check_snapshot_id(snapshot)
     remote = isinstance(path, str) and _storage.is_remote(path)
     if storage_options is not None and not remote:
         raise ValueError("storage_options apply to URLs (s3://, gs://, http(s)://), not to local paths")
@@ -160,7 +178,10 @@ def spec_for(path: Any, *, branch: Optional[str] = None, tag: Optional[str] = No
         info = _core.icechunk_repo(info_file, _location(repo, "repo"))
         config = info["config"] or None
         if snapshot is not None:
-            sid, ref = _check_snapshot_id(snapshot), f"snapshot {snapshot}"
+            if snapshot not in info["snapshots"]:
+                raise NotFoundError(2, f"Icechunk repository {repo!r} has no snapshot {snapshot} (expired, or never "
+                                    "in this repository)", repo)
+            sid, ref = snapshot, f"snapshot {snapshot}"
         elif tag is not None:
             tags = dict(info["tags"])
             if tag not in tags:
@@ -175,7 +196,7 @@ def spec_for(path: Any, *, branch: Optional[str] = None, tag: Optional[str] = No
             sid, ref = branches[name], f"branch {name}"
     else:  # spec version 1: one JSON file per branch and tag
         if snapshot is not None:
-            sid, ref = _check_snapshot_id(snapshot), f"snapshot {snapshot}"
+            sid, ref = snapshot, f"snapshot {snapshot}"
         elif tag is not None:
             if _get(repo, so, f"refs/tag.{tag}/ref.json.deleted") is not None:
                 raise NotFoundError(2, f"Icechunk repository {repo!r} has no tag {tag!r} (it was deleted)", repo)
@@ -194,14 +215,14 @@ def spec_for(path: Any, *, branch: Optional[str] = None, tag: Optional[str] = No
         raw = _get(repo, so, "config.yaml")
         config = _yaml_config(repo, raw) if raw is not None else None
     containers = _containers(repo, config)
+    authorized: Dict[str, dict] = {}
     for prefix, opts in (virtual_chunk_containers or {}).items():
         if not isinstance(prefix, str) or "://" not in prefix or not (opts is None or isinstance(opts, dict)):
             raise ValueError("virtual_chunk_containers maps URL prefixes (\"s3://bucket/path/\") to storage_options "
                              "dicts")
-        entry = containers.setdefault(_prefix(prefix), {})
-        entry.update(opts or {})
+        authorized[_prefix(prefix)] = dict(opts or {})
     spec = {"refs": repo, "format": "icechunk", "snapshot": sid, "ref": ref, "storage_options": so,
-            "containers": containers, "remote_options": None, "remote_protocol": None}
+            "containers": containers, "authorized": authorized, "remote_options": None, "remote_protocol": None}
     _snapshot(spec)  # read now: a missing or malformed snapshot fails the open
     return spec
 
@@ -216,9 +237,13 @@ _CROCKFORD = set("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
 
 
 def _check_snapshot_id(sid: str) -> str:
-    if not isinstance(sid, str) or len(sid) != 20 or not set(sid) <= _CROCKFORD:
-        raise ValueError(f"snapshot {sid!r} is not an Icechunk snapshot id (20 characters of Crockford base 32)")
-    return sid
+    """The id as file names spell it: Crockford base 32 is read case-insensitively, with I
+    and L for 1 and O for 0."""
+    if isinstance(sid, str):
+        norm = sid.upper().replace("I", "1").replace("L", "1").replace("O", "0")
+        if len(norm) == 20 and set(norm) <= _CROCKFORD:
+            return norm
+    raise ValueError(f"snapshot {sid!r} is not an Icechunk snapshot id (20 characters of Crockford base 32)")
 
 
 def _yaml_config(repo: str, raw: bytes) -> Optional[str]:
@@ -243,9 +268,26 @@ def _yaml_config(repo: str, raw: bytes) -> Optional[str]:
 
     _Loader.add_multi_constructor("!", tagged)
     try:
-        return json.dumps(yaml.load(raw, Loader=_Loader))  # noqa: S506 - a SafeLoader subclass
+        doc = yaml.load(raw, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
     except (yaml.YAMLError, TypeError, ValueError) as e:
         raise FormatError(f"Icechunk repository {repo!r}: malformed config.yaml ({e})") from None
+    # Aliases share nodes, which JSON would copy out: bound what the copy may hold (a
+    # configuration is a few hundred values), so a small file cannot expand without bound.
+    budget = [4 * len(raw) + 1024]
+
+    def count(x: Any) -> None:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise FormatError(f"Icechunk repository {repo!r}: config.yaml expands to more values than its size allows")
+        if isinstance(x, dict):
+            for v in x.values():
+                count(v)
+        elif isinstance(x, list):
+            for v in x:
+                count(v)
+
+    count(doc)
+    return json.dumps(doc, default=str)
 
 
 def _normal_url(url: str) -> str:
@@ -434,71 +476,105 @@ def _absolute(spec: Dict[str, Any], url: str) -> str:
                            "repository's configuration does not have")
 
 
-def _container_for(spec: Dict[str, Any], url: str) -> Tuple[str, dict]:
+def _longest(prefixes: Any, url: str) -> str:
     best = ""
-    for prefix in spec["containers"]:
+    for prefix in prefixes:
         if url.startswith(prefix) and len(prefix) > len(best):
             best = prefix
+    return best
+
+
+def _container_for(spec: Dict[str, Any], url: str) -> Tuple[str, dict]:
+    """The authorized container holding ``url`` and its storage options: the repository's
+    container's settings (endpoint, region, anonymous) under the caller's. As with icechunk,
+    a repository's containers are read only when the caller authorizes them: a repository
+    from elsewhere must not make lsio read other buckets or this machine's files with the
+    caller's credentials."""
+    declared = _longest(spec["containers"], url)
+    best = _longest(spec.get("authorized", {}), url)
     if not best:
+        if declared:
+            raise UnsupportedError(f"{describe(spec)}: virtual chunk location {url!r} is in the repository's virtual "
+                                   f"chunk container {declared!r}, which was not authorized: pass "
+                                   f"virtual_chunk_containers={{{declared!r}: {{storage options}}}} to read it")
         raise UnsupportedError(f"{describe(spec)}: virtual chunk location {url!r} is in no virtual chunk container "
                                "of the repository; pass its storage options as virtual_chunk_containers="
                                f"{{'{url.rsplit('/', 1)[0]}/': {{...}}}} to read it")
-    opts = {k: v for k, v in spec["containers"][best].items() if k != "_name"}
+    base = _longest(spec["containers"], best) or declared
+    opts = {k: v for k, v in spec["containers"].get(base, {}).items() if k != "_name"}
+    opts.update(spec["authorized"][best])
     if "_unsupported" in opts:
         raise UnsupportedError(f"{describe(spec)}: virtual chunks in {opts['_unsupported']} containers ({url!r}) "
                                "are not supported")
     return best, opts
 
 
-def targets(spec: Dict[str, Any], refs: Any) -> Tuple[str, str, List[str], dict, List[str]]:
-    """(kind, root, keys, storage_options, versions) of the one place the references' objects
-    live: ("local", directory, paths below it, {}, []) or ("remote", root URL, keys below it,
-    its storage_options, the version each object must be at ("" for any))."""
+class Placement:
+    """Where an array's referenced objects live: ``places`` [(kind, root, storage_options)]
+    ("local": a directory; "remote": a bucket or host URL), and per URL of the references the
+    number of its place, its key there and the version it must be at ("" for any)."""
+
+    def __init__(self) -> None:
+        self.places: List[Tuple[str, str, dict]] = []
+        self.target_of: List[int] = []
+        self.keys: List[str] = []
+        self.versions: List[str] = []
+
+    def place(self, kind: str, root: str, opts: dict) -> int:
+        for i, (k, r, _) in enumerate(self.places):
+            if (k, r) == (kind, root):
+                return i
+        self.places.append((kind, root, opts))
+        return len(self.places) - 1
+
+
+def placement(spec: Dict[str, Any], refs: Any, check: bool = True) -> Placement:
+    """Where every object ``refs`` names lives: native chunks in the repository, virtual ones
+    in their containers (a local file system, or one place per bucket / host). ``check``: make
+    the last-modified checks of virtual references (I/O) and pin ETags."""
     repo = spec["refs"]
     remote_repo = _storage.is_remote(repo)
-    places: Dict[Tuple[str, str], dict] = {}
-    keys: List[str] = []
-    local_paths: List[str] = []
+    out = Placement()
     for url in refs.urls():
         if url.startswith("chunks/"):
-            place = ("remote", repo) if remote_repo else ("local", repo)
-            places.setdefault(place, dict(spec["storage_options"] or {}))
-            keys.append(url)
-            local_paths.append(os.path.join(repo, *url.split("/")))
+            out.target_of.append(out.place("remote" if remote_repo else "local", repo, dict(spec["storage_options"] or {})))
+            out.keys.append(url)
             continue
+        # Icechunk keeps locations percent-encoded ("my%20file.nc") and decodes them before
+        # matching containers and naming objects; the stores here encode keys themselves.
         url = _normal_url(_absolute(spec, url))
-        _, opts = _container_for(spec, url)
         scheme, _, rest = url.partition("://")
-        if scheme in ("file", ""):
-            p = _storage.local_path(url) if scheme == "file" else url
-            places.setdefault(("local", "/"), {})
-            keys.append(p.lstrip("/"))
-            local_paths.append(p)
+        host, _, path = rest.partition("/")
+        if scheme in ("s3", "gs"):
+            path = path.split("?", 1)[0].split("#", 1)[0]
+        path = urllib.parse.unquote(path)
+        url = f"{scheme}://{host}/{path}"
+        _, opts = _container_for(spec, url)
+        if scheme == "file":
+            if host not in ("", "localhost"):
+                raise UnsupportedError(f"{describe(spec)}: virtual chunk location {url!r} names a file on another "
+                                       "host")
+            out.target_of.append(out.place("local", "/", {}))
+            out.keys.append(path.lstrip("/"))
         elif _storage.is_remote(url):
-            host, _, key = rest.partition("/")
-            places.setdefault(("remote", f"{scheme}://{host}"), opts)
-            keys.append(key)
-            local_paths.append("")
+            out.target_of.append(out.place("remote", f"{scheme}://{host}", opts))
+            out.keys.append(path)
         else:
             raise UnsupportedError(f"{describe(spec)}: virtual chunk location {url!r}: lsio reads local files and "
                                    "s3://, gs://, http(s):// objects")
-    if len(places) > 1:
-        raise UnsupportedError(f"{describe(spec)}: an array whose chunks live in {len(places)} places "
-                               f"({', '.join(r for _, r in sorted(places))}) is not supported yet; lsio reads arrays "
-                               "whose chunks are all in the repository or all in one bucket, host or file system")
-    if not places:
-        return "local", repo if not remote_repo else "/", [], {}, []
-    (kind, root), opts = next(iter(places.items()))
-    versions = _check_virtual(spec, refs, kind, local_paths, root, keys, opts)
+    if check:
+        out.versions = _check_virtual(spec, refs, out)
+    return out
+
+
+def _location_of(p: Placement, i: int) -> str:
+    kind, root, _ = p.places[p.target_of[i]]
     if kind == "local":
-        if root == repo:
-            return "local", repo, keys, {}, []
-        return "local", "/", keys, {}, []
-    return "remote", root, keys, opts, versions
+        return os.path.join(root, *p.keys[i].split("/"))
+    return f"{root}/{p.keys[i]}"
 
 
-def _check_virtual(spec: Dict[str, Any], refs: Any, kind: str, local_paths: List[str], root: str, keys: List[str],
-                   opts: dict) -> List[str]:
+def _check_virtual(spec: Dict[str, Any], refs: Any, p: Placement) -> List[str]:
     """Checks the last-modified times virtual references ask for (local files: their mtime;
     remote objects: a HEAD's Last-Modified, the objects then read pinned to the ETag that HEAD
     saw) and returns the ETag each remote object must be at ("" for any)."""
@@ -506,31 +582,38 @@ def _check_virtual(spec: Dict[str, Any], refs: Any, kind: str, local_paths: List
     versions = [""] * len(checks)
     heads: List[int] = []
     for i, (etag, modified) in enumerate(checks):
+        kind = p.places[p.target_of[i]][0]
+        where = _location_of(p, i)
         if etag:
             if kind == "local":
-                raise UnsupportedError(f"{describe(spec)}: virtual references to the local file "
-                                       f"{local_paths[i]!r} carry an ETag, which a local file has not")
+                raise UnsupportedError(f"{describe(spec)}: virtual references to the local file {where!r} carry an "
+                                       "ETag, which a local file has not")
             versions[i] = etag if etag.startswith(("\"", "W/")) else f"\"{etag}\""
         elif modified and kind == "local":
             try:
-                mtime = os.stat(local_paths[i]).st_mtime
+                mtime = os.stat(where).st_mtime
             except OSError as e:
-                raise StorageError(e.errno, f"cannot read {local_paths[i]!r}: {e.strerror}", local_paths[i]) from None
+                raise StorageError(e.errno, f"cannot read {where!r}: {e.strerror}", where) from None
             if mtime > modified:
-                raise _modified(spec, local_paths[i], mtime, modified)
+                raise _modified(spec, where, mtime, modified)
         elif modified:
             heads.append(i)
     if heads:
-        store = _Handle(root, opts).get().new_store()
+        stores: Dict[int, Any] = {}
+        for i in heads:
+            t = p.target_of[i]
+            if t not in stores:
+                _, root, opts = p.places[t]
+                stores[t] = _Handle(root, opts).get().new_store()
 
         def head(i: int) -> Tuple[int, Optional[dict]]:
-            return i, store.stat(keys[i])
+            return i, stores[p.target_of[i]].stat(p.keys[i])
 
         import concurrent.futures  # noqa: PLC0415
 
         with concurrent.futures.ThreadPoolExecutor(min(16, len(heads))) as pool:
             for i, st in pool.map(head, heads):
-                url = f"{root}/{keys[i]}"
+                url = _location_of(p, i)
                 if st is None:
                     raise NotFoundError(errno.ENOENT, f"{url!r}, which virtual chunks of {describe(spec)} reference, "
                                         "does not exist", url)
@@ -559,21 +642,55 @@ def _http_date(text: str) -> Optional[float]:
         return None
 
 
+class _Handles:
+    """The remote contexts of an array whose chunks live in several places: refreshing it
+    refreshes each (lsio.Array keeps one handle)."""
+
+    def __init__(self, handles: List[Any]) -> None:
+        self.handles = handles
+
+    def get(self) -> "_Handles":
+        return self
+
+    def refresh_if_needed(self) -> None:
+        for h in self.handles:
+            h.get().refresh_if_needed()
+
+
 def open_view(spec: Dict[str, Any], prefix: str, config: Dict[str, Any]) -> Tuple[Any, Any, Any]:
     """(view, handle, store) of the node at ``prefix``, as _kerchunk.open_view."""
     refs = array_references(spec, prefix)
-    kind, root, keys, opts, versions = targets(spec, refs)
-    if kind == "local":
-        if config.get("direct"):
-            raise UnsupportedError("direct=True is not supported for Icechunk repositories yet")
-        return (refs.local_view(prefix, root, keys, config.get("io", "auto"), int(config.get("queue_depth", 64)),
-                                False), None, None)
-    handle = _Handle(root, opts)
-    store = handle.get().new_store()
-    return refs.remote_view(prefix, store, keys, versions), handle, store
+    p = placement(spec, refs)
+    io, qd = config.get("io", "auto"), int(config.get("queue_depth", 64))
+    if config.get("direct"):
+        raise UnsupportedError("direct=True is not supported for Icechunk repositories yet")
+    if not p.places:
+        return refs.local_view(prefix, "/", [], io, qd, False), None, None
+    if len(p.places) == 1:
+        kind, root, opts = p.places[0]
+        if kind == "local":
+            return refs.local_view(prefix, root, p.keys, io, qd, False), None, None
+        handle = _Handle(root, opts)
+        store = handle.get().new_store()
+        return refs.remote_view(prefix, store, p.keys, p.versions), handle, store
+    # Chunks in several places (native and virtual, or several buckets): one target each.
+    handles, targets = [], []
+    for kind, root, opts in p.places:
+        if kind == "local":
+            targets.append(root)
+        else:
+            h = _Handle(root, opts)
+            handles.append(h)
+            targets.append(h.get().new_store())
+    view = refs.mixed_view(prefix, targets, p.target_of, p.keys, p.versions, io, qd)
+    return view, _Handles(handles) if handles else None, tuple(t for t in targets if not isinstance(t, str))
 
 
 def target_location(spec: Dict[str, Any], prefix: str) -> Tuple[str, str]:
-    kind, root, _, _, _ = targets(spec, array_references(spec, prefix))
-    return kind, root
-
+    """(kind, root) the array's options are resolved for: its one place, or the first remote
+    one of several."""
+    p = placement(spec, array_references(spec, prefix), check=False)
+    if not p.places:
+        return "local", "/"
+    remote = [(k, r) for k, r, _ in p.places if k == "remote"]
+    return remote[0] if remote else (p.places[0][0], p.places[0][1])

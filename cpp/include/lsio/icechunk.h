@@ -26,6 +26,7 @@ struct IcechunkRepoInfo {
   std::vector<std::pair<std::string, std::string>> branches;  ///< (name, snapshot id)
   std::vector<std::pair<std::string, std::string>> tags;
   std::vector<std::string> deleted_tags;
+  std::vector<std::string> snapshots;  ///< every snapshot id the repository has
   std::string config_json;  ///< the repository configuration (a FlexBuffer) as JSON; "" if none
 };
 

@@ -105,6 +105,19 @@ class References {
                                                     std::vector<std::string> target_keys,
                                                     std::vector<std::string> versions = {}) const;
 
+  /// Where some of a view's objects live: a local directory (`local_root`) or a remote store.
+  struct ViewTarget {
+    std::string local_root;
+    std::shared_ptr<RemoteStore> remote;
+  };
+  /// A view whose objects live in several places: urls()[i] is target_keys[i] in
+  /// targets[target_of[i]]; `versions` as for RemoteView; io / queue_depth for local targets.
+  Result<std::shared_ptr<ReferenceView>> MixedView(std::string_view prefix, const std::vector<ViewTarget>& targets,
+                                                   std::vector<uint32_t> target_of,
+                                                   std::vector<std::string> target_keys,
+                                                   std::vector<std::string> versions, const std::string& io,
+                                                   unsigned queue_depth) const;
+
  private:
   References() = default;
   std::shared_ptr<const Manifest> manifest_;

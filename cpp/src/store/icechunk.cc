@@ -55,8 +55,11 @@ std::string Bytes(const flatbuffers::Vector<uint8_t>* v) {
 }
 
 // A FlexBuffer value as JSON (the repository configuration); blobs become arrays of bytes.
-Result<nlohmann::json> FlexToJson(const flexbuffers::Reference& r, int depth) {
+// `budget`: values left to convert. The verifier lets a vector be referenced from many places,
+// so a small buffer could expand without bound; a configuration is a few hundred values.
+Result<nlohmann::json> FlexToJson(const flexbuffers::Reference& r, int depth, int64_t* budget) {
   if (depth > 64) return Malformed("repository configuration: nested too deeply");
+  if (--*budget < 0) return Malformed("repository configuration: more values than its size allows");
   if (r.IsNull()) return nlohmann::json(nullptr);
   if (r.IsBool()) return nlohmann::json(r.AsBool());
   if (r.IsInt()) return nlohmann::json(r.AsInt64());
@@ -70,7 +73,7 @@ Result<nlohmann::json> FlexToJson(const flexbuffers::Reference& r, int depth) {
     const flexbuffers::TypedVector keys = m.Keys();
     const flexbuffers::Vector vals = m.Values();
     for (size_t i = 0; i < keys.size(); ++i) {
-      LSIO_ASSIGN_OR_RETURN(nlohmann::json v, FlexToJson(vals[i], depth + 1));
+      LSIO_ASSIGN_OR_RETURN(nlohmann::json v, FlexToJson(vals[i], depth + 1, budget));
       out[keys[i].AsKey()] = std::move(v);
     }
     return out;
@@ -78,6 +81,8 @@ Result<nlohmann::json> FlexToJson(const flexbuffers::Reference& r, int depth) {
   if (r.IsBlob()) {
     const flexbuffers::Blob b = r.AsBlob();
     nlohmann::json out = nlohmann::json::array();
+    *budget -= static_cast<int64_t>(b.size());
+    if (*budget < 0) return Malformed("repository configuration: more values than its size allows");
     for (size_t i = 0; i < b.size(); ++i) out.push_back(b.data()[i]);
     return out;
   }
@@ -85,7 +90,7 @@ Result<nlohmann::json> FlexToJson(const flexbuffers::Reference& r, int depth) {
     nlohmann::json out = nlohmann::json::array();
     const flexbuffers::Vector v = r.AsVector();
     for (size_t i = 0; i < v.size(); ++i) {
-      LSIO_ASSIGN_OR_RETURN(nlohmann::json x, FlexToJson(v[i], depth + 1));
+      LSIO_ASSIGN_OR_RETURN(nlohmann::json x, FlexToJson(v[i], depth + 1, budget));
       out.push_back(std::move(x));
     }
     return out;
@@ -240,6 +245,10 @@ Result<IcechunkRepoInfo> ParseIcechunkRepo(std::string_view file) {
     }
     return Status::Ok();
   };
+  for (const fb::SnapshotInfo* si : *snaps) {
+    if (si->id() == nullptr) return Malformed("repo info file (a snapshot without id)");
+    info.snapshots.push_back(Id12(si->id()));
+  }
   LSIO_RETURN_IF_ERROR(refs(repo->branches(), &info.branches));
   LSIO_RETURN_IF_ERROR(refs(repo->tags(), &info.tags));
   if (repo->deleted_tags() != nullptr) {
@@ -253,7 +262,8 @@ Result<IcechunkRepoInfo> ParseIcechunkRepo(std::string_view file) {
     if (!flexbuffers::VerifyBuffer(c->data(), c->size(), &reuse)) {
       return Malformed("repo info file (its configuration is not a valid FlexBuffer)");
     }
-    LSIO_ASSIGN_OR_RETURN(nlohmann::json j, FlexToJson(flexbuffers::GetRoot(c->data(), c->size()), 0));
+    int64_t budget = 4 * static_cast<int64_t>(c->size()) + 1024;
+    LSIO_ASSIGN_OR_RETURN(nlohmann::json j, FlexToJson(flexbuffers::GetRoot(c->data(), c->size()), 0, &budget));
     // FlexBuffer strings need not be UTF-8: such bytes become U+FFFD, as a JSON text must.
     info.config_json = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
@@ -359,6 +369,11 @@ Status AddIcechunkManifest(std::string_view file, const IcechunkArrayKeys& keys,
       b->AddInline(key, Bytes(r->inline_bytes()));
       continue;
     }
+    // A length of 2^64 - 1 is the Manifest's mark for a whole object: never a chunk's.
+    if (r->length() == UINT64_MAX || r->offset() > UINT64_MAX - r->length()) {
+      return Malformed("manifest file (chunk reference \"" + key + "\" has the byte range offset " +
+                       std::to_string(r->offset()) + " length " + std::to_string(r->length()) + ")");
+    }
     if (r->chunk_id() != nullptr) {
       b->AddRange(key, b->Url("chunks/" + Id12(r->chunk_id())), r->offset(), r->length());
       continue;
@@ -385,19 +400,25 @@ Status AddIcechunkManifest(std::string_view file, const IcechunkArrayKeys& keys,
     } else {
       return Malformed("manifest file (chunk reference \"" + key + "\" is neither inline, native nor virtual)");
     }
-    if (url.empty()) return Malformed("manifest file (chunk reference \"" + key + "\" has an empty location)");
+    if (url.empty() || !Utf8(url)) {
+      return Malformed("manifest file (chunk reference \"" + key + "\" has an empty or non-UTF-8 location)");
+    }
     const uint32_t u = b->Url(url);
     b->AddRange(key, u, r->offset(), r->length());
     IcechunkCheck check;
-    if (r->checksum_etag() != nullptr) check.etag = r->checksum_etag()->str();
+    LSIO_ASSIGN_OR_RETURN(check.etag, Text(r->checksum_etag(), "manifest file (an ETag checksum)"));
     check.last_modified = r->checksum_last_modified();
     if (checks->size() <= u) checks->resize(u + 1);
     IcechunkCheck& have = (*checks)[u];
     if (have.etag.empty()) have.etag = check.etag;
-    if (have.last_modified == 0) have.last_modified = check.last_modified;
-    if ((!check.etag.empty() && check.etag != have.etag) ||
-        (check.last_modified != 0 && check.last_modified != have.last_modified)) {
-      return Malformed("manifest file (virtual references to " + url + " give different checksums)");
+    // Several last-modified times for one object: the earliest holds for all of them.
+    if (check.last_modified != 0 && (have.last_modified == 0 || check.last_modified < have.last_modified)) {
+      have.last_modified = check.last_modified;
+    }
+    if (!check.etag.empty() && check.etag != have.etag) {
+      // Two versions of one object: the chunks of one of them would fail their check anyway.
+      return Malformed("manifest file (virtual references to " + url + " were written against two versions of it, "
+                       "ETags " + have.etag + " and " + check.etag + ")");
     }
   }
   return Status::Ok();

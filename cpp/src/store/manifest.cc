@@ -137,6 +137,7 @@ class SliceObject final : public StoreObject {
   uint64_t base = 0;
   bool whole = false;
   bool pinned = false;  // the manifest fixes the target's version: every read is pinned to it
+  uint32_t store = 0;   // which target of a several-target ManifestStore holds `target`
 };
 
 // A target read standing for a read of a slice, and what it needs kept alive.
@@ -146,6 +147,7 @@ struct Translated {
   std::vector<std::pair<uint64_t, uint64_t>> needed;
   bool whole_into_body = false;  // a kWhole read of a range slice, read as a range
   bool passthrough = false;      // a read of a target object itself
+  uint32_t store = 0;            // the target it goes to
 };
 
 // Fills t->inner from *t->outer; false (outer finished, status set) when the read cannot be
@@ -176,6 +178,7 @@ bool Translate(Translated* t) {
   }
   in = RangeRead{};
   in.object = s == nullptr ? r.object : s->target.get();
+  t->store = s == nullptr ? 0 : s->store;
   in.pin_version = r.pin_version || (s != nullptr && s->pinned);
   in.min_size = r.min_size;
   if (s == nullptr || s->whole) {  // a target object (Locate) or a whole-object slice: as it is
@@ -256,6 +259,36 @@ void Back(Translated* t) {
   }
 }
 
+// Translates and reads `t` (outer reads set), each target's share in turn; on_done(i) per read.
+void ReadTranslated(const std::vector<std::shared_ptr<Store>>& targets_, std::vector<Translated>& t, const std::function<void(size_t)>& on_done,
+                    const std::function<bool()>& cancelled) {
+  // Per target, the reads sent to it: t[sent[k]] went as inner[k]. Targets are read in turn.
+  std::vector<std::vector<size_t>> sent(targets_.size());
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (Translate(&t[i])) sent[t[i].store].push_back(i);
+    else on_done(i);
+  }
+  for (size_t g = 0; g < targets_.size(); ++g) {
+    if (sent[g].empty()) continue;
+    if (cancelled && cancelled()) {
+      for (size_t i : sent[g]) {
+        t[i].outer->status = Status::Cancelled("the read was cancelled");
+        on_done(i);
+      }
+      continue;
+    }
+    std::vector<RangeRead> inner;
+    inner.reserve(sent[g].size());
+    for (size_t i : sent[g]) inner.push_back(std::move(t[i].inner));
+    targets_[g]->Read(inner, [&](size_t k) {
+      Translated& x = t[sent[g][k]];
+      x.inner = std::move(inner[k]);
+      Back(&x);
+      on_done(sent[g][k]);
+    }, cancelled);
+  }
+}
+
 std::string CleanPrefix(std::string_view p) {
   std::string out(p);
   while (!out.empty() && out.front() == '/') out.erase(out.begin());
@@ -269,12 +302,43 @@ std::string CleanPrefix(std::string_view p) {
 ManifestStore::ManifestStore(std::shared_ptr<const Manifest> manifest, std::string prefix, std::shared_ptr<Store> target,
                              std::vector<std::string> target_keys, std::string location,
                              std::vector<std::string> versions)
+    : ManifestStore(std::move(manifest), std::move(prefix), std::vector<std::shared_ptr<Store>>{std::move(target)}, {},
+                    std::move(target_keys), std::move(location), std::move(versions)) {}
+
+ManifestStore::ManifestStore(std::shared_ptr<const Manifest> manifest, std::string prefix,
+                             std::vector<std::shared_ptr<Store>> targets, std::vector<uint32_t> target_of,
+                             std::vector<std::string> target_keys, std::string location,
+                             std::vector<std::string> versions)
     : manifest_(std::move(manifest)),
       prefix_(CleanPrefix(prefix)),
-      target_(std::move(target)),
+      targets_(std::move(targets)),
+      target_of_(std::make_shared<const std::vector<uint32_t>>(std::move(target_of))),
       target_keys_(std::make_shared<const std::vector<std::string>>(std::move(target_keys))),
       location_(std::move(location)),
       versions_(std::make_shared<const std::vector<std::string>>(std::move(versions))) {}
+
+Store& ManifestStore::Primary() const {
+  for (const auto& t : targets_) {
+    if (t->traits().remote) return *t;
+  }
+  return *targets_[0];
+}
+
+Result<std::string> ManifestStore::TransportName() {
+  if (targets_.size() == 1) return targets_[0]->TransportName();
+  std::string out;
+  for (const auto& t : targets_) {
+    LSIO_ASSIGN_OR_RETURN(std::string n, t->TransportName());
+    out += (out.empty() ? "" : "+") + n;
+  }
+  return out;
+}
+
+void ManifestStore::Close() {
+  for (const auto& t : targets_) t->Close();
+}
+
+StoreStats& ManifestStore::stats() { return Primary().stats(); }
 
 bool ManifestStore::Expect(StoreObject& obj, uint32_t url) const {
   if (url >= versions_->size() || (*versions_)[url].empty()) return false;
@@ -286,9 +350,10 @@ bool ManifestStore::Expect(StoreObject& obj, uint32_t url) const {
 }
 
 std::shared_ptr<ManifestStore> ManifestStore::Sub(std::string_view prefix) const {
-  auto s = std::make_shared<ManifestStore>(manifest_, prefix_ + std::string(prefix), target_, std::vector<std::string>(),
-                                           location_);
-  s->target_keys_ = target_keys_;  // shared, not copied
+  auto s = std::make_shared<ManifestStore>(manifest_, prefix_ + std::string(prefix), targets_, std::vector<uint32_t>(),
+                                           std::vector<std::string>(), location_, std::vector<std::string>());
+  s->target_of_ = target_of_;  // shared, not copied
+  s->target_keys_ = target_keys_;
   s->versions_ = versions_;
   return s;
 }
@@ -298,7 +363,7 @@ std::string ManifestStore::Full(std::string_view key) const { return prefix_ + s
 std::string ManifestStore::RefLocation(const Manifest::Entry& e, std::string_view key) const {
   const std::string ref = "reference \"" + std::string(key) + "\" of " + location_;
   if (e.kind != Manifest::Kind::kRange && e.kind != Manifest::Kind::kWhole) return ref;
-  const std::string object = target_->Location((*target_keys_)[e.url]);
+  const std::string object = TargetOf(e.url).Location((*target_keys_)[e.url]);
   if (e.kind == Manifest::Kind::kWhole) return object + " (" + ref + ")";
   return object + " bytes [" + std::to_string(e.offset) + ", " + std::to_string(e.offset + e.length) + ") (" + ref + ")";
 }
@@ -322,7 +387,7 @@ Result<ObjectInfo> ManifestStore::Stat(std::string_view key) {
       return info;
     case Manifest::Kind::kRange:
     case Manifest::Kind::kWhole: {
-      Result<ObjectInfo> t = target_->Stat((*target_keys_)[e.url]);
+      Result<ObjectInfo> t = TargetOf(e.url).Stat((*target_keys_)[e.url]);
       if (!t.ok()) return Status(t.status()).WithPath(RefLocation(e, full));
       if (!t.value().found) {
         return Status::IoError("the referenced object does not exist", ENOENT).WithPath(RefLocation(e, full));
@@ -363,7 +428,7 @@ Result<ObjectRef> ManifestStore::Open(std::string_view key) {
     case Manifest::Kind::kWhole:
       break;
   }
-  Result<ObjectRef> t = target_->Open((*target_keys_)[e.url]);
+  Result<ObjectRef> t = TargetOf(e.url).Open((*target_keys_)[e.url]);
   if (!t.ok()) return Status(t.status()).WithPath(RefLocation(e, full));
   if (t.value() == nullptr) {
     return Status::IoError("the referenced object does not exist", ENOENT).WithPath(RefLocation(e, full));
@@ -371,6 +436,7 @@ Result<ObjectRef> ManifestStore::Open(std::string_view key) {
   auto s = std::make_shared<SliceObject>();
   s->target = std::move(t).value();
   s->pinned = Expect(*s->target, e.url);
+  s->store = TargetIndex(e.url);
   if (e.kind == Manifest::Kind::kWhole) {
     s->whole = true;
     s->size_known = s->target->size_known;
@@ -406,7 +472,7 @@ Result<std::optional<std::string>> ManifestStore::ReadAll(std::string_view key, 
     return std::optional<std::string>(std::string(e.bytes));
   }
   if (e.kind == Manifest::Kind::kWhole) {
-    Result<std::optional<std::string>> r = target_->ReadAll((*target_keys_)[e.url], max_bytes);
+    Result<std::optional<std::string>> r = TargetOf(e.url).ReadAll((*target_keys_)[e.url], max_bytes);
     if (!r.ok()) return Status(r.status()).WithPath(RefLocation(e, full));
     if (!r.value()) return Status::IoError("the referenced object does not exist", ENOENT).WithPath(RefLocation(e, full));
     return r;
@@ -429,33 +495,32 @@ Result<std::optional<std::string>> ManifestStore::ReadAll(std::string_view key, 
 void ManifestStore::Read(std::span<RangeRead> reads, const std::function<void(size_t)>& on_done,
                          const std::function<bool()>& cancelled) {
   std::vector<Translated> t(reads.size());
-  std::vector<size_t> sent;  // reads[sent[k]] went to the target as inner[k]
-  std::vector<RangeRead> inner;
-  sent.reserve(reads.size());
-  for (size_t i = 0; i < reads.size(); ++i) {
-    t[i].outer = &reads[i];
-    if (Translate(&t[i])) sent.push_back(i);
-    else on_done(i);
-  }
-  if (sent.empty()) return;
-  inner.reserve(sent.size());
-  for (size_t i : sent) inner.push_back(std::move(t[i].inner));
-  target_->Read(inner, [&](size_t k) {
-    Translated& x = t[sent[k]];
-    x.inner = std::move(inner[k]);
-    Back(&x);
-    on_done(sent[k]);
-  }, cancelled);
+  for (size_t i = 0; i < reads.size(); ++i) t[i].outer = &reads[i];
+  ReadTranslated(targets_, t, on_done, cancelled);
 }
 
 void ManifestStore::ReadStream(const std::function<RangeRead*()>& next, const std::function<void(RangeRead&)>& on_done,
                                const std::function<bool()>& cancelled, std::span<const ObjectRef> confirm) {
   (void)confirm;  // slices adopt no versions
+  if (targets_.size() > 1) {
+    // Several targets: the stream in batches. Whatever `next` gives now is read (each target
+    // in turn), then `next` is asked again: it returns null while it waits for reads to
+    // finish, and null with none in flight when the stream is over.
+    for (;;) {
+      std::vector<Translated> t;
+      while (RangeRead* r = next()) {
+        t.emplace_back();
+        t.back().outer = r;
+      }
+      if (t.empty()) return;
+      ReadTranslated(targets_, t, [&](size_t i) { on_done(*t[i].outer); }, cancelled);
+    }
+  }
   std::unordered_map<const RangeRead*, std::unique_ptr<Translated>> in_flight;
   // A finished target read is freed only when the target asks for the next one: a store may
   // still look at a read after its on_done returned (LocalStore releases its object then).
   std::vector<std::unique_ptr<Translated>> finished;
-  target_->ReadStream(
+  targets_[0]->ReadStream(
       [&]() -> RangeRead* {
         finished.clear();
         for (;;) {
@@ -508,13 +573,27 @@ Status ManifestStore::Locate(std::span<const std::string> keys, std::vector<KeyR
     auto it = opened.find(e.url);
     if (it == opened.end()) {
       const std::string& key = (*target_keys_)[e.url];
-      Result<ObjectRef> t = target_->Open(key);
+      Result<ObjectRef> t = TargetOf(e.url).Open(key);
       if (!t.ok()) return Status(t.status()).WithPath(RefLocation(e, full));
       if (t.value() == nullptr) {
         return Status::IoError("the referenced object does not exist", ENOENT).WithPath(RefLocation(e, full));
       }
-      Expect(*t.value(), e.url);  // the executor pins every range read
-      it = opened.emplace(e.url, std::move(t).value()).first;
+      const bool pinned = Expect(*t.value(), e.url);  // the executor pins every range read
+      ObjectRef obj = std::move(t).value();
+      if (targets_.size() > 1) {
+        // Several targets: the object seen through a whole-object slice, which says which
+        // target its reads go to.
+        auto s = std::make_shared<SliceObject>();
+        s->whole = true;
+        s->pinned = pinned;
+        s->store = TargetIndex(e.url);
+        s->size_known = obj->size_known;
+        s->size = obj->size;
+        s->version = obj->version;
+        s->target = std::move(obj);
+        obj = std::move(s);
+      }
+      it = opened.emplace(e.url, std::move(obj)).first;
     }
     const ObjectRef& obj = it->second;
     if (obj->size_known && (e.offset > obj->size || e.length > obj->size - e.offset)) {
@@ -523,7 +602,7 @@ Status ManifestStore::Locate(std::span<const std::string> keys, std::vector<KeyR
           .WithPath(RefLocation(e, full));
     }
     k.object = obj;
-    k.location = target_->Location((*target_keys_)[e.url]);
+    k.location = TargetOf(e.url).Location((*target_keys_)[e.url]);
     k.offset = e.offset;
     k.nbytes = e.length;
   }
@@ -536,7 +615,12 @@ int64_t ManifestStore::ObjectNumber(std::string_view key) const {
 }
 
 StoreTraits ManifestStore::traits() {
-  StoreTraits t = target_->traits();
+  StoreTraits t = Primary().traits();
+  for (const auto& other : targets_) {  // several targets: what every one of them can take
+    const StoreTraits o = other->traits();
+    t.open_budget = std::min(t.open_budget, o.open_budget);
+    t.one_at_a_time = t.one_at_a_time && o.one_at_a_time;
+  }
   t.opens_on_read = false;  // Open resolves the reference (and opens the target object)
   t.confirm_early = false;
   return t;

@@ -121,6 +121,12 @@ class ManifestStore final : public Store {
   /// (kIoError, ESTALE; If-Match).
   ManifestStore(std::shared_ptr<const Manifest> manifest, std::string prefix, std::shared_ptr<Store> target,
                 std::vector<std::string> target_keys, std::string location, std::vector<std::string> versions = {});
+  /// Several targets (an Icechunk array with chunks in the repository and in other objects):
+  /// URL i lives in targets[target_of[i]] under target_keys[i]. A call's reads go to each
+  /// target in turn (a stream is read in batches); the traits are the remote target's.
+  ManifestStore(std::shared_ptr<const Manifest> manifest, std::string prefix,
+                std::vector<std::shared_ptr<Store>> targets, std::vector<uint32_t> target_of,
+                std::vector<std::string> target_keys, std::string location, std::vector<std::string> versions);
 
   /// The same manifest and target below `prefix` (relative to this store's prefix).
   std::shared_ptr<ManifestStore> Sub(std::string_view prefix) const;
@@ -141,19 +147,24 @@ class ManifestStore final : public Store {
   /// Ranges resolve to the target's objects (each opened once per call), inline values to
   /// resident objects: neighbouring chunks of one file then coalesce into one read.
   Status Locate(std::span<const std::string> keys, std::vector<KeyRange>* out) override;
-  Result<std::string> TransportName() override { return target_->TransportName(); }
-  void Close() override { target_->Close(); }
-  StoreStats& stats() override { return target_->stats(); }
+  Result<std::string> TransportName() override;
+  void Close() override;
+  StoreStats& stats() override;
 
  private:
   std::string Full(std::string_view key) const;
   std::string RefLocation(const Manifest::Entry& e, std::string_view key) const;
   /// Gives a freshly opened target object the version URL `url` must be at; true if it has one.
   bool Expect(StoreObject& obj, uint32_t url) const;
+  uint32_t TargetIndex(uint32_t url) const { return target_of_->empty() ? 0 : (*target_of_)[url]; }
+  Store& TargetOf(uint32_t url) const { return *targets_[TargetIndex(url)]; }
+  /// The store whose counters and transport the array reports: the first remote target.
+  Store& Primary() const;
 
   std::shared_ptr<const Manifest> manifest_;
   std::string prefix_;  // "" or "a/b/" (with the slash)
-  std::shared_ptr<Store> target_;
+  std::vector<std::shared_ptr<Store>> targets_;
+  std::shared_ptr<const std::vector<uint32_t>> target_of_;  // empty: every URL in targets_[0]
   std::shared_ptr<const std::vector<std::string>> target_keys_;
   std::string location_;
   std::shared_ptr<const std::vector<std::string>> versions_;
