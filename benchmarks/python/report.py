@@ -287,7 +287,9 @@ STANDALONE_HEADINGS = ("## Thread scaling and the serial share of a call", "## D
                        "## Remote disk cache (W7, cold vs warm)", "## Checkpoints (W10)",
                        "## DataLoader feed (lsio.torch workers vs in-process)",
                        "## Per-call overhead (one tiny chunk per call)",
-                       "## Two-thread rows against every stage of a read (issue 13's 2-thread targets)")
+                       "## Two-thread rows against every stage of a read (issue 13's 2-thread targets)",
+                       "## Decoding on the GPU", "## NetCDF4 through kerchunk references (W11",
+                       "## Icechunk (W12)")
 
 
 def _target_rows(lines: list[str]) -> tuple[int, int]:
