@@ -4,6 +4,7 @@ from them through icechunk: run by tests/python/test_icechunk.py in its own inte
 writes spec version 2), so it imports nothing of lsio.
 
     python icechunk_writer.py history OUT_DIR     # the repository OUT_DIR/repo, its history
+    python icechunk_writer.py virtual OUT_DIR     # OUT_DIR/repo with virtual chunks in OUT_DIR/data
     python icechunk_writer.py expect REPO OUT_DIR [virtual prefix]  # zarr-python's reads of a repo
 
 Both write OUT_DIR/expected.json: {ref name: {"snapshot": id, "arrays": {path: npy file}}}
@@ -75,6 +76,44 @@ def history(out: str, split: bool) -> dict:
     return {"first": first, "second": second, "dev": dev}
 
 
+def virtual(out: str) -> str:
+    """Virtual chunks in a local file (file:// container), with last-modified checksums;
+    with icechunk 2.x also container-relative locations (vcc://) and zstd-compressed
+    locations (a manifest of >= 10 virtual references). Returns the container's prefix."""
+    import datetime
+
+    data = os.path.join(out, "data")
+    os.makedirs(data, exist_ok=True)
+    raw = np.arange(256, dtype="<i4")
+    with open(os.path.join(data, "raw file.bin"), "wb") as f:  # a space: percent-encoded location
+        f.write(raw.tobytes())
+    prefix = f"file://{data}/"
+    config = icechunk.RepositoryConfig.default()
+    config.inline_chunk_threshold_bytes = 0
+    v2 = int(icechunk.__version__.split(".")[0]) >= 2
+    kw = {"name": "local"} if v2 else {}
+    if v2:
+        config.manifest = icechunk.ManifestConfig(
+            virtual_chunk_location_compression=icechunk.ManifestVirtualChunkLocationCompressionConfig(
+                min_num_chunks=10))
+    config.set_virtual_chunk_container(icechunk.VirtualChunkContainer(prefix, icechunk.local_filesystem_store(data),
+                                                                      **kw))
+    access = getattr(getattr(icechunk, "credentials", None), "LocalFileSystemAccess", None)
+    creds = icechunk.containers_credentials({prefix: access})
+    repo = icechunk.Repository.create(icechunk.local_filesystem_storage(os.path.join(out, "repo")), config,
+                                      authorize_virtual_chunk_access=creds)
+    s = repo.writable_session("main")
+    g = zarr.group(store=s.store)
+    g.create_array("virt", shape=(256,), chunks=(8,), dtype="<i4", fill_value=-1, compressors=None)
+    g.create_array("native", shape=(10,), chunks=(5,), dtype="<i4", fill_value=0)[...] = np.arange(10)
+    when = datetime.datetime(2100, 1, 1, tzinfo=datetime.timezone.utc)
+    for i in range(30):  # chunks 30, 31 stay missing: the fill value
+        loc = f"vcc://local/raw%20file.bin" if v2 and i % 3 == 0 else f"{prefix}raw%20file.bin"
+        s.store.set_virtual_ref(f"virt/c/{i}", loc, offset=32 * i, length=32, checksum=when if i % 2 else None)
+    s.commit("virtual")
+    return prefix
+
+
 def _sessions(repo: "icechunk.Repository", snapshots: list) -> dict:
     refs = {}
     for b in sorted(repo.list_branches()):
@@ -99,7 +138,8 @@ def expect(repo_dir: str, out: str, snapshots: list, virtual: dict) -> None:
     os.makedirs(out, exist_ok=True)
     kwargs = {}
     if virtual:
-        kwargs["authorize_virtual_chunk_access"] = {p: None for p in virtual}
+        access = getattr(getattr(icechunk, "credentials", None), "LocalFileSystemAccess", None)
+        kwargs["authorize_virtual_chunk_access"] = icechunk.containers_credentials({p: access for p in virtual})
     repo = icechunk.Repository.open(icechunk.local_filesystem_storage(repo_dir), **kwargs)
     result = {}
     n = 0
@@ -129,9 +169,15 @@ def main() -> None:
         with open(os.path.join(out, "ids.json"), "w") as f:
             json.dump(ids, f)
         expect(os.path.join(out, "repo"), os.path.join(out, "expected"), [ids["first"], ids["second"]], {})
+    elif cmd == "virtual":
+        out = sys.argv[2]
+        prefix = virtual(out)
+        with open(os.path.join(out, "prefix.txt"), "w") as f:
+            f.write(prefix)
+        expect(os.path.join(out, "repo"), os.path.join(out, "expected"), [], {prefix: ""})
     elif cmd == "expect":
-        virtual = dict(p.split("=", 1) for p in sys.argv[4:]) if len(sys.argv) > 4 else {}
-        expect(sys.argv[2], sys.argv[3], [], virtual)
+        prefixes = dict(p.split("=", 1) for p in sys.argv[4:]) if len(sys.argv) > 4 else {}
+        expect(sys.argv[2], sys.argv[3], [], prefixes)
     else:
         raise SystemExit(f"unknown command {cmd!r}")
 
