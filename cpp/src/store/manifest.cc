@@ -507,6 +507,7 @@ void ManifestStore::ReadStream(const std::function<RangeRead*()>& next, const st
     // in turn), then `next` is asked again: it returns null while it waits for reads to
     // finish, and null with none in flight when the stream is over.
     for (;;) {
+      if (cancelled && cancelled()) return;
       std::vector<Translated> t;
       while (RangeRead* r = next()) {
         t.emplace_back();
