@@ -477,6 +477,14 @@ def references(spec: Dict[str, Any], open_remote: Callable[[str], Tuple[Any, str
     file is translated once per process and version (size, mtime, inode), a remote one per
     (size, ETag).
     ``open_remote(url) -> (store, key, size, version)`` opens a remote file's object."""
+    return references_and_version(spec, open_remote)[0]
+
+
+def references_and_version(spec: Dict[str, Any],
+                           open_remote: Callable[[str], Tuple[Any, str, int, str]]) -> Tuple[Any, str]:
+    """(references, the ETag of the remote file they were translated from, "" for a local file
+    or a server without ETags): chunk reads pinned to that ETag fail rather than read bytes
+    of a file rewritten since its chunk index was read."""
     try:
         import h5py
     except ImportError as e:
@@ -488,6 +496,7 @@ def references(spec: Dict[str, Any], open_remote: Callable[[str], Tuple[Any, str
         # A remote file's translation is kept for the version its server names (no ETag or
         # date: translated at every open).
         version: Optional[Tuple[Any, ...]] = (size, etag) if etag else None
+        pin = etag
         if handle.read(4) in _NETCDF3:
             raise netcdf3_error(path)
         handle.seek(0)
@@ -495,11 +504,12 @@ def references(spec: Dict[str, Any], open_remote: Callable[[str], Tuple[Any, str
         st = os.stat(path)
         version = (st.st_size, st.st_mtime_ns, st.st_ino)
         handle = path
+        pin = ""
     if version is not None:
         with _lock:
             hit = _cache.get(path)
         if hit is not None and hit[0] == os.getpid() and hit[1] == version:
-            return hit[2]
+            return hit[2], pin
     try:
         with h5py.File(handle, "r") as f:
             refs = build(f, path, path)
@@ -513,4 +523,4 @@ def references(spec: Dict[str, Any], open_remote: Callable[[str], Tuple[Any, str
     if version is not None:
         with _lock:
             _cache[path] = (os.getpid(), version, refs)
-    return refs
+    return refs, pin

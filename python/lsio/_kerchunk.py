@@ -397,7 +397,16 @@ def open_view(spec: Dict[str, Any], prefix: str, config: Dict[str, Any]) -> Tupl
     expiring credentials only in stores that are alive (``handle.get().refresh_if_needed()``)."""
     if spec.get("format") == "icechunk":
         return _icechunk().open_view(spec, prefix, config)
-    refs = references(spec)
+    versions: List[str] = []
+    if spec.get("format") == "hdf5" and _storage.is_remote(spec["refs"]):
+        from . import _hdf5  # noqa: PLC0415
+
+        # A remote NetCDF/HDF5 file: its chunks are read pinned to the version whose chunk
+        # index was translated (If-Match), so a file rewritten since fails, never mixes.
+        refs, etag = _hdf5.references_and_version(spec, lambda url: _open_object(url, spec.get("remote_options") or {}))
+        versions = [etag] * len(refs.urls()) if etag else []
+    else:
+        refs = references(spec)
     kind, root, keys = targets(spec, refs)
     if kind == "local":
         if config.get("direct"):
@@ -406,7 +415,7 @@ def open_view(spec: Dict[str, Any], prefix: str, config: Dict[str, Any]) -> Tupl
                                 False), None, None)
     handle = _Handle(root, spec.get("remote_options") or {})
     store = handle.get().new_store()
-    return refs.remote_view(prefix, store, keys), handle, store
+    return refs.remote_view(prefix, store, keys, versions), handle, store
 
 
 def target_location(spec: Dict[str, Any], prefix: str = "") -> Tuple[str, str]:

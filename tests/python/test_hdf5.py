@@ -253,6 +253,18 @@ def test_remote_files_over_http_and_s3(nginx_server, moto_s3, tmp_path):
     np.testing.assert_array_equal(b[...], want)
     # Pickled: the file and its options travel, not the parsed index.
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(b))[2], want[2])
+    # The file rewritten on the server: chunk reads are pinned to the version whose chunk index
+    # was read, so the open array fails (typed, ESTALE) rather than mixing two files; a new
+    # open reads the new file.
+    nc2 = tmp_path / "era2.nc"
+    _era(nc2, np.random.default_rng(10))
+    with h5py.File(nc2, "r") as f:
+        want2 = f["t2m"][...]
+    moto_s3.put(bucket, "data/era.nc", nc2.read_bytes())
+    with pytest.raises(lsio.StorageError) as e:
+        b[...]
+    assert e.value.errno == errno.ESTALE and "era.nc" in str(e.value)
+    np.testing.assert_array_equal(lsio.open(f"s3://{bucket}/data/era.nc", "t2m", storage_options=so)[...], want2)
 
 
 def test_pickled_and_read_in_worker_processes(matrix):
