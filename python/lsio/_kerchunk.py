@@ -190,9 +190,10 @@ _MAX_GENERATED = 50_000_000  # references a "gen" section may make
 
 def _expand_gen(text: bytes, where: str) -> bytes:
     """Version 1's generated references (``"gen"``) made into plain ones, as fsspec's
-    ReferenceFileSystem makes them: for every combination of the dimensions' values, jinja2
-    renders the key, URL, offset and length with those values and the templates; explicit
-    ``refs`` win over generated keys. Without a non-empty "gen", ``text`` is returned as is."""
+    ReferenceFileSystem makes them (with ``simple_templates=False``): for every combination of
+    the dimensions' values, jinja2's sandbox renders the key, URL, offset and length with the
+    templates and those values; a generated key replaces an explicit one. Without a non-empty
+    "gen", ``text`` is returned as is."""
     try:
         doc = json.loads(text)
     except ValueError:
@@ -202,13 +203,15 @@ def _expand_gen(text: bytes, where: str) -> bytes:
         return text
     try:
         import jinja2
+        import jinja2.sandbox
     except ImportError as e:
         raise UnsupportedError(f"kerchunk references {where!r} have generated references (\"gen\"), which need jinja2 "
                                f"to render: pip install 'lsio[references]' or jinja2 ({e})") from None
     import itertools
 
     templates = doc.get("templates") or {}
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)  # noqa: S701 - not HTML
+    # The sandbox, as fsspec's: a reference file from elsewhere must not run code here.
+    env = jinja2.sandbox.SandboxedEnvironment(undefined=jinja2.StrictUndefined)
     out: Dict[str, Any] = {}
     try:
         for gen in gens:
@@ -234,11 +237,13 @@ def _expand_gen(text: bytes, where: str) -> bytes:
                                             else [url])
     except FormatError:
         raise
-    except (KeyError, TypeError, ValueError, AttributeError, jinja2.TemplateError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError, jinja2.TemplateError,
+            jinja2.sandbox.SecurityError) as e:
         raise FormatError(f"kerchunk references {where!r}: malformed \"gen\" entry ({type(e).__name__}: {e})") from None
-    out.update(doc.get("refs") or {})
+    refs = dict(doc.get("refs") or {})
+    refs.update(out)  # generated keys win, as in fsspec
     # Generated URLs are rendered already; templates stay for the explicit references.
-    return json.dumps({"version": 1, "templates": templates, "refs": out}).encode()
+    return json.dumps({"version": 1, "templates": templates, "refs": refs}).encode()
 
 
 def _icechunk() -> Any:

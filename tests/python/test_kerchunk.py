@@ -205,29 +205,31 @@ def test_pickled_and_dataloader_workers(h5_matrix, tmp_path):
 
 def test_generated_references_are_rendered_as_fsspec_renders_them(tmp_path):
     """Version 1's "gen": keys, URLs, offsets and lengths rendered with jinja2 over the
-    product of the dimensions (a list or start/stop/step), with the templates; explicit refs
-    win. Compared with the data and with fsspec's ReferenceFileSystem chunk by chunk."""
+    product of the dimensions (a list or start/stop/step), with the templates; generated keys
+    win over explicit ones (as in fsspec). Compared with the data and with fsspec's
+    ReferenceFileSystem (simple_templates=False, which renders "gen") chunk by chunk."""
     data = np.arange(6 * 4 * 3, dtype="<i4").reshape(6, 12)
     (tmp_path / "raw.bin").write_bytes(data.tobytes())  # chunks (1, 4): 18 chunks of 16 bytes
     other = np.full((1, 4), -7, dtype="<i4")
     (tmp_path / "other.bin").write_bytes(other.tobytes())
     refs = {"version": 1, "templates": {"u": str(tmp_path)},
             "gen": [{"key": "x/{{i}}.{{j}}", "url": "{{u}}/raw.bin", "offset": "{{(i * 3 + j) * 16}}", "length": "16",
-                     "dimensions": {"i": {"stop": 6}, "j": [0, 1, 2]}}],
+                     "dimensions": {"i": {"stop": 5}, "j": [0, 1, 2]}}],
             "refs": {".zgroup": json.dumps({"zarr_format": 2}),
                      "x/.zarray": json.dumps({"zarr_format": 2, "shape": [6, 12], "chunks": [1, 4], "dtype": "<i4",
                                               "compressor": None, "fill_value": 0, "order": "C", "filters": None}),
-                     "x/5.2": ["{{u}}/other.bin", 0, 16]}}
+                     **{f"x/5.{j}": ["{{u}}/other.bin", 0, 16] for j in range(3)},
+                     "x/0.0": ["{{u}}/other.bin", 0, 16]}}  # generated too: the generated one wins
     r = tmp_path / "gen.json"
     r.write_text(json.dumps(refs))
     want = data.copy()
-    want[5, 8:12] = -7
+    want[5, :] = -7
     a = lsio.open(str(r), "x")
     np.testing.assert_array_equal(a[...], want)
     np.testing.assert_array_equal(a.read_crops([[0, 1], [4, 7]], (2, 5)), np.stack([want[0:2, 1:6], want[4:6, 7:12]]))
     # fsspec's own rendering: every chunk key serves the bytes lsio read for it.
     fsspec = pytest.importorskip("fsspec")
-    fs = fsspec.filesystem("reference", fo=str(r))
+    fs = fsspec.filesystem("reference", fo=str(r), simple_templates=False)
     for i in range(6):
         for j in range(3):
             assert fs.cat(f"x/{i}.{j}") == np.ascontiguousarray(want[i, 4 * j:4 * j + 4]).tobytes(), (i, j)
@@ -245,6 +247,11 @@ def test_malformed_references_are_typed_errors(tmp_path):
         lsio.open_group(str(gen))
     gen.write_text('{"version": 1, "refs": {}, "gen": [{"key": "a/{{j}}", "url": "u", "dimensions": {"i": [1]}}]}')
     with pytest.raises(lsio.FormatError, match="gen"):  # an undefined name in a template
+        lsio.open_group(str(gen))
+    # Templates run in jinja2's sandbox: no reaching into Python from a reference file.
+    gen.write_text(json.dumps({"version": 1, "refs": {}, "gen": [{
+        "key": "a/{{ i.__class__.__mro__[1].__subclasses__() }}", "url": "u", "dimensions": {"i": [1]}}]}))
+    with pytest.raises(lsio.FormatError, match="gen"):
         lsio.open_group(str(gen))
     # A reference to a file that is not there: the read names the file and the reference.
     data = tmp_path / "real.bin"
