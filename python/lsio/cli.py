@@ -122,6 +122,11 @@ def _open_targets_unchecked(store: str, name: Optional[str], opts: Dict[str, Any
                         {label: node["metadata"]})
     # The group's zarr.json is the one just read; its members' metadata comes with it.
     g = group_from(nodes, path, node, None, {k: v for k, v in opts.items() if k != "storage_options"})
+    return _group_targets(g, lambda rel: nodes.join(path, rel), unreadable_ok)
+
+
+def _group_targets(g: Any, where: Any, unreadable_ok: bool) -> _Targets:
+    """Every array below group ``g`` (``where(rel)`` names one that cannot be read)."""
     members: List[Tuple[str, Any]] = []
     metas: Dict[str, Dict[str, Any]] = {}
     for rel, member_meta in g.walk_arrays():
@@ -131,7 +136,7 @@ def _open_targets_unchecked(store: str, name: Optional[str], opts: Dict[str, Any
         except UnsupportedError as e:
             if not unreadable_ok:
                 raise
-            members.append((rel, _Unreadable(nodes.join(path, rel), member_meta, str(e))))
+            members.append((rel, _Unreadable(where(rel), member_meta, str(e))))
     return _Targets("group", members, g, metas)
 
 
@@ -157,17 +162,7 @@ def _icechunk_targets(store: str, name: Optional[str], opts: Dict[str, Any], ref
                 arr = _Unreadable(name, meta, str(e))
             return _Targets("array", [(name, arr)], None, {name: meta})
         g = g[name]
-    members: List[Tuple[str, Any]] = []
-    metas: Dict[str, Dict[str, Any]] = {}
-    for rel, member_meta in g.walk_arrays():
-        metas[rel] = member_meta
-        try:
-            members.append((rel, g[rel]))
-        except UnsupportedError as e:
-            if not unreadable_ok:
-                raise
-            members.append((rel, _Unreadable(rel, member_meta, str(e))))
-    return _Targets("group", members, g, metas)
+    return _group_targets(g, lambda rel: rel, unreadable_ok)
 
 
 def _open_one(store: str, name: Optional[str], opts: Dict[str, Any]) -> Tuple[str, Array]:

@@ -33,14 +33,13 @@ const char* TypeName(IcechunkFileType t) {
 // Verifies `payload` as a buffer whose root is T. Manifests hold one table per chunk: the
 // table budget grows with the buffer (a table takes at least 4 bytes).
 template <typename T>
-const T* Verified(const std::string& payload, const char* what) {
+const T* Verified(const std::string& payload) {
   const auto* data = reinterpret_cast<const uint8_t*>(payload.data());
   flatbuffers::Verifier::Options o;
   o.max_depth = 64;
   o.max_tables = static_cast<flatbuffers::uoffset_t>(std::max<size_t>(1000000, payload.size() / 4 + 16));
   flatbuffers::Verifier v(data, payload.size(), o);
   if (!v.VerifyBuffer<T>(nullptr)) return nullptr;
-  (void)what;
   return flatbuffers::GetRoot<T>(data);
 }
 
@@ -229,7 +228,7 @@ Result<std::string> IcechunkPayload(std::string_view file, IcechunkFileType want
 Result<IcechunkRepoInfo> ParseIcechunkRepo(std::string_view file) {
   IcechunkRepoInfo info;
   LSIO_ASSIGN_OR_RETURN(std::string payload, IcechunkPayload(file, IcechunkFileType::kRepoInfo, &info.spec_version));
-  const fb::Repo* repo = Verified<fb::Repo>(payload, "repo");
+  const fb::Repo* repo = Verified<fb::Repo>(payload);
   if (repo == nullptr) return Malformed("repo info file (FlatBuffers verification failed)");
   const auto* snaps = repo->snapshots();
   if (snaps == nullptr || repo->branches() == nullptr) return Malformed("repo info file (no snapshots or branches)");
@@ -273,7 +272,7 @@ Result<IcechunkRepoInfo> ParseIcechunkRepo(std::string_view file) {
 Result<IcechunkSnapshot> ParseIcechunkSnapshot(std::string_view file) {
   IcechunkSnapshot snap;
   LSIO_ASSIGN_OR_RETURN(std::string payload, IcechunkPayload(file, IcechunkFileType::kSnapshot, &snap.spec_version));
-  const fb::Snapshot* s = Verified<fb::Snapshot>(payload, "snapshot");
+  const fb::Snapshot* s = Verified<fb::Snapshot>(payload);
   if (s == nullptr) return Malformed("snapshot file (FlatBuffers verification failed)");
   if (s->id() == nullptr || s->nodes() == nullptr) return Malformed("snapshot file (no id or nodes)");
   snap.id = Id12(s->id());
@@ -319,7 +318,7 @@ Status AddIcechunkManifest(std::string_view file, const IcechunkArrayKeys& keys,
                            const std::vector<std::pair<uint32_t, uint32_t>>& extents, Manifest::Builder* b,
                            std::vector<IcechunkCheck>* checks) {
   LSIO_ASSIGN_OR_RETURN(std::string payload, IcechunkPayload(file, IcechunkFileType::kManifest));
-  const fb::Manifest* m = Verified<fb::Manifest>(payload, "manifest");
+  const fb::Manifest* m = Verified<fb::Manifest>(payload);
   if (m == nullptr) return Malformed("manifest file (FlatBuffers verification failed)");
   if (m->arrays() == nullptr) return Malformed("manifest file (no arrays)");
   if (extents.size() != keys.ndim) {
