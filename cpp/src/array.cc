@@ -215,7 +215,7 @@ const ArrayInfo& Array::info() const { return impl_->info; }
 const OpenOptions& Array::options() const { return impl_->options; }
 
 StoreCounters Array::Stats() const {
-  StoreCounters c = Snapshot(impl_->store->stats());
+  StoreCounters c = impl_->store->Counters();
   c.max_gap = impl_->options.max_gap;
   c.max_request = impl_->options.max_request;
   if (CoalescingTuner* t = impl_->Tuner()) t->Hint(impl_->options.max_gap, impl_->options.max_request, &c.max_gap, &c.max_request);

@@ -521,8 +521,10 @@ class Placement:
         self.versions: List[str] = []
 
     def place(self, kind: str, root: str, opts: dict) -> int:
-        for i, (k, r, _) in enumerate(self.places):
-            if (k, r) == (kind, root):
+        # Two containers in one bucket may carry different options (credentials, endpoint):
+        # a place is its root and its options.
+        for i, (k, r, o) in enumerate(self.places):
+            if (k, r) == (kind, root) and o == opts:
                 return i
         self.places.append((kind, root, opts))
         return len(self.places) - 1
@@ -562,9 +564,26 @@ def placement(spec: Dict[str, Any], refs: Any, check: bool = True) -> Placement:
         else:
             raise UnsupportedError(f"{describe(spec)}: virtual chunk location {url!r}: lsio reads local files and "
                                    "s3://, gs://, http(s):// objects")
+    _narrow_local_root(out)
     if check:
         out.versions = _check_virtual(spec, refs, out)
     return out
+
+
+def _narrow_local_root(p: Placement) -> None:
+    """Virtual chunks in local files are first placed under "/": the place is rooted at the
+    files' common directory instead (closing a store rooted at "/" would drop every array's
+    cached descriptors)."""
+    for t, (kind, root, opts) in enumerate(p.places):
+        if kind != "local" or root != "/":
+            continue
+        idx = [i for i, x in enumerate(p.target_of) if x == t]
+        if not idx:
+            continue
+        common = os.path.commonpath([os.path.dirname("/" + p.keys[i]) for i in idx])
+        p.places[t] = (kind, common, opts)
+        for i in idx:
+            p.keys[i] = os.path.relpath("/" + p.keys[i], common)
 
 
 def _location_of(p: Placement, i: int) -> str:
@@ -604,7 +623,7 @@ def _check_virtual(spec: Dict[str, Any], refs: Any, p: Placement) -> List[str]:
             t = p.target_of[i]
             if t not in stores:
                 _, root, opts = p.places[t]
-                stores[t] = _Handle(root, opts).get().new_store()
+                stores[t] = _Handle(root, opts).get().store()
 
         def head(i: int) -> Tuple[int, Optional[dict]]:
             return i, stores[p.target_of[i]].stat(p.keys[i])

@@ -380,6 +380,8 @@ def test_arrays_with_chunks_in_several_places(tmp_path, moto_s3):
     assert_reads_like(a, want, rng, "mixed")
     np.testing.assert_array_equal(a.oindex[[0, 5, 11], [1, 6, 10]], want[np.ix_([0, 5, 11], [1, 6, 10])])
     assert_reads_in_worker_processes(a)
+    st = a.stats()  # the S3 target's requests, the chunks every target served
+    assert st["requests"] > 0 and st["bytes_used"] >= 4 * 64, st
     # The S3 object rewritten: its ETag no longer matches; the local share alone still reads.
     moto_s3.put(bucket, "src/remote.bin", blocks[(2, 2)] + blocks[(1, 1)])
     with pytest.raises(lsio.StorageError) as e:

@@ -138,6 +138,9 @@ class SliceObject final : public StoreObject {
   bool whole = false;
   bool pinned = false;  // the manifest fixes the target's version: every read is pinned to it
   uint32_t store = 0;   // which target of a several-target ManifestStore holds `target`
+  // Made by Locate and read by every worker of a call: its fields are set once, from an
+  // opened target, and never written back by reads (workers would race).
+  bool shared = false;
 };
 
 // A target read standing for a read of a slice, and what it needs kept alive.
@@ -246,6 +249,10 @@ void Back(Translated* t) {
     return;
   }
   auto* s = static_cast<SliceObject*>(r.object);
+  if (s->whole && s->shared) {
+    if (r.kind == ReadKind::kWhole) r.body = std::move(in.body);
+    return;
+  }
   if (s->whole) {
     if (r.kind == ReadKind::kWhole) r.body = std::move(in.body);
     // What the target learned is the slice's too.
@@ -326,11 +333,13 @@ Store& ManifestStore::Primary() const {
 
 Result<std::string> ManifestStore::TransportName() {
   if (targets_.size() == 1) return targets_[0]->TransportName();
-  std::string out;
+  std::vector<std::string> names;  // each transport once: "uring+nowait, http"
   for (const auto& t : targets_) {
     LSIO_ASSIGN_OR_RETURN(std::string n, t->TransportName());
-    out += (out.empty() ? "" : "+") + n;
+    if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
   }
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
 }
 
@@ -339,6 +348,22 @@ void ManifestStore::Close() {
 }
 
 StoreStats& ManifestStore::stats() { return Primary().stats(); }
+
+StoreCounters ManifestStore::Counters() {
+  StoreCounters c = Snapshot(Primary().stats());
+  for (const auto& t : targets_) {
+    if (&t->stats() == &Primary().stats()) continue;
+    const StoreCounters o = Snapshot(t->stats());
+    c.requests += o.requests;
+    c.retries += o.retries;
+    c.bytes_fetched += o.bytes_fetched;
+    c.bytes_used += o.bytes_used;
+    c.errors += o.errors;
+    c.disk_cache_hits += o.disk_cache_hits;
+    c.disk_cache_bytes += o.disk_cache_bytes;
+  }
+  return c;
+}
 
 bool ManifestStore::Expect(StoreObject& obj, uint32_t url) const {
   if (url >= versions_->size() || (*versions_)[url].empty()) return false;
@@ -586,11 +611,13 @@ Status ManifestStore::Locate(std::span<const std::string> keys, std::vector<KeyR
         // target its reads go to.
         auto s = std::make_shared<SliceObject>();
         s->whole = true;
+        s->shared = true;
         s->pinned = pinned;
         s->store = TargetIndex(e.url);
         s->size_known = obj->size_known;
         s->size = obj->size;
         s->version = obj->version;
+        s->direct = obj->direct;
         s->target = std::move(obj);
         obj = std::move(s);
       }

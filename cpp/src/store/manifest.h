@@ -150,6 +150,8 @@ class ManifestStore final : public Store {
   Result<std::string> TransportName() override;
   void Close() override;
   StoreStats& stats() override;
+  /// Several targets: every target's counters summed (bytes_used is counted into stats()).
+  StoreCounters Counters() override;
 
  private:
   std::string Full(std::string_view key) const;

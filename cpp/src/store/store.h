@@ -327,6 +327,9 @@ class Store {
 
   /// A wrapping store (store/disk_cache_store.h) counts into the store it wraps.
   virtual StoreStats& stats() { return stats_; }
+  /// What the array reports (Array::Stats): stats(), or the sum over several stores a store
+  /// reads from (a ManifestStore with several targets).
+  virtual StoreCounters Counters() { return Snapshot(stats()); }
 
  private:
   StoreStats stats_;
