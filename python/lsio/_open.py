@@ -110,7 +110,9 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
         For kerchunk references (``path`` a ``.json`` reference file, local or at a URL):
         ``storage_options`` for the objects the references name (fsspec's names), and the
         protocol of reference paths written without one. ``storage_options`` then apply to
-        the reference file itself. See :mod:`lsio._kerchunk`.
+        the reference file itself. See :mod:`lsio._kerchunk`. A local Icechunk repository
+        opens the array ``name`` at the head of its branch ``main`` (:func:`lsio.open_icechunk`
+        for other versions and for URLs).
 
     Raises
     ------
@@ -121,6 +123,25 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
     Environment variables are read when the array is opened; ``Array.options`` shows the
     values in effect.
     """
+    from . import _icechunk  # noqa: PLC0415 - loaded when used
+
+    if _icechunk.is_icechunk(path):
+        # A local Icechunk repository: the array `name` at the head of branch main
+        # (lsio.open_icechunk picks other branches, tags and snapshots).
+        from .group import open_icechunk  # noqa: PLC0415
+
+        if remote_options is not None or remote_protocol is not None:
+            raise ValueError("remote_options and remote_protocol apply to kerchunk reference files")
+        if name is None:
+            raise FormatError(f"{str(path)!r} is an Icechunk repository: pass the array's path as name, or use "
+                              "lsio.open_icechunk")
+        member = open_icechunk(path, threads=threads, io=io, queue_depth=queue_depth, max_gap=max_gap,
+                               max_request=max_request, index_cache_bytes=index_cache_bytes,
+                               memory_limit=memory_limit, direct=direct, chunk_cache_bytes=chunk_cache_bytes,
+                               cache_bytes=cache_bytes)[name]
+        if not isinstance(member, Array):
+            raise FormatError(f"{name!r} is a group in the Icechunk repository {str(path)!r}, not an array")
+        return member
     if _kerchunk.is_references(path):
         return _open_references(path, name, storage_options, remote_options, remote_protocol,
                                 dict(threads=threads, io=io, queue_depth=queue_depth, max_gap=max_gap,

@@ -117,6 +117,10 @@ def test_branches_tags_and_deleted_things(history):
     # Open by snapshot id: the same data as the tag.
     by_id = lsio.open_icechunk(repo, snapshot=v1.snapshot_id)
     np.testing.assert_array_equal(by_id["t2m"][...], v1["t2m"][...])
+    # lsio.open takes an array of a local repository's branch main.
+    np.testing.assert_array_equal(lsio.open(repo, "sub/deep/x")[...], main["sub/deep/x"][...])
+    with pytest.raises(lsio.FormatError, match="is a group"):
+        lsio.open(repo, "sub")
     # open_group finds a local repository by itself.
     assert lsio.open_group(repo).snapshot_id == main.snapshot_id
     assert lsio.open_group(str(repo))["t2m"].shape == (20, 30, 40)
