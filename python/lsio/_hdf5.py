@@ -16,7 +16,8 @@ How a dataset translates (what h5py reports -> Zarr v3):
 - filters, in the file's pipeline order after the ``bytes`` codec (endianness from the
   dtype): deflate -> ``numcodecs.zlib``, shuffle -> ``numcodecs.shuffle``, fletcher32 ->
   ``numcodecs.fletcher32`` (verified on every read), the hdf5plugin filters zstd (32015) ->
-  ``zstd`` and blosc (32001) -> ``blosc``. Any other filter (szip, nbit, scaleoffset, lz4,
+  ``zstd``, blosc (32001) -> ``blosc`` and lz4 (32004) -> ``lsio.hdf5.lz4`` (the filter's own
+  block framing, cpp/src/codec/hdf5_lz4.cc). Any other filter (szip, nbit, scaleoffset,
   bitshuffle, ...) makes that dataset's codec ``hdf5.filter.<id>``, which raises
   UnsupportedError naming the filter when the array is opened (the rest of the file reads).
 - a chunk whose stored bytes skipped an optional filter (HDF5 stores a chunk that deflate
@@ -228,6 +229,8 @@ def _codec(code: int, values: Tuple[int, ...], name: bytes, itemsize: int) -> Di
         return {"name": "numcodecs.fletcher32", "configuration": {}}
     if code == 32015:
         return {"name": "zstd", "configuration": {"level": int(values[0]) if values else 0, "checksum": False}}
+    if code == 32004:
+        return {"name": "lsio.hdf5.lz4", "configuration": {"blocksize": int(values[0]) if values else 0}}
     if code == 32001:
         v = list(values) + [0] * 7
         return {"name": "blosc", "configuration": {

@@ -10,7 +10,7 @@ import numpy as np
 DTYPES = ["<f4", ">f8", "<i2", "|u1", ">i4", "<u8"]
 FILTERS = [None, "gzip", "shuffle+gzip"]
 # What lsio reads in HDF5 files directly besides (kerchunk's references drop fletcher32).
-MORE_FILTERS = FILTERS + ["fletcher32+shuffle+gzip", "zstd", "blosc"]
+MORE_FILTERS = FILTERS + ["fletcher32+shuffle+gzip", "zstd", "blosc", "lz4"]
 
 
 def dataset_cases(rng, n, filters=FILTERS):
@@ -48,11 +48,16 @@ def write_h5(path, cases, rng):
                     kw.update(compression="gzip", shuffle=True)
                 elif c["filters"] == "fletcher32+shuffle+gzip":
                     kw.update(compression="gzip", shuffle=True, fletcher32=True)
-                elif c["filters"] in ("zstd", "blosc"):
+                elif c["filters"] in ("zstd", "blosc", "lz4"):
                     import hdf5plugin  # the HDF5 filter plugins, registered when imported
 
-                    kw.update(hdf5plugin.Zstd(clevel=3) if c["filters"] == "zstd" else
-                              hdf5plugin.Blosc(cname="lz4", clevel=5, shuffle=hdf5plugin.Blosc.SHUFFLE))
+                    if c["filters"] == "lz4":
+                        # Small LZ4 blocks (bytes) too, so that chunks hold several blocks,
+                        # the last one short, and some that did not compress.
+                        kw.update(hdf5plugin.LZ4(nbytes=int(rng.choice([0, 64, 1000]))))
+                    else:
+                        kw.update(hdf5plugin.Zstd(clevel=3) if c["filters"] == "zstd" else
+                                  hdf5plugin.Blosc(cname="lz4", clevel=5, shuffle=hdf5plugin.Blosc.SHUFFLE))
             elif c["layout"] == "compact":
                 kw["layout"] = h5py.h5d.COMPACT if hasattr(h5py.h5d, "COMPACT") else None
                 if kw["layout"] is None:

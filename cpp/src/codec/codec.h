@@ -122,6 +122,25 @@ struct BytesOut {
   std::span<const uint8_t> result;  ///< set by Decode: the decoded bytes
 };
 
+// Where a bytes -> bytes decode of `n` bytes goes: the fixed destination (which must be
+// exactly n bytes) or the growable buffer, never past out.limit (what the codecs below can
+// store: a forged size header must not allocate gigabytes).
+inline Result<uint8_t*> DecodeDestination(BytesOut& out, uint64_t n, const char* codec) {
+  if (out.fixed != nullptr) {
+    if (n != out.size) {
+      return Status::DataLoss(std::string(codec) + ": chunk decodes to " + std::to_string(n) + " bytes, expected " +
+                              std::to_string(out.size));
+    }
+    return out.fixed;
+  }
+  if (n > out.limit) {
+    return Status::DataLoss(std::string(codec) + ": chunk claims " + std::to_string(n) + " bytes, more than the " +
+                            std::to_string(out.limit) + " its chunk can hold");
+  }
+  if (!out.grow->Reserve(n)) return Status::ResourceExhausted(std::string(codec) + ": out of memory");
+  return out.grow->data();
+}
+
 /// Common base: what every codec can say about itself. Only the three kind classes below
 /// can derive from it (private constructor), and each fixes kind(), so kind() always names
 /// the class a Codec may be cast to.

@@ -35,25 +35,6 @@
 namespace lsio {
 namespace {
 
-// Where a bytes -> bytes decode of `n` bytes goes: the fixed destination (which must be
-// exactly n bytes) or the growable buffer, never past out.limit (what the codecs below can
-// store: a forged size header must not allocate gigabytes).
-Result<uint8_t*> Destination(BytesOut& out, uint64_t n, const char* codec) {
-  if (out.fixed != nullptr) {
-    if (n != out.size) {
-      return Status::DataLoss(std::string(codec) + ": chunk decodes to " + std::to_string(n) + " bytes, expected " +
-                              std::to_string(out.size));
-    }
-    return out.fixed;
-  }
-  if (n > out.limit) {
-    return Status::DataLoss(std::string(codec) + ": chunk claims " + std::to_string(n) + " bytes, more than the " +
-                            std::to_string(out.limit) + " its chunk can hold");
-  }
-  if (!out.grow->Reserve(n)) return Status::ResourceExhausted(std::string(codec) + ": out of memory");
-  return out.grow->data();
-}
-
 class Lz4Codec final : public BytesToBytesCodec {
  public:
   std::string name() const override { return "numcodecs.lz4"; }
@@ -67,7 +48,7 @@ class Lz4Codec final : public BytesToBytesCodec {
     if (n > static_cast<uint64_t>(LZ4_MAX_INPUT_SIZE) || in.size() - 4 > static_cast<uint64_t>(INT32_MAX)) {
       return Status::DataLoss("lz4: block of " + std::to_string(n) + " bytes is beyond LZ4's limits");
     }
-    LSIO_ASSIGN_OR_RETURN(uint8_t * dst, Destination(out, n, "lz4"));
+    LSIO_ASSIGN_OR_RETURN(uint8_t * dst, DecodeDestination(out, n, "lz4"));
     // LZ4_decompress_safe never writes past dst + n, whatever the input.
     const int got = LZ4_decompress_safe(reinterpret_cast<const char*>(in.data() + 4), reinterpret_cast<char*>(dst),
                                         static_cast<int>(in.size() - 4), static_cast<int>(n));
@@ -87,7 +68,7 @@ class ShuffleCodec final : public BytesToBytesCodec {
   std::string name() const override { return "numcodecs.shuffle"; }
   std::optional<uint64_t> EncodedSize(uint64_t decoded) const override { return decoded; }
   Status DecodeBytes(std::span<const uint8_t> in, BytesOut& out, DecodeScratch&) const override {
-    LSIO_ASSIGN_OR_RETURN(uint8_t * dst, Destination(out, in.size(), "shuffle"));
+    LSIO_ASSIGN_OR_RETURN(uint8_t * dst, DecodeDestination(out, in.size(), "shuffle"));
     if (e_ <= 1) {
       std::memcpy(dst, in.data(), in.size());
     } else {
@@ -217,7 +198,7 @@ class DeltaCodec final : public BytesToBytesCodec {
       return Status::DataLoss("delta: " + std::to_string(in.size()) + " bytes are not a whole number of '" + dtype_ +
                               "' elements");
     }
-    LSIO_ASSIGN_OR_RETURN(uint8_t * dst, Destination(out, in.size(), "delta"));
+    LSIO_ASSIGN_OR_RETURN(uint8_t * dst, DecodeDestination(out, in.size(), "delta"));
     const uint64_t n = in.size() / size_;
     const bool swap = big_ != (std::endian::native == std::endian::big);
     const uint8_t* src = in.data();

@@ -31,6 +31,7 @@ const std::map<std::string, Parser>& Registry() {
       {"numcodecs.fletcher32", &ParseNumcodecsFletcher32Codec},
       {"numcodecs.bz2", &ParseNumcodecsBz2Codec},
       {"numcodecs.lzma", &ParseNumcodecsLzmaCodec},
+      {"lsio.hdf5.lz4", &ParseHdf5Lz4Codec},  // HDF5 files' LZ4 filter (python/lsio/_hdf5.py)
       // numcodecs' own spellings of codecs lsio reads under their Zarr names: zlib and
       // gzip streams are both inflated by the gzip codec; numcodecs' zstd writes standard
       // frames.

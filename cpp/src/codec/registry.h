@@ -54,6 +54,8 @@ Result<std::unique_ptr<Codec>> ParseNumcodecsAdler32Codec(const nlohmann::json& 
 Result<std::unique_ptr<Codec>> ParseNumcodecsFletcher32Codec(const nlohmann::json& config);
 Result<std::unique_ptr<Codec>> ParseNumcodecsBz2Codec(const nlohmann::json& config);
 Result<std::unique_ptr<Codec>> ParseNumcodecsLzmaCodec(const nlohmann::json& config);
+// HDF5's LZ4 filter (32004), decode side (hdf5_lz4.cc).
+Result<std::unique_ptr<Codec>> ParseHdf5Lz4Codec(const nlohmann::json& config);
 // numcodecs' element-converting v2 filters, decode side (numcodecs_cast.cc).
 Result<std::unique_ptr<Codec>> ParseV2FixedScaleOffsetCodec(const nlohmann::json& config);
 Result<std::unique_ptr<Codec>> ParseV2QuantizeCodec(const nlohmann::json& config);
