@@ -92,6 +92,10 @@ void BindNode(py::module_& m) {
              if (py::isinstance<py::str>(source)) {
                return Value(lsio::StringArray::Open(py::cast<std::string>(source), meta, location));
              }
+             if (py::isinstance<lsio::ReferenceView>(source)) {  // references: the view of the array
+               return Value(lsio::StringArray::Open(py::cast<std::shared_ptr<lsio::ReferenceView>>(source)->store(),
+                                                    meta, location));
+             }
              auto store = py::cast<std::shared_ptr<lsio::RemoteStore>>(source);
              return Value(lsio::StringArray::Open(store->store(), meta, location));
            }),

@@ -321,6 +321,10 @@ def _dataset(b: _Builder, key: str, dset: Any, encoders: Callable[[List[Dict[str
     dcpl = dset.id.get_create_plist()
     layout = dcpl.get_layout()
     data_type: Any = _data_type(dt) if dt.names is None and h5py.check_dtype(vlen=dt) is None else None
+    info = h5py.check_string_dtype(dt)
+    if data_type is None and info is not None and info.length is None:
+        _vlen_strings(b, key, dset, shape, attrs)
+        return
     if data_type is None and dt.kind == "S" and _null_padded(dset):
         # Fixed-length byte strings (NetCDF char variables, HDF5 strings padded with NULs): the
         # bytes as stored, which numpy shows as h5py does (trailing NULs dropped).
@@ -392,6 +396,45 @@ def _dataset(b: _Builder, key: str, dset: Any, encoders: Callable[[List[Dict[str
         n = -(-shape[0] // chunks[0]) if ndim else 1
         for i in range(n):
             b.extent(f"{key}/" + ".".join([str(i)] + ["0"] * (ndim - 1)), offset + i * block, block)
+
+
+_MAX_STRING_BYTES = 64 << 20  # variable-length strings one dataset may hold (they are copied)
+
+
+def _vlen_strings(b: _Builder, key: str, dset: Any, shape: Tuple[int, ...], attrs: Dict[str, Any]) -> None:
+    """A variable-length string dataset: its strings live in the file's global heap, not in
+    its chunks, so they are read here once (h5py) and kept as one inline chunk in Zarr's
+    ``vlen-utf8`` encoding (a count, then a length and the UTF-8 bytes of each item): the
+    array reads like a Zarr string array (lsio._strings.StringArray). Datasets of strings
+    larger than _MAX_STRING_BYTES are refused (UnsupportedError when opened)."""
+    ndim = len(shape)
+    try:
+        values = dset.asstr()[()] if ndim else [dset.asstr()[()]]
+        items = [str(v).encode("utf-8") for v in np.asarray(values, dtype=object).ravel()]
+    except (UnicodeDecodeError, OSError, ValueError, TypeError) as e:
+        b.doc(f"{key}/zarr.json", _unsupported_node(shape, f"HDF5 variable-length strings lsio cannot read ({e})",
+                                                    attrs))
+        return
+    total = sum(len(x) + 4 for x in items)
+    if total > _MAX_STRING_BYTES:
+        b.doc(f"{key}/zarr.json", _unsupported_node(
+            shape, f"HDF5 variable-length strings of {total} bytes (lsio copies at most {_MAX_STRING_BYTES})", attrs))
+        return
+    node: Dict[str, Any] = {
+        "zarr_format": 3, "node_type": "array", "shape": list(shape), "data_type": "string",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [max(1, s) for s in shape]}},
+        "chunk_key_encoding": {"name": "v2", "configuration": {"separator": "."}}, "fill_value": "",
+        "codecs": [{"name": "vlen-utf8"}], "attributes": attrs,
+    }
+    dims = _dimension_names(dset) if ndim else None
+    if dims is not None and len(dims) == ndim:
+        node["dimension_names"] = dims
+    b.doc(f"{key}/zarr.json", node)
+    if items:
+        parts = [len(items).to_bytes(4, "little")]
+        for x in items:
+            parts += [len(x).to_bytes(4, "little"), x]
+        b.inline[f"{key}/" + ".".join("0" for _ in range(max(1, ndim)))] = b"".join(parts)
 
 
 def _rows_per_block(rows: int, row_bytes: int) -> int:

@@ -290,5 +290,7 @@ def _open_references(path: Any, name: Optional[str], storage_options: Optional[d
         raise FormatError(f"{where!r} is a group in {_kerchunk.describe(spec)}, not an array; pass an array name "
                           f"(arrays: {listing}) or use lsio.open_group")
     if is_vlen_string(node["metadata"]):
-        raise UnsupportedError(f"{where!r}: variable-length strings in kerchunk references are not read by lsio yet")
+        from ._strings import StringArray  # noqa: PLC0415
+
+        return StringArray(where, node["metadata"], node["files"][0]["location"], references=spec)  # type: ignore
     return Array(where, _references=spec, _files=node["files"], **options)

@@ -46,13 +46,26 @@ def is_vlen_string(meta: dict) -> bool:
 class StringArray:
     """A variable-length string array (see the module docstring). Create with :func:`lsio.open`."""
 
-    def __init__(self, path: str, meta: dict, metadata_location: str, storage_options: Optional[dict] = None) -> None:
+    def __init__(self, path: str, meta: dict, metadata_location: str, storage_options: Optional[dict] = None,
+                 references: Optional[dict] = None) -> None:
         """``path``: the array's directory or URL; ``meta``: its node metadata (v3 form);
-        ``metadata_location``: the file it came from (named in errors)."""
-        self._url = path if _storage.is_remote(path) else None
+        ``metadata_location``: the file it came from (named in errors). ``references``: the
+        spec (lsio/_kerchunk.py) when ``path`` is a node inside references, a NetCDF/HDF5 file
+        or an Icechunk repository, whose chunks are read through a view of them."""
+        self._refs = references
+        self._refs_prefix = ""
+        self._refs_handle: Any = None  # kept alive while reading (credentials refresh)
+        self._refs_store: Any = None
+        if references is not None:
+            from . import _kerchunk  # noqa: PLC0415
+
+            self._refs_prefix = _kerchunk.prefix_of(str(path), references)
+        remote = references is None and _storage.is_remote(path)
+        self._url = path if remote else None
         self._storage_options = storage_options
         self._handle = _Handle(path, dict(storage_options or {})) if self._url is not None else None
-        self._path = self._handle.get().display if self._handle is not None else _storage.local_path(path)
+        self._path = (str(path) if references is not None else self._handle.get().display if self._handle is not None
+                      else _storage.local_path(path))
         self._meta_json = json.dumps(meta)
         self._meta_location = metadata_location
         self._native_obj: Any = None
@@ -73,6 +86,16 @@ class StringArray:
         """The engine's array, over the store of this process's remote context (rebuilt when
         that changes: in a forked child; credentials are refreshed in the shared store)."""
         source: Any = self._path
+        if self._refs is not None:
+            key0 = (os.getpid(), "refs")
+            if self._native_obj is not None and self._native_key == key0:
+                return self._native_obj
+            from . import _kerchunk  # noqa: PLC0415
+
+            view, self._refs_handle, self._refs_store = _kerchunk.open_view(self._refs, self._refs_prefix, {})
+            self._native_obj = _core.StringArray(view, self._meta_json, self._meta_location)
+            self._native_key = key0
+            return self._native_obj
         if self._handle is not None:
             source = self._handle.get().store()
         key = (os.getpid(), id(source))
@@ -120,6 +143,8 @@ class StringArray:
         return f"<lsio.StringArray {self._path!r} shape={self.shape} chunks={self.chunks} {self.codecs}>"
 
     def __reduce__(self):
+        if self._refs is not None:
+            return (_reopen_in_references, (self._path, json.loads(self._meta_json), self._meta_location, self._refs))
         return (_reopen, (self._url or self._path, self._storage_options))
 
     def close(self) -> None:
@@ -234,6 +259,12 @@ def open_string_array(path: str, node: dict, storage_options: Optional[dict] = N
     """A StringArray for the array at `path` (local directory or URL) whose node (a
     _core.read_node dict) is `node`."""
     return StringArray(path, node["metadata"], node["files"][0]["location"], storage_options)
+
+
+def _reopen_in_references(path: str, meta: dict, location: str, spec: dict) -> StringArray:
+    # References, NetCDF/HDF5 files and Icechunk snapshots do not change under a spec (a
+    # version is part of it, or it is read again): the metadata travels.
+    return StringArray(path, meta, location, references=spec)
 
 
 def _reopen(path: str, storage_options: Optional[dict]) -> StringArray:

@@ -286,13 +286,11 @@ class Group:
         if meta.get("node_type") == "group":
             return parent._child_group(part, meta)
         path = self._nodes.join(parent._path, part)
-        if is_vlen_string(meta) and "_references" in self._nodes.array_options():
-            raise UnsupportedError(f"{path!r}: variable-length strings in kerchunk references are not read by "
-                                   "lsio yet")
         if is_vlen_string(meta):
             # Variable-length strings are read outside the engine's crop path (_strings.py).
             where = self._nodes.join(path, "zarr.json" if meta.get("zarr_format") == 3 else ".zarray")
-            return StringArray(path, meta, where, self._nodes.array_options().get("storage_options"))
+            opts = self._nodes.array_options()
+            return StringArray(path, meta, where, opts.get("storage_options"), references=opts.get("_references"))
         return Array(path, **self._options, **self._nodes.array_options())
 
     def get(self, name: str, default: Any = None) -> Any:

@@ -221,13 +221,11 @@ class LsioStore(AbstractDataStore):
         if node["node_type"] == "array":
             name = nodes.basename(root)
             url = nodes.url if nodes.remote else root
-            if "_references" in options and is_vlen_string(meta):
-                raise UnsupportedError(f"variable {name!r}: variable-length strings in kerchunk references are not "
-                                       f"read by lsio yet (drop_variables=[{name!r}])")
             if name in drop:
                 arrays = {}
             elif is_vlen_string(meta):
-                arrays = {name: StringArray(url, meta, node["files"][0]["location"], options.get("storage_options"))}
+                arrays = {name: StringArray(url, meta, node["files"][0]["location"], options.get("storage_options"),
+                                            references=options.get("_references"))}
             else:
                 arrays = {name: Array(url, **options, _files=node["files"])}
             return cls(arrays, {}, {name: meta})

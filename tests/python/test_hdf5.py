@@ -13,6 +13,7 @@ stored skipping a filter, checksum failures, types lsio does not read, the same 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import pickle
 
@@ -217,14 +218,77 @@ def test_what_lsio_does_not_read_raises_when_opened(tmp_path):
     _write(p, fill)
     g = lsio.open_group(str(p))
     np.testing.assert_array_equal(g["ok"][...], np.arange(10))
-    # Fixed-length (NUL-padded) strings are read, as h5py gives them.
+    # Fixed-length (NUL-padded) strings are read, as h5py gives them; variable-length ones as str.
     np.testing.assert_array_equal(g["fixed"][...], np.array([b"ab", b"cd"]))
-    for name, what in (("text", "object"), ("pairs", "dtype"), ("bs", "32008")):
+    assert list(g["text"][...]) == ["x", "yy"]
+    for name, what in (("pairs", "dtype"), ("bs", "32008")):
         with pytest.raises(lsio.UnsupportedError, match=what):
             lsio.open(str(p), name)
     xr = pytest.importorskip("xarray")
     with pytest.raises(lsio.UnsupportedError, match="drop_variables"):
         xr.open_dataset(p, engine="lsio")
+
+
+def _read_strings(path, names):
+    """h5py's reads, in a frame of their own (see _write)."""
+    with h5py.File(path, "r") as f:
+        return {k: f[k].asstr()[...] for k in names}
+
+
+def _kerchunk_refs(path, out):
+    """kerchunk's references to `path`; its h5py objects are freed here, on this thread (see
+    _write: freed later by the garbage collector on zarr's IO thread, they deadlock)."""
+    import gc
+
+    from kerchunk.hdf import SingleHdf5ToZarr
+
+    out.write_text(json.dumps(SingleHdf5ToZarr(str(path), inline_threshold=300).translate()))
+    gc.collect()
+    return out
+
+
+def test_variable_length_strings(tmp_path, moto_s3):
+    """NetCDF4 string variables (HDF5 variable-length strings, kept in the file's global heap):
+    read once and served as Zarr vlen-utf8 strings; equal to h5py, xarray identical() to
+    h5netcdf, through kerchunk's references too, pickled, and from S3."""
+    netCDF4 = pytest.importorskip("netCDF4")
+    nc = tmp_path / "stations.nc"
+    names = np.array(["Oslo", "Bergen", "Tromsø", ""], dtype=object)
+    with netCDF4.Dataset(nc, "w") as d:
+        d.createDimension("station", 4)
+        d.createDimension("t", 3)
+        d.createVariable("station", str, ("station",))[:] = names
+        lab = d.createVariable("label", str, ("t",))
+        for i, s in enumerate(["first", "second", "ünïcødé"]):
+            lab[i] = s
+        d.createVariable("temp", "f4", ("t", "station"))[:] = np.arange(12).reshape(3, 4)
+        grid = d.createVariable("grid", str, ("t", "station"))
+        for i in range(3):
+            for j in range(4):
+                grid[i, j] = "x" * (i + j)
+    want = _read_strings(nc, ("station", "label", "grid"))
+    g = lsio.open_group(str(nc))
+    for k, w in want.items():
+        got = g[k][...]
+        assert got.shape == w.shape and [str(x) for x in got.ravel()] == [str(x) for x in w.ravel()], k
+    assert [str(x) for x in g["grid"][1:3, 2]] == ["xxx", "xxxx"]
+    a = lsio.open(str(nc), "label")
+    assert [str(x) for x in pickle.loads(pickle.dumps(a))[...]] == ["first", "second", "ünïcødé"]
+    xr = pytest.importorskip("xarray")
+    pytest.importorskip("h5netcdf")
+    assert xr.open_dataset(nc, engine="lsio").identical(xr.open_dataset(nc, engine="h5netcdf"))
+    # kerchunk's references to the file inline the strings as vlen-utf8: read the same.
+    pytest.importorskip("kerchunk.hdf")
+    refs = _kerchunk_refs(nc, tmp_path / "stations.json")
+    r = lsio.open_group(str(refs))
+    assert [str(x) for x in r["station"][...]] == list(want["station"])
+    # S3
+    bucket = moto_s3.create_bucket("lsio-hdf5-strings")
+    moto_s3.put(bucket, "s.nc", nc.read_bytes())
+    so = {"endpoint_url": moto_s3.endpoint_url, "key": moto_s3.access_key_id, "secret": moto_s3.secret_access_key,
+          "region": moto_s3.region, "timeout": 10, "retries": 1}
+    s = lsio.open(f"s3://{bucket}/s.nc", "station", storage_options=so)
+    assert [str(x) for x in s[...]] == list(want["station"])
 
 
 def test_remote_files_over_http_and_s3(nginx_server, moto_s3, tmp_path):

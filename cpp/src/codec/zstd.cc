@@ -113,7 +113,9 @@ class ZstdCodec final : public BytesToBytesCodec {
         return Status::Ok();
       }
       if (cap >= out.limit) return TooLarge("more than " + std::to_string(cap), out.limit);
-      cap = static_cast<size_t>(std::min<uint64_t>(static_cast<uint64_t>(cap) * 2, out.limit));
+      // At least 4 KiB more: a first frame that says it holds 0 bytes (more frames follow)
+      // would otherwise leave cap at 0 forever.
+      cap = static_cast<size_t>(std::min<uint64_t>(std::max<uint64_t>(static_cast<uint64_t>(cap) * 2, 4096), out.limit));
     }
   }
 

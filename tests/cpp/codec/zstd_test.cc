@@ -1,6 +1,7 @@
 // zstd specifics: frames with and without a content size, with a content checksum,
 // concatenated and skippable frames, truncation, wrong decoded sizes, garbage, and
 // configuration validation. Frames are made with libzstd.
+#include <zlib.h>
 #include <zstd.h>
 
 #include <string>
@@ -165,6 +166,34 @@ TEST_F(ZstdTest, DecodesStraightIntoTheDestination) {
   EXPECT_FALSE(chain->FixedEncodedSize().has_value());
   EXPECT_EQ(chain->description(), "bytes, zstd");
   EXPECT_EQ(chain->decoded_size(), 64u);
+}
+
+}  // namespace
+}  // namespace lsio
+
+namespace lsio {
+namespace {
+
+// zstd above another bytes -> bytes codec decodes into a buffer it grows (the size below it is
+// not known). A first frame that says it holds nothing, more frames following, once left that
+// buffer at 0 bytes forever (the codec chain fuzzer's timeout): it must grow and decode.
+TEST(ZstdGrowTest, FirstFrameOfSizeZeroThenMoreFrames) {
+  auto chain = lsio_test::ParseChain(
+      R"(["bytes", {"name": "numcodecs.zlib", "configuration": {"level": 1}},
+          {"name": "zstd", "configuration": {"level": 0, "checksum": false}}])",
+      lsio_test::Spec({5000}));
+  ASSERT_TRUE(chain.ok()) << chain.status().ToString();
+  const lsio_test::Bytes data = lsio_test::TestData(5000);
+  lsio_test::Bytes inner(compressBound(static_cast<uLong>(data.size())));
+  uLongf n = static_cast<uLongf>(inner.size());
+  ASSERT_EQ(compress2(inner.data(), &n, data.data(), static_cast<uLong>(data.size()), 1), Z_OK);
+  inner.resize(n);
+  const lsio_test::Bytes stored = lsio_test::Concat(
+      {lsio_test::ZstdCompress({}), lsio_test::ZstdCompress(inner, {.content_size = false})});
+  ASSERT_EQ(lsio_test::ZstdContentSize(stored), 0u);
+  auto out = lsio_test::Decode(**chain, stored);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out.value(), data);
 }
 
 }  // namespace
