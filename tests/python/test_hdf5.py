@@ -229,6 +229,12 @@ def test_what_lsio_does_not_read_raises_when_opened(tmp_path):
         xr.open_dataset(p, engine="lsio")
 
 
+def _read(path, *names):
+    """h5py's reads of the datasets `names`, in a frame of their own (see _write)."""
+    with h5py.File(path, "r") as f:
+        return [f[n][...] for n in names]
+
+
 def _read_strings(path, names):
     """h5py's reads, in a frame of their own (see _write)."""
     with h5py.File(path, "r") as f:
@@ -245,6 +251,19 @@ def _kerchunk_refs(path, out):
     out.write_text(json.dumps(SingleHdf5ToZarr(str(path), inline_threshold=300).translate()))
     gc.collect()
     return out
+
+
+def _identical_to_h5netcdf(path) -> bool:
+    """xarray's lsio and h5netcdf engines agree; h5netcdf's h5py file is closed and collected
+    here, on this thread (see _write)."""
+    import gc
+
+    import xarray as xr
+
+    with xr.open_dataset(path, engine="lsio") as a, xr.open_dataset(path, engine="h5netcdf") as b:
+        same = a.identical(b)
+    gc.collect()
+    return same
 
 
 def test_variable_length_strings(tmp_path, moto_s3):
@@ -274,9 +293,9 @@ def test_variable_length_strings(tmp_path, moto_s3):
     assert [str(x) for x in g["grid"][1:3, 2]] == ["xxx", "xxxx"]
     a = lsio.open(str(nc), "label")
     assert [str(x) for x in pickle.loads(pickle.dumps(a))[...]] == ["first", "second", "ünïcødé"]
-    xr = pytest.importorskip("xarray")
+    pytest.importorskip("xarray")
     pytest.importorskip("h5netcdf")
-    assert xr.open_dataset(nc, engine="lsio").identical(xr.open_dataset(nc, engine="h5netcdf"))
+    assert _identical_to_h5netcdf(nc)
     # kerchunk's references to the file inline the strings as vlen-utf8: read the same.
     pytest.importorskip("kerchunk.hdf")
     refs = _kerchunk_refs(nc, tmp_path / "stations.json")
@@ -296,9 +315,7 @@ def test_remote_files_over_http_and_s3(nginx_server, moto_s3, tmp_path):
     src.mkdir()
     nc = src / "era.nc"
     _era(nc, np.random.default_rng(9))
-    with h5py.File(nc, "r") as f:
-        want = f["t2m"][...]
-        sst = f["sst"][...]
+    want, sst = _read(nc, "t2m", "sst")  # h5py's objects out of this frame (see _write)
     server = nginx_server(src)
     a = lsio.open(f"{server.http_url}/era.nc", "t2m")
     np.testing.assert_array_equal(a[...], want)
@@ -322,8 +339,7 @@ def test_remote_files_over_http_and_s3(nginx_server, moto_s3, tmp_path):
     # open reads the new file.
     nc2 = tmp_path / "era2.nc"
     _era(nc2, np.random.default_rng(10))
-    with h5py.File(nc2, "r") as f:
-        want2 = f["t2m"][...]
+    (want2,) = _read(nc2, "t2m")
     moto_s3.put(bucket, "data/era.nc", nc2.read_bytes())
     with pytest.raises(lsio.StorageError) as e:
         b[...]
