@@ -40,17 +40,11 @@ Bytes Frame(const Bytes& data, size_t block, std::vector<size_t> raw_blocks = {}
   return out;
 }
 
-Bytes Pattern(size_t n) {
-  Bytes b(n);
-  for (size_t i = 0; i < n; ++i) b[i] = static_cast<uint8_t>((i * 7) % 13 + (i / 64));
-  return b;
-}
-
 TEST(Hdf5Lz4Test, BlocksDecodeAndCorruptFramesFail) {
   auto chain = ParseChain(R"(["bytes", {"name": "lsio.hdf5.lz4", "configuration": {"blocksize": 1000}}])",
                           Spec({4000}));
   ASSERT_TRUE(chain.ok()) << chain.status().ToString();
-  const Bytes data = Pattern(4000);
+  const Bytes data = lsio_test::TestData(4000);
   for (const Bytes& frame : {Frame(data, 1000), Frame(data, 1500), Frame(data, 1000, {1, 3}), Frame(data, 9999)}) {
     auto got = Decode(**chain, frame);
     ASSERT_TRUE(got.ok()) << got.status().ToString();
