@@ -15,6 +15,20 @@ namespace py = pybind11;
 
 namespace lsio_py {
 
+namespace {
+
+// An Icechunk metadata file parsed without the GIL; errors name the file.
+template <typename T>
+T ParseFile(lsio::Result<T> (*parse)(std::string_view), const py::bytes& file, const std::string& location) {
+  std::string f = file;
+  return Value(WithoutGil([&] {
+    lsio::Result<T> x = parse(f);
+    return x.ok() ? std::move(x) : lsio::Result<T>(lsio::Status(x.status()).WithPath(location));
+  }));
+}
+
+}  // namespace
+
 void BindManifest(py::module_& m) {
   py::class_<lsio::ReferenceView, std::shared_ptr<lsio::ReferenceView>>(m, "ReferenceView")
       .def("sub", &lsio::ReferenceView::Sub, py::arg("prefix"))
@@ -119,12 +133,7 @@ void BindManifest(py::module_& m) {
   m.def(
       "icechunk_repo",
       [](const py::bytes& file, const std::string& location) {
-        std::string f = file;
-        auto r = WithoutGil([&] {
-          lsio::Result<lsio::IcechunkRepoInfo> x = lsio::ParseIcechunkRepo(f);
-          return x.ok() ? x : lsio::Result<lsio::IcechunkRepoInfo>(lsio::Status(x.status()).WithPath(location));
-        });
-        lsio::IcechunkRepoInfo info = Value(std::move(r));
+        lsio::IcechunkRepoInfo info = ParseFile(&lsio::ParseIcechunkRepo, file, location);
         py::dict d;
         d["spec_version"] = info.spec_version;
         d["branches"] = py::cast(info.branches);
@@ -138,12 +147,7 @@ void BindManifest(py::module_& m) {
   m.def(
       "icechunk_snapshot",
       [](const py::bytes& file, const std::string& location) {
-        std::string f = file;
-        auto r = WithoutGil([&] {
-          lsio::Result<lsio::IcechunkSnapshot> x = lsio::ParseIcechunkSnapshot(f);
-          return x.ok() ? x : lsio::Result<lsio::IcechunkSnapshot>(lsio::Status(x.status()).WithPath(location));
-        });
-        lsio::IcechunkSnapshot s = Value(std::move(r));
+        lsio::IcechunkSnapshot s = ParseFile(&lsio::ParseIcechunkSnapshot, file, location);
         py::list nodes;
         for (const lsio::IcechunkNode& n : s.nodes) {
           py::list manifests;

@@ -45,7 +45,7 @@ from . import _core, _storage
 from ._remote import Handle as _Handle
 from .errors import FormatError, NotFoundError, StorageError, UnsupportedError
 
-__all__ = ["is_icechunk", "spec_for", "metadata_references", "array_references", "targets"]
+__all__ = ["is_icechunk", "spec_for", "metadata_references", "array_references", "placement", "open_view"]
 
 MAGIC = b"ICE\xf0\x9f\xa7\x8aCHUNK"
 _MAX_FILE = 1 << 30          # a metadata file larger than this is refused before it is read

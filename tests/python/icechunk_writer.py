@@ -108,7 +108,7 @@ def virtual(out: str) -> str:
     g.create_array("native", shape=(10,), chunks=(5,), dtype="<i4", fill_value=0)[...] = np.arange(10)
     when = datetime.datetime(2100, 1, 1, tzinfo=datetime.timezone.utc)
     for i in range(30):  # chunks 30, 31 stay missing: the fill value
-        loc = f"vcc://local/raw%20file.bin" if v2 and i % 3 == 0 else f"{prefix}raw%20file.bin"
+        loc = "vcc://local/raw%20file.bin" if v2 and i % 3 == 0 else f"{prefix}raw%20file.bin"
         s.store.set_virtual_ref(f"virt/c/{i}", loc, offset=32 * i, length=32, checksum=when if i % 2 else None)
     s.commit("virtual")
     return prefix
