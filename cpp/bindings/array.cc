@@ -180,10 +180,31 @@ py::dict Info(const lsio::Array& a) {
 
 py::dict ArrayStats(const lsio::Array& a);  // remote.cc
 
+// direct=: True, False or "auto" (Python's _options.direct_option resolved it already).
+static lsio::DirectIo DirectFrom(const py::object& v) {
+  if (py::isinstance<py::bool_>(v)) return v.cast<bool>() ? lsio::DirectIo::kOn : lsio::DirectIo::kOff;
+  if (py::isinstance<py::str>(v) && v.cast<std::string>() == "auto") return lsio::DirectIo::kAuto;
+  throw py::type_error("direct must be True, False or \"auto\"");
+}
+
 void BindArray(py::module_& m) {
   py::class_<lsio::Array>(m, "Array")
       .def("info", &Info)
       .def("stats", &ArrayStats, "Counters of the array's store (requests, retries, bytes fetched and used).")
+      .def("direct_decision",
+           [](const lsio::Array& a) {
+             const lsio::DirectDecision& d = a.direct_decision();
+             py::dict out;
+             out["mode"] = d.mode;
+             out["direct_misses"] = d.direct_misses;
+             out["direct_all"] = d.direct_all;
+             out["stored_bytes"] = d.stored_bytes;
+             out["room_bytes"] = d.room_bytes;
+             out["room_source"] = d.room_source;
+             out["reason"] = d.reason;
+             return out;
+           },
+           "How the array reads local files (direct=True/False/auto) and, for auto, why.")
       .def("close", [](lsio::Array& a) { a.Close(); },
            "Drops this array's cached descriptors and shard indexes (the Array stays usable).")
       .def("backend_name",
@@ -410,7 +431,7 @@ void BindArray(py::module_& m) {
       "open",
       [](const std::string& path, int threads, const std::string& io, unsigned queue_depth,
          uint64_t max_gap, uint64_t max_request, uint64_t index_cache_bytes, uint64_t memory_limit,
-         bool direct, uint64_t cache_bytes, const py::object& files) {
+         const py::object& direct, uint64_t cache_bytes, const py::object& files) {
         lsio::OpenOptions o;
         o.cache_bytes = cache_bytes;
         o.threads = threads;
@@ -420,7 +441,7 @@ void BindArray(py::module_& m) {
         o.max_request = max_request;
         o.index_cache_bytes = index_cache_bytes;
         o.memory_limit = memory_limit;
-        o.direct = direct;
+        o.direct = DirectFrom(direct);
         const auto read = NodeFilesFrom(files);
         lsio::Result<std::unique_ptr<lsio::Array>> r =
             WithoutGil([&] { return lsio::Array::Open(path, o, read ? &*read : nullptr); });
@@ -429,7 +450,7 @@ void BindArray(py::module_& m) {
       },
       py::arg("path"), py::arg("threads") = 0, py::arg("io") = "auto", py::arg("queue_depth") = 64,
       py::arg("max_gap") = 16 << 10, py::arg("max_request") = 1 << 20,
-      py::arg("index_cache_bytes") = 64 << 20, py::arg("memory_limit") = 0, py::arg("direct") = false,
+      py::arg("index_cache_bytes") = 64 << 20, py::arg("memory_limit") = 0, py::arg("direct") = "auto",
       py::arg("cache_bytes") = 0, py::arg("files") = py::none());
 
   m.def("cache_info", [] {

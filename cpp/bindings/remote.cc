@@ -73,6 +73,8 @@ py::dict CountersDict(const lsio::StoreCounters& c) {
   d["errors"] = c.errors;
   d["disk_cache_hits"] = c.disk_cache_hits;
   d["disk_cache_bytes"] = c.disk_cache_bytes;
+  d["direct_reads"] = c.direct_reads;
+  d["page_cache_reads"] = c.page_cache_reads;
   if (c.max_gap != 0) {
     d["max_gap"] = c.max_gap;
     d["max_request"] = c.max_request;

@@ -9,10 +9,12 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <cerrno>
 #include <new>
 #include <stdexcept>
 
+#include "io/page_cache.h"
 #include "io/select_backend.h"
 #include "lsio/node.h"
 #include "read/chunk_cache.h"
@@ -21,6 +23,7 @@
 #include "store/local_store.h"
 #include "util/process_local.h"
 #include "util/thread_pool.h"
+#include "zarr/chunk_key.h"
 #include "zarr/metadata.h"
 
 namespace lsio {
@@ -43,6 +46,7 @@ struct Array::Impl {
   ProcessLocal<CoalescingTuner> tuner;
   // Chunk-cache keys start with this: what decoding depends on (metadata fingerprint).
   std::string cache_namespace;
+  DirectDecision direct;
 
   Impl(const OpenOptions& o, std::shared_ptr<Store> s)
       : options(o), store(std::move(s)), remote(store->traits().remote), index_cache([this] { return new IndexCache(options.index_cache_bytes); }),
@@ -104,6 +108,42 @@ Array::~Array() = default;
 
 namespace {
 
+// The stored bytes of a local array, for direct=auto: the number of storage objects (shards,
+// or chunks) times the mean size of up to 16 of them spread evenly over the grid (a missing
+// one counts 0 bytes). ~16 stat calls at open; exact for arrays of <= 16 objects.
+uint64_t EstimateStoredBytes(const ArrayLayout& l, Store& store) {
+  const int nd = l.ndim();
+  std::vector<int64_t> grid(l.grid);
+  if (l.sharded) {
+    for (int d = 0; d < nd; ++d) {
+      const int64_t per = std::max<int64_t>(1, l.shard.chunks_per_shard[static_cast<size_t>(d)]);
+      grid[static_cast<size_t>(d)] = (grid[static_cast<size_t>(d)] + per - 1) / per;
+    }
+  }
+  unsigned __int128 objects = 1;
+  for (int64_t g : grid) {
+    objects *= static_cast<unsigned __int128>(std::max<int64_t>(g, 0));
+    if (objects > (unsigned __int128)1 << 64) objects = (unsigned __int128)1 << 64;  // saturate
+  }
+  if (objects == 0) return 0;
+  const uint64_t samples = static_cast<uint64_t>(std::min<unsigned __int128>(objects, 16));
+  unsigned __int128 bytes = 0;
+  std::vector<int64_t> coords(static_cast<size_t>(nd));
+  for (uint64_t i = 0; i < samples; ++i) {
+    // The middle of the i-th of `samples` equal stretches of the grid in C order.
+    unsigned __int128 lin = objects * (2 * i + 1) / (2 * samples);
+    for (int d = nd - 1; d >= 0; --d) {
+      const auto g = static_cast<unsigned __int128>(grid[static_cast<size_t>(d)]);
+      coords[static_cast<size_t>(d)] = static_cast<int64_t>(lin % g);
+      lin /= g;
+    }
+    auto info = store.Stat(ChunkKey(l.keys, coords.data(), nd));
+    if (info.ok() && info.value().found) bytes += info.value().size;
+  }
+  const unsigned __int128 total = bytes * objects / samples;
+  return total > std::numeric_limits<uint64_t>::max() ? std::numeric_limits<uint64_t>::max() : static_cast<uint64_t>(total);
+}
+
 Status CheckOptions(const OpenOptions& options) {
   if (options.threads < 0) return Status::InvalidArgument("threads must be >= 0");
   if (options.queue_depth == 0 || options.queue_depth > 4096) {
@@ -142,8 +182,20 @@ Result<std::unique_ptr<Array>> Array::Open(const std::string& path, const OpenOp
     LocalStoreOptions so;
     so.mode = mode;
     so.queue_depth = options.queue_depth;
-    so.direct = options.direct;
-    return Open(std::make_shared<LocalStore>(root, so), root, options, files);
+    so.direct = options.direct == DirectIo::kOn ? DirectMode::kOn : DirectMode::kOff;
+    auto store = std::make_shared<LocalStore>(root, so);
+    LSIO_ASSIGN_OR_RETURN(std::unique_ptr<Array> array, Open(store, root, options, files));
+    DirectDecision& d = array->impl_->direct;
+    if (options.direct == DirectIo::kAuto) {
+      // Decided before the array is handed out, so before its first read (set_direct's rule).
+      d = ChooseDirect(EstimateStoredBytes(array->impl_->layout, *store), CurrentPageCacheRoom());
+      if (d.direct_misses) store->set_direct(DirectMode::kMisses);
+    } else {
+      d.mode = options.direct == DirectIo::kOn ? "on" : "off";
+      d.direct_all = options.direct == DirectIo::kOn;
+      d.reason = d.direct_all ? "direct=True: every read with O_DIRECT" : "direct=False: every read buffered";
+    }
+    return array;
   });
 }
 
@@ -185,6 +237,8 @@ Result<std::unique_ptr<Array>> Array::Open(std::shared_ptr<Store> store, const s
     }
 
     auto impl = std::make_unique<Impl>(options, std::move(store));
+    impl->direct.mode = "off";  // Open(path) decides for local directories
+    impl->direct.reason = "not a local Zarr directory: read through its store";
     impl->meta = std::move(parsed).value();
     const ArrayMetadata& m = impl->meta;
 
@@ -213,6 +267,7 @@ Result<std::unique_ptr<Array>> Array::Open(std::shared_ptr<Store> store, const s
 
 const ArrayInfo& Array::info() const { return impl_->info; }
 const OpenOptions& Array::options() const { return impl_->options; }
+const DirectDecision& Array::direct_decision() const { return impl_->direct; }
 
 StoreCounters Array::Stats() const {
   StoreCounters c = impl_->store->Counters();

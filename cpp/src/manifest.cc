@@ -123,7 +123,7 @@ Result<std::shared_ptr<ReferenceView>> References::LocalView(std::string_view pr
   LocalStoreOptions so;
   so.mode = mode;
   so.queue_depth = queue_depth;
-  so.direct = direct;
+  so.direct = direct ? DirectMode::kOn : DirectMode::kOff;
   auto store = std::make_shared<ManifestStore>(manifest_, std::string(prefix), std::make_shared<LocalStore>(root, so),
                                                std::move(target_keys), location_);
   return std::make_shared<ReferenceView>(std::move(store));

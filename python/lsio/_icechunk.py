@@ -681,7 +681,7 @@ def open_view(spec: Dict[str, Any], prefix: str, config: Dict[str, Any]) -> Tupl
     refs = array_references(spec, prefix)
     p = placement(spec, refs)
     io, qd = config.get("io", "auto"), int(config.get("queue_depth", 64))
-    if config.get("direct"):
+    if config.get("direct") is True:
         raise UnsupportedError("direct=True is not supported for Icechunk repositories yet")
     if not p.places:
         return refs.local_view(prefix, "/", [], io, qd, False), None, None

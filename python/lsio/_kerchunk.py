@@ -472,7 +472,7 @@ def open_view(spec: Dict[str, Any], prefix: str, config: Dict[str, Any]) -> Tupl
         refs = references(spec)
     kind, root, keys = targets(spec, refs)
     if kind == "local":
-        if config.get("direct"):
+        if config.get("direct") is True:
             raise UnsupportedError("direct=True is not supported for kerchunk references yet")
         return (refs.local_view(prefix, root, keys, config.get("io", "auto"), int(config.get("queue_depth", 64)),
                                 False), None, None)

@@ -32,7 +32,7 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
     max_request: Optional[int] = None,
     index_cache_bytes: Optional[int] = None,
     memory_limit: Optional[int] = None,
-    direct: Optional[bool] = None,
+    direct: "Optional[bool | str]" = None,
     chunk_cache_bytes: Optional[int] = None,
     tune: bool = False,
     cache_bytes: Optional[int] = None,
@@ -76,10 +76,17 @@ def open(  # noqa: A001 - mirrors zarr.open / builtins.open naming on purpose
         then use fewer threads and smaller batches to fit, else raise :class:`MemoryError`
         before reading.
     direct:
-        Read with ``O_DIRECT``, bypassing the page cache (``None``: ``LSIO_DIRECT`` or off):
-        for one-pass scans of data larger than RAM, where caching only evicts other data.
-        Reads are widened to 4 KiB-aligned ranges; file systems without O_DIRECT (tmpfs on
-        older kernels) are read buffered.
+        ``"auto"`` (default; ``None``: ``LSIO_DIRECT`` or ``"auto"``), ``True`` or ``False``.
+        ``True`` reads with ``O_DIRECT``, bypassing the page cache; ``False`` reads through
+        it. ``"auto"`` decides per array at open: when the array's stored bytes exceed the
+        page cache room (``MemAvailable``, or less under a memory cgroup limit: the limit
+        minus the group's anonymous memory; ``LSIO_PAGE_CACHE_BYTES`` overrides), the data
+        cannot stay cached, so ranges the page cache holds are read from it and the others
+        with ``O_DIRECT`` (they would only evict other data); an array that fits is read
+        buffered, so later epochs hit the cache. ``Array.options["direct_decision"]`` shows
+        the decision and its numbers. ``O_DIRECT`` reads are widened to 4 KiB-aligned
+        ranges; file systems without ``O_DIRECT`` (tmpfs on older kernels) are read
+        buffered. Local Zarr arrays only: references, HDF5 and Icechunk read buffered.
     chunk_cache_bytes:
         Keep decoded chunks in memory, up to this many bytes (``None``: ``LSIO_CACHE_BYTES``
         or 0, no cache). One cache serves every array of the process (its size is the

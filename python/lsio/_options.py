@@ -15,7 +15,7 @@ Every tunable resolves the same way, first match wins:
 | max_gap           | LSIO_MERGE_GAP       | 16 KiB local disk / memory, 1 MiB network or HDD |
 | max_request       | LSIO_MAX_READ        | 1 MiB local disk / memory, 16 MiB network or HDD |
 | memory_limit      | LSIO_MEMORY_LIMIT    | none                                              |
-| direct            | LSIO_DIRECT          | off (0/1, false/true)                             |
+| direct            | LSIO_DIRECT          | "auto" (also 0/1, false/true)                     |
 | chunk_cache_bytes | LSIO_CACHE_BYTES     | 0 (no decoded-chunk cache; local arrays only)     |
 | index_cache_bytes | -                    | 64 MiB                                            |
 
@@ -179,19 +179,26 @@ def memory_limit_option(limit: Optional[int]) -> int:
     return int(limit)
 
 
-def direct_option(direct: Optional[bool]) -> bool:
+def direct_option(direct: "Optional[bool | str]") -> "bool | str":
+    """True, False or "auto" (the default): see :func:`lsio.open`'s ``direct``."""
     if direct is None:
         env = _env("direct")
         if env is None:
-            return False
+            return "auto"
         low = env.lower()
         if low in ("1", "true", "yes", "on"):
             return True
         if low in ("0", "false", "no", "off"):
             return False
-        raise ValueError(f"LSIO_DIRECT must be 0/1 (or true/false), got {env!r}")
+        if low == "auto":
+            return "auto"
+        raise ValueError(f"LSIO_DIRECT must be auto, 0/1 (or true/false), got {env!r}")
+    if isinstance(direct, str):
+        if direct != "auto":
+            raise ValueError(f"direct must be True, False or 'auto', got {direct!r}")
+        return direct
     if not isinstance(direct, bool):
-        raise TypeError(f"direct must be a bool or None, got {type(direct).__name__}")
+        raise TypeError(f"direct must be True, False, 'auto' or None, got {type(direct).__name__}")
     return direct
 
 

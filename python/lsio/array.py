@@ -209,10 +209,16 @@ class Array:
         """The options in effect (arguments, else environment variables, else defaults).
 
         ``threads`` 0 means all available CPUs. ``storage`` is the detected storage kind
-        that chose the coalescing defaults; ``tuning`` (with ``tune=True``) what was measured.
+        that chose the coalescing defaults; ``tuning`` (with ``tune=True``) what was measured;
+        ``direct_decision`` (local arrays) how ``direct`` reads: ``mode`` ("auto: buffered",
+        "auto: direct misses", "on", "off"), ``stored_bytes`` and ``room_bytes`` (the
+        estimate and the page cache room it was compared with), ``room_source`` and ``reason``.
         """
         out = {k: v for k, v in self._config.items() if k not in ("path", "explicit", "storage_options")}
         out = copy.deepcopy(out)
+        if "direct" in out and self._refs is None:
+            # What direct= ("auto" above all) chose for this array in this process, and why.
+            out["direct_decision"] = dict(self._native().direct_decision())
         if "storage_options" in self._config:
             # Shown without secrets: keys, tokens, headers and callables are masked.
             out["storage_options"] = _storage.masked_options(self._config["storage_options"])
@@ -285,8 +291,11 @@ class Array:
     def stats(self) -> dict:
         """Counters of this array's store in this process since it was opened: ``requests``
         (HTTP requests, retries included), ``retries``, ``bytes_fetched`` (received),
-        ``bytes_used`` (metadata, shard indexes and chunks the reads needed) and ``errors``.
-        Local arrays report zeros."""
+        ``bytes_used`` (metadata, shard indexes and chunks the reads needed) and ``errors``;
+        local arrays report zeros there, and count ``direct_reads`` (reads sent with
+        ``O_DIRECT``) and ``page_cache_reads`` (ranges of such files found in the page cache
+        and read from it) when they read with ``O_DIRECT`` (``direct=True``, or ``"auto"``
+        on an array larger than the page cache room)."""
         return dict(self._native().stats())
 
     def __len__(self) -> int:

@@ -104,7 +104,7 @@ TEST(DirectArrayTest, DirectReadsEqualBufferedReadsOnEveryBackend) {
         ASSERT_TRUE(buffered.ok()) << buffered.status().ToString();
         OpenOptions o;
         o.io = io;
-        o.direct = true;
+        o.direct = DirectIo::kOn;
         o.threads = 2;
         o.max_gap = (cases % 2) ? 0 : 64 << 10;  // separate and coalesced reads
         auto direct = Array::Open(dir.Join(name), o);

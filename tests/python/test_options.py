@@ -43,7 +43,7 @@ def test_defaults_follow_the_storage_kind(path):
     assert kind in _options.COALESCING
     assert (opts["max_gap"], opts["max_request"]) == _options.COALESCING[kind]
     assert opts["queue_depth"] == 64 and opts["io"] == "auto" and opts["threads"] == 0
-    assert opts["direct"] is False and opts["memory_limit"] == 0 and opts["chunk_cache_bytes"] == 0
+    assert opts["direct"] == "auto" and opts["memory_limit"] == 0 and opts["chunk_cache_bytes"] == 0
     assert "tuning" not in opts
 
 
@@ -120,7 +120,7 @@ def test_bad_environment_values_name_the_variable(path, monkeypatch, name, value
 @pytest.mark.parametrize("kw,exc", [
     ({"queue_depth": 0}, ValueError), ({"queue_depth": 4097}, ValueError),
     ({"max_request": 0}, ValueError), ({"max_gap": -1}, ValueError),
-    ({"max_gap": 1.5}, TypeError), ({"direct": "yes"}, TypeError),
+    ({"max_gap": 1.5}, TypeError), ({"direct": "yes"}, ValueError), ({"direct": 1}, TypeError),
     ({"index_cache_bytes": -1}, ValueError), ({"bogus": 1}, TypeError),
 ])
 def test_bad_arguments(path, kw, exc):

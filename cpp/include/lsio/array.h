@@ -90,6 +90,9 @@ class Array {
 
   const ArrayInfo& info() const;
   const OpenOptions& options() const;
+  /// How this array reads local files: options.direct, and for DirectIo::kAuto what was
+  /// decided at open and why (lsio/options.h). Remote arrays: mode "off".
+  const DirectDecision& direct_decision() const;
 
   /// Reads `sel` into `dst` (dst.shape must equal the selection's counts).
   /// Fails with kOutOfRange, kInvalidArgument, kDataLoss, kIoError, kUnavailable.

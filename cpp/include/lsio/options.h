@@ -7,6 +7,19 @@
 
 namespace lsio {
 
+enum class DirectIo { kOff, kOn, kAuto };
+
+/// What direct=auto decided for an array (Array::direct_decision()).
+struct DirectDecision {
+  std::string mode;           ///< "off", "on" (given), "auto: buffered" or "auto: direct misses"
+  bool direct_misses = false; ///< misses are read with O_DIRECT, cached ranges from the cache
+  bool direct_all = false;    ///< every read is O_DIRECT (direct=True)
+  uint64_t stored_bytes = 0;  ///< estimated stored bytes of the array (auto only)
+  uint64_t room_bytes = 0;    ///< page cache room measured at open (auto only)
+  std::string room_source;    ///< what bounded the room: MemAvailable, a cgroup, the env
+  std::string reason;         ///< one sentence
+};
+
 struct OpenOptions {
   /// Worker threads per read call, the calling thread included. 0 = the CPUs available to
   /// the process. 1 = the calling thread alone (no background threads are created).
@@ -30,10 +43,15 @@ struct OpenOptions {
   /// Bytes one read call may allocate for its plan and buffers; 0 = no limit. Calls that
   /// cannot fit fail with kResourceExhausted before reading.
   uint64_t memory_limit = 0;
-  /// O_DIRECT reads (page cache bypassed) for cold scans of data larger than RAM: reads are
-  /// widened to 4 KiB-aligned ranges into aligned buffers and chunks decoded from inside
-  /// them. Files on file systems without O_DIRECT are read buffered.
-  bool direct = false;
+  /// O_DIRECT reads (page cache bypassed): reads are widened to 4 KiB-aligned ranges into
+  /// aligned buffers and chunks decoded from inside them; files on file systems without
+  /// O_DIRECT are read buffered. kAuto (the default) decides per local array at open: an
+  /// array whose stored bytes exceed the page cache this process may fill reads its misses
+  /// with O_DIRECT and whatever the page cache holds from the cache; one that fits reads
+  /// buffered (src/io/page_cache.h has the rule; Array::direct_decision() says what was
+  /// chosen and why). Arrays read through references (kerchunk, HDF5, Icechunk) and remote
+  /// arrays read buffered under kAuto.
+  DirectIo direct = DirectIo::kAuto;
   /// Decoded-chunk cache (local stores): > 0 keeps decoded chunks in memory, shared by every
   /// Array of the process, LRU by bytes, at most the largest cache_bytes any Array asked
   /// for. Keyed by each file's version (checked on every call): a rewritten file is never

@@ -76,6 +76,10 @@ struct StoreCounters {
   uint64_t errors = 0;         ///< requests that failed after their retries
   uint64_t disk_cache_hits = 0;   ///< reads served by the local disk cache (no request)
   uint64_t disk_cache_bytes = 0;  ///< bytes they served
+  /// Local files read with O_DIRECT (direct=True, or "auto" on data larger than the page
+  /// cache): reads sent with O_DIRECT, and ranges served from the page cache instead.
+  uint64_t direct_reads = 0;
+  uint64_t page_cache_reads = 0;
   /// Array::Stats only: the coalescing the next read uses (measured when adaptive).
   uint64_t max_gap = 0;
   uint64_t max_request = 0;

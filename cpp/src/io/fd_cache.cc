@@ -25,8 +25,10 @@ FileIdentity IdentityOf(const struct stat& st) {
 
 namespace {
 
-// Buffered and O_DIRECT descriptors of one path are separate entries; a path never holds NUL.
-std::string Key(const std::string& path, bool direct) { return (direct ? 'D' : 'B') + path; }
+// Entries of one path in different modes are separate; a path never holds NUL.
+std::string Key(const std::string& path, DirectMode mode) {
+  return (mode == DirectMode::kOn ? 'D' : mode == DirectMode::kMisses ? 'M' : 'B') + path;
+}
 
 ProcessLocal<FdCache>* const g_files = new ProcessLocal<FdCache>([] { return new FdCache(); });
 
@@ -34,6 +36,7 @@ ProcessLocal<FdCache>* const g_files = new ProcessLocal<FdCache>([] { return new
 
 OpenFile::~OpenFile() {
   if (fd >= 0) close(fd);
+  if (cache_fd >= 0) close(cache_fd);
 }
 
 FdCache::FdCache(size_t capacity) : fixed_capacity_(capacity) {}
@@ -56,8 +59,9 @@ void FdCache::EraseLocked(const std::string& key, const FileRef& expected) {
   map_.erase(it);
 }
 
-Result<FileRef> FdCache::Open(const std::string& path, bool direct) {
-  const std::string key = Key(path, direct);
+Result<FileRef> FdCache::Open(const std::string& path, DirectMode mode) {
+  const std::string key = Key(path, mode);
+  const bool direct = mode != DirectMode::kOff;
   FileRef cached;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -108,6 +112,20 @@ Result<FileRef> FdCache::Open(const std::string& path, bool direct) {
   // F_SETFL may set O_DIRECT; EINVAL means the file system cannot, so read buffered.
   if (direct && fcntl(fd, F_SETFL, (flags & ~O_NONBLOCK) | O_DIRECT) == 0) file->direct = true;
   file->id = IdentityOf(st);
+  if (mode == DirectMode::kMisses && file->direct) {
+    // The buffered twin. Opened by path, so it must be the same file: one renamed over the
+    // path in between is not, and the entry then reads everything with O_DIRECT.
+    int cfd = -1;
+    do {
+      cfd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    } while (cfd < 0 && errno == EINTR);
+    struct stat cst;
+    if (cfd >= 0 && fstat(cfd, &cst) == 0 && cst.st_dev == st.st_dev && cst.st_ino == st.st_ino) {
+      file->cache_fd = cfd;
+    } else if (cfd >= 0) {
+      close(cfd);
+    }
+  }
   file->size = file->id.size;
 
   const size_t cap = capacity();
@@ -157,6 +175,7 @@ void FdCache::OnForkAbandon() {
   // The lock may be held by a parent thread that does not exist here; read without it.
   for (auto& entry : lru_) {
     if (entry.second && entry.second->fd >= 0) close(entry.second->fd);
+    if (entry.second && entry.second->cache_fd >= 0) close(entry.second->cache_fd);
   }
 }
 

@@ -5,7 +5,7 @@
 //
 // Usage:
 //   1. FdCache& cache = ProcessFdCache();
-//   2. LSIO_ASSIGN_OR_RETURN(FileRef f, cache.Open(path, direct));
+//   2. LSIO_ASSIGN_OR_RETURN(FileRef f, cache.Open(path, DirectMode::kOff));
 //      f == nullptr means the file does not exist (a missing chunk or shard: reads as fill).
 //   3. Use f->fd with positional reads only (pread / io_uring), never lseek. f->id says
 //      which file (device, inode, size, mtime, ctime) the descriptor reads; anything derived
@@ -31,11 +31,14 @@
 // with a read in flight. When open() still fails with EMFILE/ENFILE, every cached entry is
 // evicted and the open retried, so a read that could be served by evicting never fails.
 //
-// With `direct`, descriptors are switched to O_DIRECT (page cache bypassed) where the file
-// system supports it; OpenFile::direct says whether it took, so callers must then issue
+// With DirectMode::kOn, descriptors are switched to O_DIRECT (page cache bypassed) where the
+// file system supports it; OpenFile::direct says whether it took, so callers must then issue
 // block-aligned reads into aligned buffers (kDirectAlignment). Where it does not take
-// (tmpfs on older kernels, some FUSE file systems) the file is read buffered. Buffered and
-// direct descriptors of one path are separate entries.
+// (tmpfs on older kernels, some FUSE file systems) the file is read buffered. kMisses
+// (direct="auto" on data larger than the page cache) does the same and also opens a second,
+// buffered descriptor of the same file (OpenFile::cache_fd) for the ranges the page cache
+// holds (io/page_cache.h); such an entry holds two descriptors. Entries of one path in
+// different modes are separate.
 //
 // Thread-safety: all methods may be called concurrently. Fork: the process cache lives in a
 // ProcessLocal slot; a child gets a fresh cache and closes the inherited descriptors.
@@ -72,10 +75,16 @@ struct FileIdentity {
 /// The identity of the file `st` describes (as FdCache records it after open).
 FileIdentity IdentityOf(const struct stat& st);
 
+/// How FdCache opens a file: buffered, O_DIRECT, or O_DIRECT plus a buffered descriptor
+/// for cached ranges (see above).
+enum class DirectMode : uint8_t { kOff, kOn, kMisses };
+
 struct OpenFile {
   int fd = -1;
   uint64_t size = 0;
   bool direct = false;  ///< the descriptor is O_DIRECT
+  /// kMisses (and O_DIRECT took): a buffered descriptor of the same file, else -1.
+  int cache_fd = -1;
   FileIdentity id;      ///< taken with fstat right after open
   ~OpenFile();
 };
@@ -89,7 +98,10 @@ class FdCache {
 
   /// Opens (or finds and revalidates) `path`. Returns nullptr when it does not exist
   /// (ENOENT). Fails with kIoError (errno, path) for other failures and non-regular files.
-  Result<FileRef> Open(const std::string& path, bool direct = false);
+  Result<FileRef> Open(const std::string& path, DirectMode mode = DirectMode::kOff);
+  Result<FileRef> Open(const std::string& path, bool direct) {
+    return Open(path, direct ? DirectMode::kOn : DirectMode::kOff);
+  }
 
   /// Drops the entries whose path starts with `prefix` (descriptors close when the last
   /// FileRef goes).

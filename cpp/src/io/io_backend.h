@@ -54,6 +54,13 @@ struct ReadRequest {
   /// descriptor instead of waiting. Reads served inline (RWF_NOWAIT) and plain pread,
   /// which ignores the flag on regular files, never need the extra fcntl.
   bool fd_nonblocking = false;
+  /// direct="auto" on data larger than the page cache (FdCache's DirectMode::kMisses): `fd`
+  /// is O_DIRECT and cache_fd a buffered descriptor of the same file. When the page cache
+  /// holds the whole range (cachestat, io/page_cache.h), it is read from cache_fd inline
+  /// (inline_hit); otherwise from `fd`. No RWF_NOWAIT attempt is made on a miss: it would
+  /// start readahead of the range, which the O_DIRECT read then reads again.
+  int cache_fd = -1;
+  uint64_t file_size = 0;  ///< with cache_fd: the file's size (the cache holds nothing past it)
 };
 
 class IoBackend {
@@ -89,6 +96,11 @@ Status PreadFully(int fd, uint64_t offset, uint64_t length, uint8_t* dst);
 /// PreadFully for a request: honours min_length (EOF after it is success) and resumes from
 /// `already` bytes; sets r->status and r->transferred.
 void PreadRequest(ReadRequest* r, uint64_t already = 0);
+
+/// With r->cache_fd: serves `r` from the page cache when it holds the whole range (true:
+/// complete, or failed for good, r->status set). False: read it from r->fd from *done on,
+/// a multiple of kDirectAlignment (a range evicted during the read resumes aligned).
+bool TryFromPageCache(ReadRequest* r, uint64_t* done);
 
 /// What an end-of-file after `done` bytes means for `r`: Ok when min_length allows it.
 Status EofStatus(const ReadRequest& r, uint64_t done);

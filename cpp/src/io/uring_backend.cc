@@ -364,7 +364,10 @@ class UringBackend final : public IoBackend {
         on_done(i);
         continue;
       }
-      if (nowait_first_ && nowait_supported_.load(std::memory_order_relaxed) && TryNowait(r, &pass.done[i])) {
+      const bool hit = r.cache_fd >= 0 ? TryFromPageCache(&r, &pass.done[i])
+                                       : nowait_first_ && nowait_supported_.load(std::memory_order_relaxed) &&
+                                             TryNowait(r, &pass.done[i]);
+      if (hit) {
         r.transferred = pass.done[i];
         r.inline_hit = true;
         // Start the kernel on misses queued so far before spending time on this hit.

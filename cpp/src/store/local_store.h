@@ -2,7 +2,7 @@
 //
 // Usage:
 //   1. LocalStore store(array_dir);                       // a trailing '/' is optional
-//      LocalStore store(array_dir, {.mode = IoMode::kPread, .direct = true});
+//      LocalStore store(array_dir, {.mode = IoMode::kPread, .direct = DirectMode::kOn});
 //   2. LSIO_ASSIGN_OR_RETURN(auto text, store.ReadAll("zarr.json", 64 << 20));
 //   3. store.Location("zarr.json") == array_dir + "/zarr.json" (the path errors carry).
 //   4. Range reads (store.h): Open(key) takes a descriptor from the process-wide FdCache
@@ -12,7 +12,11 @@
 //   5. OpenForOneRead(key) (files read once, e.g. unsharded chunks): no syscall; the worker
 //      thread that reads the object opens, fstats, reads and closes it (io/OpenOnce),
 //      outside the FdCache, whose stat-per-use, lock and eviction churn cost more than
-//      they save for files read once per call. With `direct`, it is Open(key).
+//      they save for files read once per call. With `direct` (kOn or kMisses), it is Open(key).
+//   6. direct = DirectMode::kMisses (direct="auto" on data larger than the page cache, see
+//      io/page_cache.h): descriptors are O_DIRECT with a buffered twin; each range the page
+//      cache holds is read from the twin, every other one with O_DIRECT. set_direct() changes
+//      the mode before the first read (Array::Open decides once it knows the array's size).
 //
 // Invariants: a key maps to root + key; only regular files are objects: a directory under a
 // key fails with kIoError (EISDIR), any other non-regular file (FIFO, socket, device) with
@@ -59,7 +63,7 @@ inline void WidenForDirect(RangeRead* r) {
 struct LocalStoreOptions {
   IoMode mode = IoMode::kAuto;
   unsigned queue_depth = 64;
-  bool direct = false;            ///< open descriptors O_DIRECT where the file system allows
+  DirectMode direct = DirectMode::kOff;  ///< O_DIRECT where the file system allows (step 6)
   FdCache* files = nullptr;       ///< nullptr: ProcessFdCache()
   IoBackend* backend = nullptr;   ///< nullptr: one built from mode/queue_depth per process
 };
@@ -82,6 +86,10 @@ class LocalStore final : public Store {
   StoreTraits traits() override;
   void Close() override;
   Result<std::string> TransportName() override;
+
+  /// Before the first read only (the backend and descriptors follow the mode in effect).
+  void set_direct(DirectMode mode) { options_.direct = mode; }
+  DirectMode direct() const { return options_.direct; }
 
   /// The root directory, ending in '/'.
   const std::string& root() const { return root_; }

@@ -171,7 +171,8 @@ struct KeyRange {
 };
 
 /// Counters of one store (one Array), relaxed atomics. Remote stores count; local stores
-/// leave them at 0 (an atomic per read would cost the tiny-chunk workload).
+/// count only reads of O_DIRECT files, once per batch (an atomic per read would cost the
+/// tiny-chunk workload).
 struct StoreStats {
   std::atomic<uint64_t> requests{0};       ///< requests sent (each attempt counts)
   std::atomic<uint64_t> retries{0};        ///< attempts after the first
@@ -180,6 +181,8 @@ struct StoreStats {
   std::atomic<uint64_t> errors{0};         ///< reads that failed
   std::atomic<uint64_t> disk_cache_hits{0};   ///< reads served by the local disk cache
   std::atomic<uint64_t> disk_cache_bytes{0};  ///< bytes they served
+  std::atomic<uint64_t> direct_reads{0};      ///< local reads with O_DIRECT
+  std::atomic<uint64_t> page_cache_reads{0};  ///< ranges of O_DIRECT files read from the page cache
 };
 
 /// A plain copy of the counters (lsio/remote.h's StoreCounters, public).
@@ -192,6 +195,8 @@ inline StoreCounters Snapshot(const StoreStats& s) {
   c.errors = s.errors.load(std::memory_order_relaxed);
   c.disk_cache_hits = s.disk_cache_hits.load(std::memory_order_relaxed);
   c.disk_cache_bytes = s.disk_cache_bytes.load(std::memory_order_relaxed);
+  c.direct_reads = s.direct_reads.load(std::memory_order_relaxed);
+  c.page_cache_reads = s.page_cache_reads.load(std::memory_order_relaxed);
   return c;
 }
 

@@ -375,7 +375,7 @@ TEST(LocalStoreTest, DirectStoresOpenOneReadObjectsAtOnce) {
   // O_DIRECT descriptors need aligned reads into aligned buffers: they keep the cached path.
   TempDir dir;
   dir.Write("c.0", std::string("x"));
-  LocalStore store(dir.Join(""), {.direct = true});
+  LocalStore store(dir.Join(""), {.direct = DirectMode::kOn});
   EXPECT_FALSE(store.traits().opens_on_read);
   auto o = store.OpenForOneRead("c.0");
   ASSERT_TRUE(o.ok());
