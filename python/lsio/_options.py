@@ -15,7 +15,8 @@ Every tunable resolves the same way, first match wins:
 | max_gap           | LSIO_MERGE_GAP       | 16 KiB local disk / memory, 1 MiB network or HDD |
 | max_request       | LSIO_MAX_READ        | 1 MiB local disk / memory, 16 MiB network or HDD |
 | memory_limit      | LSIO_MEMORY_LIMIT    | none                                              |
-| direct            | LSIO_DIRECT          | "auto" (also 0/1, false/true)                     |
+| direct            | LSIO_DIRECT          | "auto" (also 0/1, false/true); the page cache     |
+|                   |                      | room "auto" compares with: LSIO_PAGE_CACHE_BYTES  |
 | chunk_cache_bytes | LSIO_CACHE_BYTES     | 0 (no decoded-chunk cache; local arrays only)     |
 | index_cache_bytes | -                    | 64 MiB                                            |
 
@@ -297,6 +298,10 @@ def resolve(path: str, given: Dict[str, Any]) -> Dict[str, Any]:
     }
     if options:
         raise TypeError(f"unexpected options: {', '.join(sorted(options))}")
+    room = os.environ.get("LSIO_PAGE_CACHE_BYTES")
+    if room is not None and room.strip() and config["direct"] == "auto":
+        # The engine reads it at open (src/io/page_cache.cc) and would ignore a bad value.
+        parse_size(room, "LSIO_PAGE_CACHE_BYTES")
     config["storage"] = {"kind": kind, "fstype": fstype}
     config["explicit"] = explicit
     return config

@@ -210,15 +210,17 @@ class Array:
 
         ``threads`` 0 means all available CPUs. ``storage`` is the detected storage kind
         that chose the coalescing defaults; ``tuning`` (with ``tune=True``) what was measured;
-        ``direct_decision`` (local arrays) how ``direct`` reads: ``mode`` ("auto: buffered",
+        ``direct_decision`` (local arrays opened in this process) how ``direct`` reads: ``mode`` ("auto: buffered",
         "auto: direct misses", "on", "off"), ``stored_bytes`` and ``room_bytes`` (the
         estimate and the page cache room it was compared with), ``room_source`` and ``reason``.
         """
         out = {k: v for k, v in self._config.items() if k not in ("path", "explicit", "storage_options")}
         out = copy.deepcopy(out)
-        if "direct" in out and self._refs is None:
-            # What direct= ("auto" above all) chose for this array in this process, and why.
-            out["direct_decision"] = dict(self._native().direct_decision())
+        native = self._native_obj
+        if "direct" in out and self._refs is None and native is not None and self._pid == os.getpid():
+            # What direct= ("auto" above all) chose for this array in this process, and why
+            # (decided when the native array opens: absent until then, e.g. after unpickling).
+            out["direct_decision"] = dict(native.direct_decision())
         if "storage_options" in self._config:
             # Shown without secrets: keys, tokens, headers and callables are masked.
             out["storage_options"] = _storage.masked_options(self._config["storage_options"])

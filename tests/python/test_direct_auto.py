@@ -100,13 +100,17 @@ def _resident_bytes(files) -> int:
     return total
 
 
-def _direct_supported(path: Path) -> bool:
+def _direct_supported_file(files) -> bool:
     try:
-        fd = os.open(_files(path)[0], os.O_RDONLY | os.O_DIRECT)
-    except OSError:
+        fd = os.open(files[0], os.O_RDONLY | os.O_DIRECT)
+    except (OSError, IndexError):
         return False
     os.close(fd)
     return True
+
+
+def _direct_supported(path: Path) -> bool:
+    return _direct_supported_file(_files(path))
 
 
 def test_default_is_auto_and_an_array_that_fits_reads_buffered(weather):
@@ -125,6 +129,40 @@ def test_default_is_auto_and_an_array_that_fits_reads_buffered(weather):
     st = arr.stats()
     assert st["direct_reads"] == 0 and st["page_cache_reads"] == 0
     assert _resident_bytes(_files(path)) > 0, "buffered reads fill the page cache"
+
+
+def test_the_estimate_samples_large_grids(tmp_path):
+    """More than 16 storage objects: 16 of them sampled, scaled by the object count."""
+    import zarr
+
+    rng = np.random.default_rng(3)
+    z = zarr.create_array(str(tmp_path / "v2"), shape=(300, 400), chunks=(20, 20), dtype="f8", zarr_format=2)
+    z[...] = rng.standard_normal((300, 400))  # 300 chunk files of about the same size
+    actual = sum(p.stat().st_size for p in _all_files(tmp_path / "v2") if not p.name.startswith("."))
+    d = lsio.open(str(tmp_path / "v2")).options["direct_decision"]
+    assert abs(d["stored_bytes"] - actual) <= 0.05 * actual, (d["stored_bytes"], actual)
+    empty = zarr.create_array(str(tmp_path / "empty"), shape=(1000,), chunks=(10,), dtype="i4")
+    assert lsio.open(str(tmp_path / "empty")).options["direct_decision"]["stored_bytes"] == 0
+    del empty
+
+
+def test_bad_page_cache_bytes_is_refused(weather, monkeypatch):
+    path, _ = weather
+    monkeypatch.setenv("LSIO_PAGE_CACHE_BYTES", "8.5G")
+    with pytest.raises(ValueError, match="LSIO_PAGE_CACHE_BYTES"):
+        lsio.open(str(path))
+    monkeypatch.setenv("LSIO_PAGE_CACHE_BYTES", " 8 GiB ")
+    assert lsio.open(str(path)).options["direct_decision"]["room_bytes"] == 8 << 30
+
+
+def test_a_closed_or_unpickled_array_keeps_its_options(weather):
+    path, _ = weather
+    arr = lsio.open(str(path))
+    assert "direct_decision" in arr.options
+    again = pickle.loads(pickle.dumps(arr))
+    assert again.options["direct"] == "auto" and "direct_decision" not in again.options
+    arr.close()
+    assert arr.options["direct"] == "auto"
 
 
 def test_environment_and_arguments(weather, monkeypatch):
@@ -184,11 +222,20 @@ def test_misses_direct_hits_from_the_cache_and_mixed(weather, monkeypatch):
     assert _resident_bytes(files[1::2]) == 0, "the uncached half stays uncached"
 
 
+def _all_files(path: Path):
+    return sorted(p for p in Path(path).rglob("*") if p.is_file())
+
+
 def test_every_store_reads_the_same_with_misses_direct(store, io_mode, monkeypatch):
     monkeypatch.setenv("LSIO_PAGE_CACHE_BYTES", "0")
     arr = lsio.open(str(store.path), io=io_mode, threads=2)
-    assert arr.options["direct_decision"]["direct_misses"] == (arr.options["direct_decision"]["stored_bytes"] > 0)
+    d = arr.options["direct_decision"]
+    assert d["direct_misses"] == (d["stored_bytes"] > 0)
+    files = _all_files(store.path)
+    _drop(store.path, files)  # just written: cached, and cached ranges would skip O_DIRECT
     assert_same_bits(arr[...], store.expected, f"{store.name}[...] auto direct")
+    if d["direct_misses"] and _direct_supported_file(files):
+        assert arr.stats()["direct_reads"] > 0
     for key in random_keys(seed_of(store.name) + 11, store.expected.shape, 3):
         assert_same_bits(arr[key], store.expected[key], f"{store.name}[{key!r}] auto direct")
     if store.expected.ndim:

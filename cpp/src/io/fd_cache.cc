@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "io/page_cache.h"
 #include "util/process_local.h"
 
 namespace lsio {
@@ -115,12 +116,18 @@ Result<FileRef> FdCache::Open(const std::string& path, DirectMode mode) {
   if (mode == DirectMode::kMisses && file->direct) {
     // The buffered twin. Opened by path, so it must be the same file: one renamed over the
     // path in between is not, and the entry then reads everything with O_DIRECT.
+    // O_NONBLOCK: a FIFO renamed over the path meanwhile must not block the open (the twin
+    // only ever reads with RWF_NOWAIT, so the flag stays). Kept only where cachestat(2)
+    // answers for it (io/page_cache.h: not on older kernels, nor for files the caller
+    // neither owns nor may write): without it no range is known to be cached.
     int cfd = -1;
     do {
-      cfd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      cfd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     } while (cfd < 0 && errno == EINTR);
     struct stat cst;
-    if (cfd >= 0 && fstat(cfd, &cst) == 0 && cst.st_dev == st.st_dev && cst.st_ino == st.st_ino) {
+    if (cfd >= 0 && fstat(cfd, &cst) == 0 && cst.st_dev == st.st_dev && cst.st_ino == st.st_ino &&
+        CachestatWorksOn(cfd)) {
+      posix_fadvise(cfd, 0, 0, POSIX_FADV_RANDOM);
       file->cache_fd = cfd;
     } else if (cfd >= 0) {
       close(cfd);

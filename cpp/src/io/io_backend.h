@@ -61,6 +61,9 @@ struct ReadRequest {
   /// start readahead of the range, which the O_DIRECT read then reads again.
   int cache_fd = -1;
   uint64_t file_size = 0;  ///< with cache_fd: the file's size (the cache holds nothing past it)
+  /// `fd` is O_DIRECT: never tried with RWF_NOWAIT inline (that would be a synchronous
+  /// device read on the calling thread, reported as a page-cache hit).
+  bool direct = false;
 };
 
 class IoBackend {

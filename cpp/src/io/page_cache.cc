@@ -153,8 +153,11 @@ std::vector<Group> MemoryGroups(const std::string& proc_root, const std::string&
 PageCacheRoom CurrentPageCacheRoom(const std::string& proc_root, const std::string& cgroup_root) {
   PageCacheRoom room;
   if (const char* env = std::getenv("LSIO_PAGE_CACHE_BYTES"); env != nullptr && *env != '\0') {
+    // Python's lsio.open refuses a value it cannot parse (_options.py); here one is ignored.
+    std::string text(env);
+    text.erase(std::remove(text.begin(), text.end(), ' '), text.end());
     uint64_t v = 0;
-    if (ParseSize(env, &v)) {
+    if (ParseSize(text, &v)) {
       room.bytes = v;
       room.source = "LSIO_PAGE_CACHE_BYTES";
       return room;
@@ -174,15 +177,26 @@ PageCacheRoom CurrentPageCacheRoom(const std::string& proc_root, const std::stri
     while (!limit_text.empty() && (limit_text.back() == '\n' || limit_text.back() == ' ')) limit_text.pop_back();
     uint64_t limit = 0;
     if (!ParseU64(limit_text, &limit) || limit >= kNoLimit) continue;  // "max" or unlimited
-    uint64_t anon = 0;
+    if (!g.v1) {
+      // memory.high throttles and reclaims above it: the group's cache lives below it.
+      std::string high_text;
+      uint64_t high = 0;
+      if (ReadText(g.dir + "/memory.high", &high_text) && ParseU64(high_text, &high)) limit = std::min(limit, high);
+    }
+    // Memory the page cache cannot take back: anonymous memory and shmem/tmpfs pages
+    // (DataLoader tensors in /dev/shm), which count against the limit and have no swap.
+    uint64_t anon = 0, shmem = 0;
     std::string stat;
     if (ReadText(g.dir + "/memory.stat", &stat)) {
       if (g.v1) {
         if (!StatField(stat, "total_rss", &anon)) StatField(stat, "rss", &anon);
+        if (!StatField(stat, "total_shmem", &shmem)) StatField(stat, "shmem", &shmem);
       } else {
         StatField(stat, "anon", &anon);
+        StatField(stat, "shmem", &shmem);
       }
     }
+    anon += shmem;
     const uint64_t r = limit > anon ? limit - anon : 0;
     if (r < room.bytes) {
       room.bytes = r;
@@ -221,6 +235,15 @@ bool CachestatAvailable() {
   return g_cachestat_works.load(std::memory_order_relaxed);
 }
 
+bool CachestatWorksOn(int fd) {
+  if (!CachestatAvailable()) return false;
+  CachestatRange range{0, 1};
+  Cachestat cs{};
+  if (syscall(__NR_cachestat, fd, &range, &cs, 0) == 0) return true;
+  if (errno == ENOSYS) g_cachestat_works.store(false, std::memory_order_relaxed);
+  return false;
+}
+
 Cached CachedState(int fd, uint64_t offset, uint64_t length, uint64_t file_size) {
   const uint64_t end = std::min(offset + length, file_size);
   if (end <= offset) return Cached::kAll;
@@ -231,7 +254,9 @@ Cached CachedState(int fd, uint64_t offset, uint64_t length, uint64_t file_size)
   CachestatRange range{first * page, pages * page};
   Cachestat cs{};
   if (syscall(__NR_cachestat, fd, &range, &cs, 0) != 0) {
-    if (errno == ENOSYS || errno == EPERM) g_cachestat_works.store(false, std::memory_order_relaxed);
+    // ENOSYS: no such call after all. EPERM here is about this file, not the process:
+    // kernels since 6.14 answer cachestat only for files the caller owns or may write.
+    if (errno == ENOSYS) g_cachestat_works.store(false, std::memory_order_relaxed);
     return Cached::kUnknown;
   }
   if (cs.nr_cache >= pages) return Cached::kAll;

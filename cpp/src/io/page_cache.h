@@ -12,9 +12,11 @@
 // following O_DIRECT read would read it from disk a second time. cachestat(2) (Linux 6.5)
 // reads the page cache's counters for a range without starting any I/O. Where it is missing
 // (ENOSYS: older kernels; EPERM: seccomp), CachedState says kUnknown and callers read with
-// O_DIRECT: hits are then lost, never read twice.
+// O_DIRECT: hits are then lost, never read twice. Kernels since 6.14 also refuse it (EPERM)
+// for a file the caller neither owns nor may write (a shared read-only dataset): FdCache then
+// keeps no buffered twin for that file, which is read with O_DIRECT throughout.
 //
-// The rule (docs/guide/tunables.md, README "Tunables"): an array whose stored bytes exceed
+// The rule (docs/guide/tuning.md, README "Tunables"): an array whose stored bytes exceed
 // the page cache room cannot stay cached, so buffered reads would only evict other data
 // (the rest of the machine's, and this array's own pages before they are read again) and
 // spend a copy per read. Its misses are read with O_DIRECT; whatever is cached is still
@@ -22,9 +24,9 @@
 //
 // The room is the smallest of: MemAvailable (/proc/meminfo: free memory plus reclaimable
 // cache), and for each memory cgroup limit above this process (v2 memory.max, v1
-// memory.limit_in_bytes, from its own cgroup up to the root) the limit minus the group's
-// anonymous memory (the page cache counts against the limit; anonymous memory cannot be
-// given to it). LSIO_PAGE_CACHE_BYTES replaces the measurement (a size, e.g. "8G"): for
+// memory.limit_in_bytes, and v2 memory.high when lower, from its own cgroup up to the root)
+// the limit minus the group's anonymous and shmem memory (the page cache counts against the
+// limit; those cannot be given to it without swap). LSIO_PAGE_CACHE_BYTES replaces the measurement (a size, e.g. "8G"): for
 // machines shared with jobs that need their own cache, and for tests.
 //
 // Thread-safety: every function may be called from any thread; CurrentPageCacheRoom reads
@@ -60,5 +62,9 @@ Cached CachedState(int fd, uint64_t offset, uint64_t length, uint64_t file_size)
 
 /// Whether cachestat(2) works here (false on kernels before 6.5 or under seccomp).
 bool CachestatAvailable();
+
+/// Whether cachestat(2) answers for the file open at `fd` (it may refuse a file the caller
+/// neither owns nor may write, on kernels since 6.14).
+bool CachestatWorksOn(int fd);
 
 }  // namespace lsio

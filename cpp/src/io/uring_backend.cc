@@ -6,7 +6,10 @@
 // decoded, so the kernel reads misses while the caller works. Buffered io_uring reads of
 // cached data are several times slower than pread on this kernel generation
 // (performance.md), which is why hits never go through the ring. ReadRequest::inline_hit
-// tells the caller which path served a request.
+// tells the caller which path served a request. Requests on O_DIRECT descriptors are never
+// tried inline; those with a buffered twin (ReadRequest::cache_fd, direct="auto" on data
+// larger than the page cache) are served from the twin when cachestat says the page cache
+// holds the whole range (TryFromPageCache), else queued on the ring as O_DIRECT reads.
 //
 // Error paths. A Read's SQEs and completions point into the caller's buffers and carry the
 // caller's request indices, so no Read may leave any of them behind: when the ring fails
@@ -365,7 +368,7 @@ class UringBackend final : public IoBackend {
         continue;
       }
       const bool hit = r.cache_fd >= 0 ? TryFromPageCache(&r, &pass.done[i])
-                                       : nowait_first_ && nowait_supported_.load(std::memory_order_relaxed) &&
+                                       : !r.direct && nowait_first_ && nowait_supported_.load(std::memory_order_relaxed) &&
                                              TryNowait(r, &pass.done[i]);
       if (hit) {
         r.transferred = pass.done[i];

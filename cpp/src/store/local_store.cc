@@ -170,6 +170,7 @@ void LocalStore::Read(std::span<RangeRead> reads, const std::function<void(size_
     RangeRead& r = reads[i];
     int fd = -1;
     int cache_fd = -1;
+    bool direct = false;
     uint64_t size = 0;
     if (r.object->open_on_read) {
       auto& obj = static_cast<OnceObject&>(*r.object);
@@ -194,12 +195,14 @@ void LocalStore::Read(std::span<RangeRead> reads, const std::function<void(size_
       const auto& obj = static_cast<const LocalObject&>(*r.object);
       fd = obj.file->fd;
       cache_fd = obj.file->cache_fd;
+      direct = obj.file->direct;
       size = obj.size;
     }
     ReadRequest& q = reqs.emplace_back();
     req_read.push_back(i);
     q.fd = fd;
     q.cache_fd = cache_fd;
+    q.direct = direct;
     q.file_size = size;
     q.fd_nonblocking = r.object->open_on_read;
     q.min_length = r.min_length;

@@ -3,6 +3,8 @@
 // FdCache's kMisses descriptors read by every backend: cached ranges from the page cache,
 // the rest with O_DIRECT, without pulling the missed range into the page cache.
 #include <fcntl.h>
+#include <grp.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -230,6 +232,55 @@ TEST(MissesDirectTest, CachedRangesFromThePageCacheOthersDirectWithoutCachingThe
       EXPECT_EQ(CachedState(f.value()->cache_fd, 128 * 1024, 64 * 1024, data.size()), Cached::kNone);
     }
   }
+}
+
+TEST(MissesDirectTest, AFileCachestatRefusesIsReadWithODirectThroughout) {
+  // Kernels since 6.14 answer cachestat only for files the caller owns or may write: a
+  // shared read-only dataset. As root the read runs in a forked child that becomes nobody
+  // (exit codes 77/78: cannot test here). The file must read correctly with no twin, and
+  // the refusal must not switch hit detection off for the process (owned files keep it).
+  if (!CachestatAvailable()) GTEST_SKIP() << "cachestat(2) is not available on this kernel";
+  TempDir dir;
+  const Bytes data = lsio_test::PatternBytes(64 * 1024 + 10, 9);
+  const std::string path = ColdFile(dir, data);
+  ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);
+  ASSERT_EQ(chmod(path.c_str(), 0644), 0);
+  const int rc = lsio_test::RunInChild([&] {
+    if (geteuid() == 0) {
+      if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) return 77;
+    }
+    if (access(dir.path().c_str(), X_OK) != 0) return 78;
+    FdCache files(8);
+    auto f = files.Open(path, DirectMode::kMisses);
+    if (!f.ok() || !f.value()) return 1;
+    if (!f.value()->direct) return 0;  // no O_DIRECT here: nothing more to check
+    const int own = CachestatWorksOn(f.value()->fd) ? 1 : 0;
+    if (own == 1 && f.value()->cache_fd < 0) return 2;  // cachestat answers: a twin is kept
+    if (own == 0 && f.value()->cache_fd >= 0) return 3;  // refused: no twin
+    if (!CachestatAvailable()) return 4;                 // the refusal is per file
+    AlignedBuffer buf;
+    if (!buf.Reserve(68 * 1024)) return 5;
+    for (Named& nb : Backends()) {
+      ReadRequest r;
+      r.fd = f.value()->fd;
+      r.cache_fd = f.value()->cache_fd;
+      r.direct = true;
+      r.file_size = data.size();
+      r.offset = 0;
+      r.length = 68 * 1024;
+      r.min_length = data.size();
+      r.dst = buf.data();
+      std::span<ReadRequest> one(&r, 1);
+      nb.backend->Read(one, [](size_t) {});
+      if (!r.status.ok() || r.transferred != data.size()) return 6;
+      if (std::memcmp(buf.data(), data.data(), data.size()) != 0) return 7;
+      if (own == 0 && r.inline_hit) return 8;
+    }
+    return 0;
+  });
+  if (rc == 77) GTEST_SKIP() << "cannot drop privileges to uid/gid 65534 here (setuid refused)";
+  if (rc == 78) GTEST_SKIP() << "the test directory " << dir.path() << " is not traversable by uid 65534";
+  EXPECT_EQ(rc, 0) << "the child's check number " << rc << " failed";
 }
 
 }  // namespace
