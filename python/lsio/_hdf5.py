@@ -16,9 +16,10 @@ How a dataset translates (what h5py reports -> Zarr v3):
 - filters, in the file's pipeline order after the ``bytes`` codec (endianness from the
   dtype): deflate -> ``numcodecs.zlib``, shuffle -> ``numcodecs.shuffle``, fletcher32 ->
   ``numcodecs.fletcher32`` (verified on every read), the hdf5plugin filters zstd (32015) ->
-  ``zstd``, blosc (32001) -> ``blosc`` and lz4 (32004) -> ``lsio.hdf5.lz4`` (the filter's own
-  block framing, cpp/src/codec/hdf5_lz4.cc). Any other filter (szip, nbit, scaleoffset,
-  bitshuffle, ...) makes that dataset's codec ``hdf5.filter.<id>``, which raises
+  ``zstd``, blosc (32001) -> ``blosc``, lz4 (32004) -> ``lsio.hdf5.lz4`` (the filter's own
+  block framing, cpp/src/codec/hdf5_lz4.cc) and bitshuffle (32008, alone or with LZ4 or zstd
+  blocks) -> ``lsio.hdf5.bitshuffle`` (cpp/src/codec/hdf5_bitshuffle.cc). Any other filter
+  (szip, nbit, scaleoffset, ...) makes that dataset's codec ``hdf5.filter.<id>``, which raises
   UnsupportedError naming the filter when the array is opened (the rest of the file reads).
 - a chunk whose stored bytes skipped an optional filter (HDF5 stores a chunk that deflate
   could not shrink as it is, noting it in the chunk's filter mask) is read through h5py once
@@ -231,6 +232,14 @@ def _codec(code: int, values: Tuple[int, ...], name: bytes, itemsize: int) -> Di
         return {"name": "zstd", "configuration": {"level": int(values[0]) if values else 0, "checksum": False}}
     if code == 32004:
         return {"name": "lsio.hdf5.lz4", "configuration": {"blocksize": int(values[0]) if values else 0}}
+    if code == 32008:
+        # cd_values: filter version, bitshuffle version, element size, block size (elements;
+        # 0 = default), block compression (0 none, 2 lz4, 3 zstd), zstd level.
+        v = list(values) + [0] * 5
+        compression = {0: "none", 2: "lz4", 3: "zstd"}.get(int(v[4]))
+        if compression is not None:
+            return {"name": "lsio.hdf5.bitshuffle", "configuration": {
+                "elementsize": int(v[2]) or itemsize, "blocksize": int(v[3]), "compression": compression}}
     if code == 32001:
         v = list(values) + [0] * 7
         return {"name": "blosc", "configuration": {

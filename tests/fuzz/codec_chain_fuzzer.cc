@@ -48,6 +48,11 @@ const std::vector<FixedChain>& Chains() {
       {R"([{"name":"transpose","configuration":{"order":[1,0]}},{"name":"bytes","configuration":{"endian":"big"}},{"name":"blosc","configuration":{"cname":"zlib","clevel":5,"shuffle":"shuffle","typesize":4,"blocksize":0}}])", {4, 6}, 4, 4},
       // numcodecs' shuffle and lz4 (Zarr v2 filters/compressor, v3 numcodecs.zarr3 names).
       {R"([{"name":"bytes","configuration":{"endian":"little"}},{"name":"numcodecs.shuffle","configuration":{"elementsize":4}},{"name":"numcodecs.lz4","configuration":{"acceleration":1}}])", {16, 16}, 4, 4},
+      // HDF5 filters (python/lsio/_hdf5.py's codecs): LZ4 (32004) and bitshuffle (32008).
+      {R"([{"name":"bytes","configuration":{"endian":"little"}},{"name":"lsio.hdf5.lz4","configuration":{"blocksize":64}}])", {16, 16}, 2, 2},
+      {R"([{"name":"bytes","configuration":{"endian":"little"}},{"name":"lsio.hdf5.bitshuffle","configuration":{"elementsize":4,"blocksize":0,"compression":"lz4"}}])", {16, 16}, 4, 4},
+      {R"([{"name":"bytes","configuration":{"endian":"little"}},{"name":"lsio.hdf5.bitshuffle","configuration":{"elementsize":2,"blocksize":24,"compression":"zstd"}}])", {100}, 2, 2},
+      {R"([{"name":"bytes","configuration":{"endian":"little"}},{"name":"lsio.hdf5.bitshuffle","configuration":{"elementsize":4,"blocksize":8,"compression":"none"}}])", {37}, 4, 4},
   };
   return chains;
 }

@@ -12,7 +12,8 @@ temporary directory:
 * ``shard_index_fuzzer``: the header described in shard_index_fuzzer.cc (flags, rank,
   chunks per shard, data size) followed by the index bytes of a real shard.
 * ``codec_chain_fuzzer``: the chain number of codec_chain_fuzzer.cc's table followed by a
-  chunk file written with exactly that chain; for the blosc chains also corrupt frames
+  chunk file written with exactly that chain (the HDF5 filter chains: a chunk h5py wrote with
+  hdf5plugin's filter, read back raw); for the blosc chains also corrupt frames
   (truncated with the header's compressed size patched to match, a c-blosc2 version byte,
   a header claiming another decoded size).
 
@@ -215,6 +216,19 @@ def chain_table():
     ]
 
 
+# The table's HDF5 entries, after chain_table()'s: (shape, dtype, hdf5plugin filter keywords);
+# their seeds are chunks h5py writes with hdf5plugin's filters (read back raw).
+def hdf5_chain_table():
+    import hdf5plugin
+
+    return [
+        ((16, 16), "<u2", hdf5plugin.LZ4(nbytes=64)),
+        ((16, 16), "<f4", hdf5plugin.Bitshuffle(nelems=0, cname="lz4")),
+        ((100,), "<i2", hdf5plugin.Bitshuffle(nelems=24, cname="zstd")),
+        ((37,), "<u4", hdf5plugin.Bitshuffle(nelems=8, cname="none")),
+    ]
+
+
 BLOSC_DIRECT_CHAINS = (10, 13)  # chains whose stored chunk is the blosc frame itself
 
 
@@ -239,6 +253,14 @@ def codec_chain_seeds(tmp: Path) -> dict[str, bytes]:
             big = bytearray(chunk)
             big[4:8] = struct.pack("<I", struct.unpack_from("<I", chunk, 4)[0] * 2)  # claims 2x the data
             out[f"chain{k:02d}_blosc_nbytes_doubled"] = bytes([k]) + bytes(big)
+    import h5py
+
+    first = len(chain_table())
+    for k, (shape, dtype, filt) in enumerate(hdf5_chain_table(), start=first):
+        with h5py.File(tmp / f"chain{k}.h5", "w") as f:
+            ds = f.create_dataset("x", data=data(shape, dtype, k), chunks=shape, **filt)
+            _, chunk = ds.id.read_direct_chunk((0,) * len(shape))
+        out[f"chain{k:02d}_h5py"] = bytes([k]) + bytes(chunk)
     return out
 
 

@@ -10,7 +10,7 @@ import numpy as np
 DTYPES = ["<f4", ">f8", "<i2", "|u1", ">i4", "<u8"]
 FILTERS = [None, "gzip", "shuffle+gzip"]
 # What lsio reads in HDF5 files directly besides (kerchunk's references drop fletcher32).
-MORE_FILTERS = FILTERS + ["fletcher32+shuffle+gzip", "zstd", "blosc", "lz4"]
+MORE_FILTERS = FILTERS + ["fletcher32+shuffle+gzip", "zstd", "blosc", "lz4", "bitshuffle"]
 
 
 def dataset_cases(rng, n, filters=FILTERS):
@@ -48,10 +48,13 @@ def write_h5(path, cases, rng):
                     kw.update(compression="gzip", shuffle=True)
                 elif c["filters"] == "fletcher32+shuffle+gzip":
                     kw.update(compression="gzip", shuffle=True, fletcher32=True)
-                elif c["filters"] in ("zstd", "blosc", "lz4"):
+                elif c["filters"] in ("zstd", "blosc", "lz4", "bitshuffle"):
                     import hdf5plugin  # the HDF5 filter plugins, registered when imported
 
-                    if c["filters"] == "lz4":
+                    if c["filters"] == "bitshuffle":
+                        kw.update(hdf5plugin.Bitshuffle(nelems=int(rng.choice([0, 8, 24])),
+                                                        cname=str(rng.choice(["none", "lz4", "zstd"]))))
+                    elif c["filters"] == "lz4":
                         # Small LZ4 blocks (bytes) too, so that chunks hold several blocks,
                         # the last one short, and some that did not compress.
                         kw.update(hdf5plugin.LZ4(nbytes=int(rng.choice([0, 64, 1000]))))

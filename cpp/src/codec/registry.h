@@ -56,6 +56,8 @@ Result<std::unique_ptr<Codec>> ParseNumcodecsBz2Codec(const nlohmann::json& conf
 Result<std::unique_ptr<Codec>> ParseNumcodecsLzmaCodec(const nlohmann::json& config);
 // HDF5's LZ4 filter (32004), decode side (hdf5_lz4.cc).
 Result<std::unique_ptr<Codec>> ParseHdf5Lz4Codec(const nlohmann::json& config);
+// HDF5's bitshuffle filter (32008), alone or with LZ4 / zstd blocks, decode side (hdf5_bitshuffle.cc).
+Result<std::unique_ptr<Codec>> ParseHdf5BitshuffleCodec(const nlohmann::json& config);
 // numcodecs' element-converting v2 filters, decode side (numcodecs_cast.cc).
 Result<std::unique_ptr<Codec>> ParseV2FixedScaleOffsetCodec(const nlohmann::json& config);
 Result<std::unique_ptr<Codec>> ParseV2QuantizeCodec(const nlohmann::json& config);

@@ -20,6 +20,9 @@
 // granularity (a few ms on ext4) cannot be told apart; neither can a change made while a
 // read is in flight.
 //
+// Buffered descriptors are marked POSIX_FADV_RANDOM: the kernel reads what is asked and no
+// readahead (the planner's coalescing decides what is read together).
+//
 // Files are opened O_RDONLY|O_CLOEXEC. Anything that is not a regular file (a directory,
 // a FIFO, a device) is refused with kIoError without ever blocking: the open itself uses
 // O_NONBLOCK, which is cleared again for regular files (io_uring would otherwise return
