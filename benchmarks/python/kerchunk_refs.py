@@ -1,6 +1,7 @@
-"""W11 (local, hot): W1's crops from a NetCDF4 file, read in place.
+"""W11 (local, hot or cold): W1's crops from a NetCDF4 file, read in place.
 
     python benchmarks/python/kerchunk_refs.py                 # W1's (32, 2048, 2048) float32, 2 threads
+    python benchmarks/python/kerchunk_refs.py --cold          # the file dropped from the page cache per round
     python benchmarks/python/kerchunk_refs.py --small         # (16, 1024, 1024)
     python benchmarks/python/kerchunk_refs.py --quick         # a smoke run (tiny, 1 round)
 
@@ -10,7 +11,8 @@ references to it made by kerchunk.hdf.SingleHdf5ToZarr; both cached in --cache-d
 (4, 256, 256), batches of 16, seeded random origins, the same batches for every reader in a
 round and new ones in every round (so no reader's cache of decoded chunks serves a repeated
 batch: netCDF-C and HDF5 keep such caches by default; the file, 512 MiB decoded, is larger
-than them); the page cache is warmed first (every file read once). Readers:
+than them); the page cache is warmed first (every file read once), and with ``--cold`` the
+NetCDF4 file is dropped from it before each reader's round (handles stay open). Readers:
 - ``lsio refs``: ``lsio.open(refs, "t2m", threads=2).read_crops(starts, shape)``;
 - ``lsio file``: the same on the NetCDF file itself (``lsio.open(nc, "t2m")``: h5py reads its
   chunk index once, lsio/_hdf5.py);
@@ -78,6 +80,14 @@ def warm(paths) -> None:
                 pass
 
 
+def drop(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
 def readers(nc: Path, refs: Path, threads: int):
     import h5py
     import netCDF4
@@ -134,6 +144,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--cache-dir", type=Path, default=HERE.parent / ".cache")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--cold", action="store_true",
+                    help="drop the NetCDF4 file from the page cache (posix_fadvise DONTNEED) before each "
+                         "reader's round; handles stay open (h5py's own chunk cache stays at its default)")
     args = ap.parse_args(argv)
     shape = (4, 512, 512) if args.quick else (16, 1024, 1024) if args.small else (32, 2048, 2048)
     if args.quick:
@@ -173,6 +186,8 @@ def main(argv=None) -> int:
     for r in range(args.rounds):
         order = live[r % len(live):] + live[:r % len(live)]
         for n in order:
+            if args.cold:
+                drop(nc)
             t = time.perf_counter()
             for b in rounds[r + 1]:
                 rs[n](b)
@@ -184,7 +199,7 @@ def main(argv=None) -> int:
     file_rate = med.get("lsio file", 0.0)
     file_readers = [n for n in ("h5netcdf (xarray)", "netCDF4", "h5py") if n in med]
     best_file = max(file_readers, key=lambda n: med[n]) if file_readers else None
-    log(f"W11 local hot: float32 {shape}, chunks (1, 128, 128) deflate 1 + shuffle ({nchunks} chunks), crops "
+    log(f"W11 local {'cold' if args.cold else 'hot'}: float32 {shape}, chunks (1, 128, 128) deflate 1 + shuffle ({nchunks} chunks), crops "
         f"{CROP}, batches of {args.batch}, {args.batches} batches x {args.rounds} rounds, threads {args.threads}, "
         f"{os.cpu_count()} CPUs")
     log("| reader | crops/s | lsio's ratio | check |")
@@ -203,7 +218,8 @@ def main(argv=None) -> int:
     log(f"first open of the references ({nchunks} chunk references) in a fresh process: {ms:.1f} ms")
     log(f"first open of the file itself (h5py reads its chunk index) in a fresh process: {ms_file:.1f} ms")
     if args.json:
-        args.json.write_text(json.dumps({"shape": shape, "chunks": nchunks, "crops_per_s": med, "status": status,
+        args.json.write_text(json.dumps({"shape": shape, "cold": args.cold, "chunks": nchunks, "crops_per_s": med,
+                                         "status": status,
                                          "open_ms": ms, "open_file_ms": ms_file, "threads": args.threads},
                                         indent=1))
     return 0 if all(v == "ok" or v.startswith("error") for v in status.values()) else 1
