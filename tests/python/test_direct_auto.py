@@ -10,6 +10,7 @@ machine. Every read is compared with zarr-python's, for every store of ``stores.
 from __future__ import annotations
 
 import ctypes
+import json
 import mmap
 import multiprocessing
 import os
@@ -298,3 +299,57 @@ def test_a_file_system_without_o_direct_reads_buffered(weather, tmp_path):
     if r.returncode != 0 and "mount" in r.stderr and "Traceback" not in r.stderr:
         pytest.skip(f"cannot mount ramfs here: {r.stderr.strip()}")
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
+
+
+_CGROUP_CHILD = r"""
+import json, sys, lsio
+a = lsio.open(sys.argv[1])
+print(json.dumps(a.options["direct_decision"]))
+"""
+
+
+def _own_memory_cgroup():
+    """(directory for a child group, cgroup v2?) of this process's memory cgroup, or None."""
+    v2 = os.path.exists("/sys/fs/cgroup/cgroup.controllers")
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        hid, ctrl, path = line.split(":", 2)
+        if (v2 and hid == "0") or (not v2 and "memory" in ctrl.split(",")):
+            base = Path("/sys/fs/cgroup") if v2 else Path("/sys/fs/cgroup/memory")
+            return base / path.lstrip("/"), v2
+    return None
+
+
+def test_the_room_comes_from_a_real_memory_cgroup(weather, tmp_path):
+    """A child process inside a memory cgroup (v1 memory.limit_in_bytes or v2 memory.max;
+    needs root): the room is the group's limit minus what the process holds, and says so."""
+    path, _ = weather
+    own = _own_memory_cgroup()
+    if os.geteuid() != 0 or own is None:
+        pytest.skip("creating a memory cgroup needs root and a memory controller")
+    parent, v2 = own
+    if v2 and (parent / "cgroup.procs").read_text().strip():
+        parent = parent.parent  # v2: no controllers below a group that holds processes
+    group = parent / f"lsio-test-{os.getpid()}"
+    limit = 256 << 20
+    try:
+        group.mkdir()
+        (group / ("memory.max" if v2 else "memory.limit_in_bytes")).write_text(str(limit))
+    except OSError as e:
+        pytest.skip(f"cannot create a memory cgroup here: {e}")
+    try:
+        script = tmp_path / "child.py"
+        script.write_text(_CGROUP_CHILD)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+        env.pop("LSIO_PAGE_CACHE_BYTES", None)
+        shell = f"echo $$ > {group / 'cgroup.procs'} && exec {sys.executable} {script} {path}"
+        r = subprocess.run(["sh", "-c", shell], capture_output=True, text=True, env=env, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+    finally:
+        try:
+            group.rmdir()
+        except OSError:
+            pass
+    d = json.loads(r.stdout.strip().splitlines()[-1])
+    assert d["room_source"] == f"cgroup {group}", d
+    assert 0 < d["room_bytes"] < limit, d  # the limit minus the child's own memory
+    assert d["direct_misses"] == (d["stored_bytes"] > d["room_bytes"])
