@@ -154,16 +154,13 @@ def child(reader: str, path: str, threads: int, epochs: int, cgroup_dir: str) ->
         def read(starts):
             return arr.read_crops(starts, CROP, out=out[:len(starts)])
     else:
-        import tensorstore as ts
+        from readers import TensorStoreReader  # the suite's adapter: one ts.Batch per batch
 
-        ctx = ts.Context({"data_copy_concurrency": {"limit": threads}, "file_io_concurrency": {"limit": threads}})
-        t = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": path}}, read=True, context=ctx).result()
-        shape = tuple(t.shape)
+        tsr = TensorStoreReader(path, threads)
+        shape = tuple(tsr.t.shape)
 
         def read(starts):
-            with ts.Batch() as batch:
-                futs = [t[tuple(slice(int(s), int(s) + c) for s, c in zip(st, CROP))].read(batch=batch) for st in starts]
-            return [f.result() for f in futs]
+            return tsr.crops(starts, CROP)
     rows = []
     check = None
     for e in range(epochs):

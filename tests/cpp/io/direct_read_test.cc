@@ -13,6 +13,7 @@
 #include "io/fd_cache.h"
 #include "io/io_backend.h"
 #include "io/select_backend.h"
+#include "io/all_backends.h"
 #include "test_util.h"
 #include "util/aligned_buffer.h"
 
@@ -22,20 +23,8 @@ namespace {
 using lsio_test::Bytes;
 using lsio_test::TempDir;
 
-struct Named {
-  const char* name;
-  std::unique_ptr<IoBackend> backend;
-};
-
-std::vector<Named> Backends() {
-  std::vector<Named> out;
-  out.push_back({"pread", MakePreadBackend()});
-  if (UringSupport().available) {
-    out.push_back({"uring", std::move(MakeUringBackend(8, false)).value()});
-    out.push_back({"uring+nowait", std::move(MakeUringBackend(8, true)).value()});
-  }
-  return out;
-}
+using Named = lsio_test::NamedBackend;
+using lsio_test::AllBackends;
 
 Status ReadOne(IoBackend& b, ReadRequest* r) {
   std::span<ReadRequest> one(r, 1);
@@ -52,7 +41,7 @@ TEST(DirectReadTest, MinLengthAllowsEndOfFileOnlyAfterTheWantedBytes) {
   FdCache files(8);
   auto f = files.Open(path);
   ASSERT_TRUE(f.ok() && f.value());
-  for (Named& nb : Backends()) {
+  for (Named& nb : AllBackends()) {
     SCOPED_TRACE(nb.name);
     std::vector<uint8_t> buf(4096 + 64, 0xAB);
     ReadRequest r;
@@ -91,7 +80,7 @@ TEST(DirectReadTest, DirectDescriptorsReadAlignedWidenedRanges) {
   ASSERT_TRUE(fb.ok() && fb.value());
   EXPECT_FALSE(fb.value()->direct);
 
-  for (Named& nb : Backends()) {
+  for (Named& nb : AllBackends()) {
     SCOPED_TRACE(nb.name);
     // An unaligned range, widened the way the executor does it, ending past EOF.
     const uint64_t want_off = 5000;

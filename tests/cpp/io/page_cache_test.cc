@@ -19,6 +19,7 @@
 #include "io/io_backend.h"
 #include "io/page_cache.h"
 #include "io/select_backend.h"
+#include "io/all_backends.h"
 #include "test_util.h"
 #include "util/aligned_buffer.h"
 
@@ -151,20 +152,8 @@ TEST(CachedStateTest, SeesWhatThePageCacheHolds) {
   close(fd);
 }
 
-struct Named {
-  const char* name;
-  std::unique_ptr<IoBackend> backend;
-};
-
-std::vector<Named> Backends() {
-  std::vector<Named> out;
-  out.push_back({"pread", MakePreadBackend()});
-  if (UringSupport().available) {
-    out.push_back({"uring", std::move(MakeUringBackend(8, false)).value()});
-    out.push_back({"uring+nowait", std::move(MakeUringBackend(8, true)).value()});
-  }
-  return out;
-}
+using Named = lsio_test::NamedBackend;
+using lsio_test::AllBackends;
 
 TEST(MissesDirectTest, CachedRangesFromThePageCacheOthersDirectWithoutCachingThem) {
   TempDir dir;
@@ -183,7 +172,7 @@ TEST(MissesDirectTest, CachedRangesFromThePageCacheOthersDirectWithoutCachingThe
   EXPECT_NE(on.value()->fd, f.value()->fd);
   const bool cachestat = CachestatAvailable();
 
-  for (Named& nb : Backends()) {
+  for (Named& nb : AllBackends()) {
     SCOPED_TRACE(nb.name);
     // Three ranges: [0, 64K) made cached by a buffered read first, [128K, 192K) cold, and an
     // unaligned tail widened past the end of the file, half cached.
@@ -260,7 +249,7 @@ TEST(MissesDirectTest, AFileCachestatRefusesIsReadWithODirectThroughout) {
     if (!CachestatAvailable()) return 4;                 // the refusal is per file
     AlignedBuffer buf;
     if (!buf.Reserve(68 * 1024)) return 5;
-    for (Named& nb : Backends()) {
+    for (Named& nb : AllBackends()) {
       ReadRequest r;
       r.fd = f.value()->fd;
       r.cache_fd = f.value()->cache_fd;
