@@ -21,6 +21,10 @@ How a dataset translates (what h5py reports -> Zarr v3):
   blocks) -> ``lsio.hdf5.bitshuffle`` (cpp/src/codec/hdf5_bitshuffle.cc). Any other filter
   (szip, nbit, scaleoffset, ...) makes that dataset's codec ``hdf5.filter.<id>``, which raises
   UnsupportedError naming the filter when the array is opened (the rest of the file reads).
+- datasets created with H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS store their partial edge chunks
+  without filters, with nothing in the chunk index saying so: lsio asks the creation property
+  list (H5Pget_chunk_opts of the libhdf5 h5py loaded, which h5py does not wrap) and treats
+  those chunks as below.
 - a chunk whose stored bytes skipped an optional filter (HDF5 stores a chunk that deflate
   could not shrink as it is, noting it in the chunk's filter mask) is read through h5py once
   and re-encoded with the dataset's pipeline (numcodecs), inline; without numcodecs that is
@@ -376,6 +380,10 @@ def _dataset(b: _Builder, key: str, dset: Any, encoders: Callable[[List[Dict[str
     unsupported = [c["name"] for c in codecs if c["name"].startswith("hdf5.")]
     if layout == h5py.h5d.CHUNKED:
         grid_chunks = [max(1, c) for c in chunks]
+        # Partial edge chunks stored unfiltered (see _dont_filter_partial_chunks) are read
+        # through h5py and re-encoded like filter-skipping chunks. Where the option cannot be
+        # asked, every partial edge chunk of a filtered dataset is, to be safe.
+        unfiltered_edges = len(codecs) > 1 and _dont_filter_partial_chunks(dcpl) is not False
         infos: List[Any] = []
         try:
             dset.id.chunk_iter(infos.append)  # one pass over the chunk index (HDF5 >= 1.12.3)
@@ -386,7 +394,8 @@ def _dataset(b: _Builder, key: str, dset: Any, encoders: Callable[[List[Dict[str
             ckey = f"{key}/" + ".".join(str(c) for c in coords)
             if info.byte_offset is None or info.size == 0:
                 continue
-            if info.filter_mask and not unsupported:
+            edge = unfiltered_edges and any(o + c > n for o, c, n in zip(info.chunk_offset, grid_chunks, shape))
+            if (info.filter_mask or edge) and not unsupported:
                 try:
                     b.inline[ckey] = _reencode(dset, info.chunk_offset, grid_chunks, codecs, encoders, ckey)
                 except UnsupportedError as e:  # this dataset cannot be read; the rest of the file can
@@ -408,6 +417,54 @@ def _dataset(b: _Builder, key: str, dset: Any, encoders: Callable[[List[Dict[str
 
 
 _MAX_STRING_BYTES = 64 << 20  # variable-length strings one dataset may hold (they are copied)
+
+_H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS = 0x0002
+_h5_lib: Any = None
+
+
+def _hdf5_function(name: str) -> Any:
+    """A function of the libhdf5 that h5py loaded into this process (h5py exposes no wrapper
+    for it), or None. Found through /proc/self/maps: h5py's wheels bundle their own copy and
+    load it privately, so its symbols are not in the global namespace; dlopen of the same
+    path returns the loaded library, whose property lists h5py's ids name."""
+    global _h5_lib
+    if _h5_lib is None:
+        import ctypes
+
+        _h5_lib = False
+        try:
+            with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+                paths = {line.split(None, 5)[-1].strip() for line in f if "libhdf5" in line}
+        except OSError:
+            paths = set()
+        for path in sorted(paths):
+            base = os.path.basename(path)
+            if not base.startswith("libhdf5") or base.startswith("libhdf5_hl") or not os.path.exists(path):
+                continue
+            try:
+                _h5_lib = ctypes.CDLL(path)
+                break
+            except OSError:
+                continue
+    return getattr(_h5_lib, name, None) if _h5_lib else None
+
+
+def _dont_filter_partial_chunks(dcpl: Any) -> Optional[bool]:
+    """Whether the dataset stores its partial edge chunks without filters (HDF5's
+    H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS: such chunks keep a filter mask of 0, so only the
+    creation property list tells); None when it cannot be asked."""
+    import ctypes
+
+    from h5py import _objects
+
+    fn = _hdf5_function("H5Pget_chunk_opts")
+    if fn is None:
+        return None
+    opts = ctypes.c_uint(0)
+    with _objects.phil:  # h5py's lock around every HDF5 call (libhdf5 is not thread-safe)
+        if fn(ctypes.c_int64(dcpl.id), ctypes.byref(opts)) < 0:
+            return None
+    return bool(opts.value & _H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS)
 
 
 def _vlen_strings(b: _Builder, key: str, dset: Any, shape: Tuple[int, ...], attrs: Dict[str, Any]) -> None:

@@ -289,6 +289,50 @@ def test_corrupt_bitshuffle_chunks_are_typed_errors(tmp_path):
         assert "bsc.h5" in str(e.value)
 
 
+def test_partial_edge_chunks_stored_unfiltered(tmp_path):
+    """H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS (set here through libhdf5's H5Pset_chunk_opts:
+    h5py has no wrapper; netCDF-C and some instrument writers set it): partial edge chunks
+    are stored without filters and with a filter mask of 0. Read as h5py reads them, for
+    deflate, shuffle alone (where the raw bytes would otherwise unshuffle into wrong values
+    without any error) and fletcher32, with an unlimited dimension."""
+    import ctypes
+
+    from lsio import _hdf5
+
+    set_opts = _hdf5._hdf5_function("H5Pset_chunk_opts")
+    if set_opts is None:
+        pytest.skip("libhdf5 not found in this process")
+    p = tmp_path / "edges.h5"
+    rng = np.random.default_rng(5)
+    cases = {"deflate": dict(deflate=4), "shuffle": dict(shuffle=True), "all": dict(shuffle=True, deflate=1,
+                                                                                    fletcher32=True)}
+    datas = {n: rng.integers(-1000, 1000, (23, 17)).astype("<i4") for n in cases}
+
+    def fill(f):
+        for name, opts in cases.items():
+            dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+            dcpl.set_chunk((5, 6))
+            if opts.get("fletcher32"):
+                dcpl.set_fletcher32()
+            if opts.get("shuffle"):
+                dcpl.set_shuffle()
+            if opts.get("deflate"):
+                dcpl.set_deflate(opts["deflate"])
+            with h5py._objects.phil:
+                assert set_opts(ctypes.c_int64(dcpl.id), ctypes.c_uint(2)) >= 0
+            space = h5py.h5s.create_simple((23, 17), (h5py.h5s.UNLIMITED, 17))
+            ds = h5py.h5d.create(f.id, name.encode(), h5py.h5t.STD_I32LE, space, dcpl=dcpl)
+            ds.write(h5py.h5s.ALL, h5py.h5s.ALL, datas[name])
+
+    _write(p, fill)
+    wants = _read(p, *cases)
+    for name, want in zip(cases, wants):
+        np.testing.assert_array_equal(want, datas[name])
+        a = lsio.open(str(p), name)
+        np.testing.assert_array_equal(a[...], want, err_msg=name)
+        np.testing.assert_array_equal(a[20:, 12:], want[20:, 12:], err_msg=name)
+
+
 def _chunk_offsets(path, name):
     """Byte offsets of a dataset's chunks, in chunk order (h5py, in a frame of its own)."""
     with h5py.File(path, "r") as f:
