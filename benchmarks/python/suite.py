@@ -55,6 +55,7 @@ import readers as readers_mod  # noqa: E402
 import report  # noqa: E402
 import w7  # noqa: E402
 import w8  # noqa: E402
+import w11  # noqa: E402
 import w13  # noqa: E402
 from stores import ShardLayout, StoreSpec, byte_ranges, data_files, ensure_store, stored_bytes  # noqa: E402
 
@@ -117,6 +118,12 @@ WORKLOADS = [
                 "", (4, 256, 256), 16, 8, 5),
     WorkloadDef("W8", "W1's crops on the same data as Zarr v2, blosc-lz4 + byte shuffle, hot (w8.py)", "weather",
                 "hot", "crops", "crops", ["lsio"] + PEERS, "lsio >= 2x best peer", "blosc", (4, 256, 256), 16, 16, 10),
+    WorkloadDef("W11", "W1's crops from the same data as a NetCDF4 file (deflate 1 + shuffle), hot and cold: lsio on "
+                "the file and on its kerchunk references vs xarray h5netcdf, netCDF4-python, h5py and zarr-python "
+                "on the references (w11.py)", "weather", "hot", "crops", "crops",
+                ["lsio", "lsio refs", "zarr-python refs", "xarray h5netcdf", "netCDF4-python", "h5py"],
+                "lsio on the file >= 5x the best reader of the file; on the references >= 3x zarr-python", "",
+                (4, 256, 256), 16, 16, 5),
     WorkloadDef("W13", "zarr-python's API (z[box], z.oindex, xarray isel, dask mean) with zarr's default, zarrs' and "
                 "lsio's codec pipelines (w13.py)", "weather", "hot", "crops", "crops", list(w13.PIPELINES),
                 "lsio pipeline >= 3x default and >= 1.5x zarrs on crops; >= both on every row", "",
@@ -497,6 +504,9 @@ def evaluate_targets(rows: list[dict]) -> list[dict]:
         if wid == "W13":
             verdicts += w13.targets(w, threads, rs)
             continue
+        if wid == "W11":
+            verdicts += w11.targets(w, cache, threads, rs, _verdict)
+            continue
         ok = {r["reader"]: r for r in rs if r.get("status") == "ok"}
         if wid == "W7":
             verdicts += w7_targets(w, cache, threads, rs, ok)
@@ -690,6 +700,8 @@ def main(argv=None) -> int:
             res = w8.run(w, args, path, spec, make_batches, report.short_line)
         elif w.id == "W13":
             res = w13.run(w, args, paths, make_batches, {x.id: x for x in WORKLOADS}, report.short_line)
+        elif w.id == "W11":
+            res = w11.run(w, args, report.short_line)
         else:
             res = run_workload(w, args, path, spec, versions, uring)
         res["seconds"] = time.perf_counter() - t0

@@ -77,6 +77,28 @@ def test_suite_writes_report_files(quick_run):
     assert (tmp / "out" / "results.png").stat().st_size > 0
 
 
+def test_w11_runs_in_the_suite(tmp_path):
+    """W11 (NetCDF4 file and kerchunk references) through suite.py --quick: every reader's
+    first batch equals lsio's, rows for hot and cold, both targets evaluated."""
+    for mod in ("netCDF4", "h5py", "kerchunk", "xarray", "h5netcdf"):
+        pytest.importorskip(mod)
+    cmd = [sys.executable, str(SUITE), "--quick", "--only", "W11", "--rounds", "1", "--out", str(tmp_path / "out"),
+           "--cache-dir", str(tmp_path / "cache"), "--no-plot"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                       env=dict(os.environ, LSIO_BENCH_COMMAND="pytest smoke"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    rows = [r for r in doc["rows"] if r["workload"] == "W11"]
+    assert {r["cache"] for r in rows} == {"hot", "cold"}
+    for r in rows:
+        assert r["status"] == "ok" and r["check"] == "ok", r
+        assert r["units_per_s"] > 0
+    names = {r["reader"] for r in rows}
+    assert {"lsio", "lsio refs", "zarr-python refs", "netCDF4-python", "h5py", "xarray h5netcdf"} <= names
+    assert {(v["cache"], v["reader"]) for v in doc["targets"] if v["workload"] == "W11"} == {
+        ("hot", "lsio"), ("hot", "lsio refs"), ("cold", "lsio"), ("cold", "lsio refs")}
+
+
 def test_limits_module_measures_the_same_bytes(tmp_path):
     """The native limit helpers read and decode what they are given, and report errors."""
     np = pytest.importorskip("numpy")
