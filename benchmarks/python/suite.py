@@ -120,7 +120,7 @@ WORKLOADS = [
                 "hot", "crops", "crops", ["lsio"] + PEERS, "lsio >= 2x best peer", "blosc", (4, 256, 256), 16, 16, 10),
     WorkloadDef("W11", "W1's crops from the same data as a NetCDF4 file (deflate 1 + shuffle), hot and cold: lsio on "
                 "the file and on its kerchunk references vs xarray h5netcdf, netCDF4-python, h5py and zarr-python "
-                "on the references (w11.py)", "weather", "hot", "crops", "crops",
+                "on the references (w11.py)", "", "hot", "crops", "crops",
                 ["lsio", "lsio refs", "zarr-python refs", "xarray h5netcdf", "netCDF4-python", "h5py"],
                 "lsio on the file >= 5x the best reader of the file; on the references >= 3x zarr-python", "",
                 (4, 256, 256), 16, 16, 5),
@@ -666,7 +666,7 @@ def main(argv=None) -> int:
     log("\nstores (written once with zarr-python, zstd level 3):")
     store_info = {}
     paths = {}
-    for key in dict.fromkeys(k for w in workloads for k in (w.store, *w.extra_stores)):
+    for key in dict.fromkeys(k for w in workloads for k in (w.store, *w.extra_stores) if k):  # W11: no store
         spec = STORES[key][1 if args.quick else 0]
         path = ensure_store(spec, args.cache_dir, log=log)
         packed = stored_bytes(path)
@@ -689,8 +689,8 @@ def main(argv=None) -> int:
     results = {}
     all_rows = []
     for w in workloads:
-        path, spec = paths[w.store]
-        log(f"\n{w.id}: {w.title} [{w.cache}] on {w.store}")
+        path, spec = paths[w.store] if w.store else (None, None)
+        log(f"\n{w.id}: {w.title} [{w.cache}] on {w.store or 'its own file'}")
         t0 = time.perf_counter()
         if w.batch == "rss":
             res = run_memory(w, args, path, spec, versions)

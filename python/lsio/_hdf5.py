@@ -240,10 +240,10 @@ def _codec(code: int, values: Tuple[int, ...], name: bytes, itemsize: int) -> Di
         # cd_values: filter version, bitshuffle version, element size, block size (elements;
         # 0 = default), block compression (0 none, 2 lz4, 3 zstd), zstd level.
         v = list(values) + [0] * 5
-        compression = {0: "none", 2: "lz4", 3: "zstd"}.get(int(v[4]))
-        if compression is not None:
-            return {"name": "lsio.hdf5.bitshuffle", "configuration": {
-                "elementsize": int(v[2]) or itemsize, "blocksize": int(v[3]), "compression": compression}}
+        # The filter treats any other compression value as none, as here.
+        compression = {2: "lz4", 3: "zstd"}.get(int(v[4]), "none")
+        return {"name": "lsio.hdf5.bitshuffle", "configuration": {
+            "elementsize": int(v[2]) or itemsize, "blocksize": int(v[3]), "compression": compression}}
     if code == 32001:
         v = list(values) + [0] * 7
         return {"name": "blosc", "configuration": {
@@ -382,8 +382,10 @@ def _dataset(b: _Builder, key: str, dset: Any, encoders: Callable[[List[Dict[str
         grid_chunks = [max(1, c) for c in chunks]
         # Partial edge chunks stored unfiltered (see _dont_filter_partial_chunks) are read
         # through h5py and re-encoded like filter-skipping chunks. Where the option cannot be
-        # asked, every partial edge chunk of a filtered dataset is, to be safe.
-        unfiltered_edges = len(codecs) > 1 and _dont_filter_partial_chunks(dcpl) is not False
+        # asked, the edge chunks whose stored size is exactly the raw chunk's are (a filtered
+        # chunk rarely has that size; one stored unfiltered always has), if they can be.
+        partial_opt = _dont_filter_partial_chunks(dcpl) if len(codecs) > 1 else False
+        raw_chunk = int(np.prod(grid_chunks, dtype=np.int64)) * dt.itemsize
         infos: List[Any] = []
         try:
             dset.id.chunk_iter(infos.append)  # one pass over the chunk index (HDF5 >= 1.12.3)
@@ -394,13 +396,17 @@ def _dataset(b: _Builder, key: str, dset: Any, encoders: Callable[[List[Dict[str
             ckey = f"{key}/" + ".".join(str(c) for c in coords)
             if info.byte_offset is None or info.size == 0:
                 continue
-            edge = unfiltered_edges and any(o + c > n for o, c, n in zip(info.chunk_offset, grid_chunks, shape))
+            edge = partial_opt is not False and any(o + c > n for o, c, n in zip(info.chunk_offset, grid_chunks, shape))
+            if edge and partial_opt is None:
+                edge = info.size == raw_chunk
             if (info.filter_mask or edge) and not unsupported:
                 try:
                     b.inline[ckey] = _reencode(dset, info.chunk_offset, grid_chunks, codecs, encoders, ckey)
-                except UnsupportedError as e:  # this dataset cannot be read; the rest of the file can
-                    b.doc(f"{key}/zarr.json", _unsupported_node(shape, str(e), attrs))
-                    return
+                except UnsupportedError as e:
+                    if info.filter_mask or partial_opt:  # this dataset cannot be read; the rest of the file can
+                        b.doc(f"{key}/zarr.json", _unsupported_node(shape, str(e), attrs))
+                        return
+                    b.extent(ckey, info.byte_offset, info.size)  # only suspected: read as stored
                 continue
             b.extent(ckey, info.byte_offset, info.size)
     elif layout == h5py.h5d.COMPACT or ndim == 0:
@@ -420,6 +426,43 @@ _MAX_STRING_BYTES = 64 << 20  # variable-length strings one dataset may hold (th
 
 _H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS = 0x0002
 _h5_lib: Any = None
+_h5_lib_lock = threading.Lock()
+
+
+def _find_h5py_libhdf5() -> Any:
+    """The libhdf5 h5py itself uses (see _hdf5_function), or False."""
+    import ctypes
+
+    import h5py
+
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            paths = {line.split(None, 5)[-1].strip() for line in f if "libhdf5" in line}
+    except OSError:
+        return False
+    paths = {p for p in paths if os.path.basename(p).startswith("libhdf5") and
+             not os.path.basename(p).startswith("libhdf5_hl") and os.path.exists(p)}
+    # Another copy may be loaded too (a system libhdf5 under GDAL or netCDF4): h5py's ids mean
+    # nothing to it. Prefer the copy bundled beside h5py, else the one whose version is
+    # h5py's; more than one candidate left is no answer.
+    here = os.path.dirname(os.path.dirname(os.path.abspath(h5py.__file__)))
+    bundled = [p for p in paths if os.path.abspath(p).startswith(here + os.sep) and "h5py" in p]
+    candidates = bundled or sorted(paths)
+    found = []
+    for path in candidates:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        if not bundled:
+            major, minor, rel = ctypes.c_uint(), ctypes.c_uint(), ctypes.c_uint()
+            fn = getattr(lib, "H5get_libversion", None)
+            if fn is None or fn(ctypes.byref(major), ctypes.byref(minor), ctypes.byref(rel)) < 0:
+                continue
+            if (major.value, minor.value, rel.value) != tuple(h5py.version.hdf5_version_tuple[:3]):
+                continue
+        found.append(lib)
+    return found[0] if len(found) == 1 else False
 
 
 def _hdf5_function(name: str) -> Any:
@@ -429,23 +472,9 @@ def _hdf5_function(name: str) -> Any:
     path returns the loaded library, whose property lists h5py's ids name."""
     global _h5_lib
     if _h5_lib is None:
-        import ctypes
-
-        _h5_lib = False
-        try:
-            with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
-                paths = {line.split(None, 5)[-1].strip() for line in f if "libhdf5" in line}
-        except OSError:
-            paths = set()
-        for path in sorted(paths):
-            base = os.path.basename(path)
-            if not base.startswith("libhdf5") or base.startswith("libhdf5_hl") or not os.path.exists(path):
-                continue
-            try:
-                _h5_lib = ctypes.CDLL(path)
-                break
-            except OSError:
-                continue
+        with _h5_lib_lock:
+            if _h5_lib is None:
+                _h5_lib = _find_h5py_libhdf5()
     return getattr(_h5_lib, name, None) if _h5_lib else None
 
 

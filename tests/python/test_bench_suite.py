@@ -80,7 +80,7 @@ def test_suite_writes_report_files(quick_run):
 def test_w11_runs_in_the_suite(tmp_path):
     """W11 (NetCDF4 file and kerchunk references) through suite.py --quick: every reader's
     first batch equals lsio's, rows for hot and cold, both targets evaluated."""
-    for mod in ("netCDF4", "h5py", "kerchunk", "xarray", "h5netcdf"):
+    for mod in ("netCDF4", "h5py", "kerchunk", "xarray", "h5netcdf", "fsspec", "zarr"):
         pytest.importorskip(mod)
     cmd = [sys.executable, str(SUITE), "--quick", "--only", "W11", "--rounds", "1", "--out", str(tmp_path / "out"),
            "--cache-dir", str(tmp_path / "cache"), "--no-plot"]

@@ -333,6 +333,35 @@ def test_partial_edge_chunks_stored_unfiltered(tmp_path):
         np.testing.assert_array_equal(a[20:, 12:], want[20:, 12:], err_msg=name)
 
 
+def test_partial_edge_chunks_when_the_option_cannot_be_asked(tmp_path, monkeypatch):
+    """Without libhdf5's H5Pget_chunk_opts (no /proc, a static build, an unrelated copy):
+    edge chunks whose stored size is exactly the raw chunk's are taken as unfiltered and
+    re-encoded; other files still read, including filters numcodecs cannot re-encode."""
+    import hdf5plugin
+
+    from lsio import _hdf5
+
+    src = tmp_path / "src"
+    src.mkdir()
+    test_partial_edge_chunks_stored_unfiltered(src)  # writes src/edges.h5 (and checks it)
+    monkeypatch.setattr(_hdf5, "_h5_lib", False)
+    assert _hdf5._hdf5_function("H5Pget_chunk_opts") is None
+    p = tmp_path / "edges.h5"
+    os.link(src / "edges.h5", p)  # a new path: nothing cached for it
+    for name, want in zip(("deflate", "shuffle", "all"), _read(p, "deflate", "shuffle", "all")):
+        np.testing.assert_array_equal(lsio.open(str(p), name)[...], want, err_msg=name)
+    q = tmp_path / "plain.h5"
+    data = np.arange(23 * 17, dtype="<f4").reshape(23, 17)
+
+    def fill(f):
+        f.create_dataset("bs", data=data, chunks=(5, 6), **hdf5plugin.Bitshuffle(cname="lz4"))
+        f.create_dataset("z", data=data, chunks=(5, 6), compression="gzip")
+
+    _write(q, fill)
+    for name in ("bs", "z"):
+        np.testing.assert_array_equal(lsio.open(str(q), name)[...], data, err_msg=name)
+
+
 def _chunk_offsets(path, name):
     """Byte offsets of a dataset's chunks, in chunk order (h5py, in a frame of its own)."""
     with h5py.File(path, "r") as f:

@@ -21,7 +21,8 @@
 // read is in flight.
 //
 // Buffered descriptors are marked POSIX_FADV_RANDOM: the kernel reads what is asked and no
-// readahead (the planner's coalescing decides what is read together).
+// readahead (the planner's coalescing decides what is read together); on network and FUSE
+// file systems they keep the client's readahead.
 //
 // Files are opened O_RDONLY|O_CLOEXEC. Anything that is not a regular file (a directory,
 // a FIFO, a device) is refused with kIoError without ever blocking: the open itself uses
