@@ -37,9 +37,10 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import w9  # noqa: E402
+from w9 import BATCH, CROP, rss_bytes  # noqa: E402
+
 CACHE_DIR = HERE.parent / ".cache"
-CROP = (4, 256, 256)
-BATCH = 16
 READERS = ("lsio", "lsio direct=True", "lsio direct=False", "tensorstore")
 
 
@@ -48,11 +49,7 @@ def log(msg: str = "") -> None:
 
 
 def epoch_batches(shape, epoch: int) -> list[np.ndarray]:
-    grid = np.stack(np.meshgrid(*[np.arange(0, s - c + 1, c) for s, c in zip(shape, CROP)], indexing="ij"),
-                    axis=-1).reshape(-1, len(shape))
-    order = np.random.default_rng(2000 + epoch).permutation(len(grid))
-    tiles = grid[order].astype(np.int64)
-    return [tiles[i:i + BATCH] for i in range(0, len(tiles), BATCH)]
+    return w9.epoch_batches(shape, epoch, seed_base=2000)  # W9's epochs, other orders
 
 
 # -- memory cgroups ------------------------------------------------------------------------
@@ -125,11 +122,6 @@ def drop(path: Path) -> None:
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             finally:
                 os.close(fd)
-
-
-def rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 # -- one reader, in the cgroup -------------------------------------------------------------

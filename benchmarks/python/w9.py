@@ -54,10 +54,11 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def epoch_batches(shape, epoch: int) -> list[np.ndarray]:
+def epoch_batches(shape, epoch: int, seed_base: int = 1000) -> list[np.ndarray]:
+    """Every CROP-sized tile of `shape` once, in the random order of `epoch`, in batches."""
     grid = np.stack(np.meshgrid(*[np.arange(0, s - c + 1, c) for s, c in zip(shape, CROP)], indexing="ij"),
                     axis=-1).reshape(-1, len(shape))
-    order = np.random.default_rng(1000 + epoch).permutation(len(grid))
+    order = np.random.default_rng(seed_base + epoch).permutation(len(grid))
     tiles = grid[order].astype(np.int64)
     return [tiles[i:i + BATCH] for i in range(0, len(tiles), BATCH)]
 
