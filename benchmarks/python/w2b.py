@@ -29,7 +29,6 @@ import os
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +37,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import w9  # noqa: E402
-from w9 import BATCH, CROP, rss_bytes  # noqa: E402
+from w9 import BATCH, CROP  # noqa: E402
 
 CACHE_DIR = HERE.parent / ".cache"
 READERS = ("lsio", "lsio direct=True", "lsio direct=False", "tensorstore")
@@ -48,8 +47,11 @@ def log(msg: str = "") -> None:
     print(msg, flush=True)
 
 
+SEED_BASE = 2000  # W9's epochs (every tile once), in other orders
+
+
 def epoch_batches(shape, epoch: int) -> list[np.ndarray]:
-    return w9.epoch_batches(shape, epoch, seed_base=2000)  # W9's epochs, other orders
+    return w9.epoch_batches(shape, epoch, seed_base=SEED_BASE)
 
 
 # -- memory cgroups ------------------------------------------------------------------------
@@ -153,19 +155,7 @@ def child(reader: str, path: str, threads: int, epochs: int, cgroup_dir: str) ->
 
         def read(starts):
             return tsr.crops(starts, CROP)
-    rows = []
-    check = None
-    for e in range(epochs):
-        batches = epoch_batches(shape, e)
-        t0 = time.perf_counter()
-        for b in batches:
-            got = read(b)
-        dt = time.perf_counter() - t0
-        n = sum(len(b) for b in batches)
-        last = np.asarray(got[-1] if isinstance(got, list) else got[len(batches[-1]) - 1])
-        check = float(np.float64(last.astype(np.float64).sum()))
-        rows.append({"epoch": e + 1, "crops": n, "seconds": dt, "crops_s": n / dt, "rss": rss_bytes(),
-                     "page_cache": page_cache()})
+    rows, check = w9.run_epochs(read, shape, epochs, lambda: {"page_cache": page_cache()}, seed_base=SEED_BASE)
     return {"reader": reader, "epochs": rows, "check": check, "decision": decision}
 
 

@@ -63,6 +63,24 @@ def epoch_batches(shape, epoch: int, seed_base: int = 1000) -> list[np.ndarray]:
     return [tiles[i:i + BATCH] for i in range(0, len(tiles), BATCH)]
 
 
+def run_epochs(read, shape, epochs: int, extra, seed_base: int = 1000) -> tuple[list[dict], float]:
+    """Times `epochs` epochs of read(starts) over epoch_batches; per epoch crops/s, RSS and
+    extra()'s fields. Also returns the sum of the last crop read (the same for every reader)."""
+    rows = []
+    check = None
+    for e in range(epochs):
+        batches = epoch_batches(shape, e, seed_base)
+        t0 = time.perf_counter()
+        for b in batches:
+            got = read(b)
+        dt = time.perf_counter() - t0
+        n = sum(len(b) for b in batches)
+        last = np.asarray(got[-1] if isinstance(got, list) else got[len(batches[-1]) - 1])
+        check = float(np.float64(last.astype(np.float64).sum()))
+        rows.append({"epoch": e + 1, "crops": n, "seconds": dt, "crops_s": n / dt, "rss": rss_bytes(), **extra()})
+    return rows, check
+
+
 def child(reader: str, path: str, threads: int, cache_bytes: int, epochs: int) -> dict:
     """Runs in a subprocess: the epochs of one reader; prints one JSON line."""
     import lsio
@@ -93,21 +111,8 @@ def child(reader: str, path: str, threads: int, cache_bytes: int, epochs: int) -
             with ts.Batch() as batch:
                 futs = [t[tuple(slice(int(s), int(s) + c) for s, c in zip(st, CROP))].read(batch=batch) for st in starts]
             return [f.result() for f in futs]
-    rows = []
-    check = None
-    for e in range(epochs):
-        batches = epoch_batches(shape, e)
-        t0 = time.perf_counter()
-        for b in batches:
-            got = read(b)
-        dt = time.perf_counter() - t0
-        n = sum(len(b) for b in batches)
-        last = np.asarray(got[-1] if isinstance(got, list) else got[len(batches[-1]) - 1])
-        check = float(np.float64(last.astype(np.float64).sum()))  # same crop for every reader
-        row = {"epoch": e + 1, "crops": n, "seconds": dt, "crops_s": n / dt, "rss": rss_bytes()}
-        if reader == "lsio cache":
-            row["cache"] = lsio.cache_info()
-        rows.append(row)
+    rows, check = run_epochs(read, shape, epochs, (lambda: {"cache": lsio.cache_info()}) if reader == "lsio cache"
+                             else (lambda: {}))
     return {"reader": reader, "rss_base": base, "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             "epochs": rows, "check": check}
 

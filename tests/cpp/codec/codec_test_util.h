@@ -93,6 +93,11 @@ inline Bytes BloscCompress(const Bytes& data, BloscOptions o = {}) {
 }
 
 /// Compressible test data of `n` bytes (runs and a pattern).
+/// Appends v as n big-endian bytes (the HDF5 filters' framing).
+inline void PutBe(Bytes* out, uint64_t v, int n) {
+  for (int i = n - 1; i >= 0; --i) out->push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+
 inline Bytes TestData(size_t n, uint64_t seed = 1) {
   Bytes b = PatternBytes(n, seed);
   for (size_t i = 0; i < n; ++i) {

@@ -16,11 +16,8 @@ namespace {
 using lsio_test::Bytes;
 using lsio_test::Decode;
 using lsio_test::ParseChain;
+using lsio_test::PutBe;
 using lsio_test::Spec;
-
-void PutBe(Bytes* out, uint64_t v, int n) {
-  for (int i = n - 1; i >= 0; --i) out->push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
 
 Bytes ShuffleBlock(const uint8_t* in, size_t n, size_t s) {
   Bytes out(n * s, 0);

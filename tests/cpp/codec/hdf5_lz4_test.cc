@@ -13,11 +13,8 @@ namespace {
 using lsio_test::Bytes;
 using lsio_test::Decode;
 using lsio_test::ParseChain;
+using lsio_test::PutBe;
 using lsio_test::Spec;
-
-void PutBe(Bytes* out, uint64_t v, int n) {
-  for (int i = n - 1; i >= 0; --i) out->push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
 
 // `raw_blocks`: store these blocks as they are (as the filter does when they do not shrink).
 Bytes Frame(const Bytes& data, size_t block, std::vector<size_t> raw_blocks = {}) {
