@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,9 +60,10 @@ class WritableBuffer {
 using U64 = py::array_t<uint64_t, py::array::c_style | py::array::forcecast>;
 using U32 = py::array_t<uint32_t, py::array::c_style | py::array::forcecast>;
 
-void ReadRangesPy(const py::list& sources, const U32& source_index, const U64& offsets, const U64& lengths,
+// Returns the call's counts (lsio::RangeStats) as a dict.
+py::dict ReadRangesPy(const py::list& sources, const U32& source_index, const U64& offsets, const U64& lengths,
                   const py::object& out, const py::object& out_offsets, int threads, const std::string& io,
-                  unsigned queue_depth, uint64_t max_gap, uint64_t max_request) {
+                  unsigned queue_depth, std::optional<uint64_t> max_gap, uint64_t max_request) {
   const size_t n = static_cast<size_t>(offsets.size());
   if (static_cast<size_t>(lengths.size()) != n || static_cast<size_t>(source_index.size()) != n) {
     ThrowStatus(lsio::Status::InvalidArgument("source_index, offsets and lengths differ in length"));
@@ -131,12 +133,18 @@ void ReadRangesPy(const py::list& sources, const U32& source_index, const U64& o
   o.threads = threads;
   o.io = io;
   o.queue_depth = queue_depth;
-  o.max_gap = max_gap;
+  o.max_gap = max_gap.value_or(lsio::RangeOptions::kStoreDefault);  // None: by store kind
   o.max_request = max_request;
+  lsio::RangeStats stats;
   const lsio::Status st = WithoutGil([&](const std::function<bool()>& interrupted) {
-    return lsio::ReadRanges(srcs, ranges, o, interrupted);
+    return lsio::ReadRanges(srcs, ranges, o, interrupted, &stats);
   });
   if (!st.ok()) ThrowStatus(st);
+  py::dict counts;
+  counts["ranges"] = stats.ranges;
+  counts["requests"] = stats.requests;
+  counts["bytes_read"] = stats.bytes_read;
+  return counts;
 }
 
 }  // namespace
@@ -144,7 +152,7 @@ void ReadRangesPy(const py::list& sources, const U32& source_index, const U64& o
 void BindRanges(py::module_& m) {
   m.def("read_ranges", &ReadRangesPy, py::arg("sources"), py::arg("source_index"), py::arg("offsets"),
         py::arg("lengths"), py::arg("out"), py::arg("out_offsets") = py::none(), py::arg("threads") = 0,
-        py::arg("io") = "auto", py::arg("queue_depth") = 64, py::arg("max_gap") = 0, py::arg("max_request") = 0);
+        py::arg("io") = "auto", py::arg("queue_depth") = 64, py::arg("max_gap") = py::none(), py::arg("max_request") = 0);
 }
 
 }  // namespace lsio_py

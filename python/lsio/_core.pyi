@@ -108,8 +108,8 @@ def read_ranges(
     threads: int = 0,
     io: str = "auto",
     queue_depth: int = 64,
-    max_gap: int = 0,
+    max_gap: Optional[int] = None,
     max_request: int = 0,
-) -> None:
+) -> dict[str, int]:
     """Byte ranges into buffers (lsio/ranges.h); python/lsio/_ranges.py normalises the arguments."""
     ...

@@ -55,6 +55,9 @@ ENV = {
     "memory_limit": "LSIO_MEMORY_LIMIT",
     "direct": "LSIO_DIRECT",
     "chunk_cache_bytes": "LSIO_CACHE_BYTES",
+    # lsio.safetensors: load_jax's read groups, chunk_plan's chunk size.
+    "jax_group_bytes": "LSIO_JAX_GROUP_BYTES",
+    "chunk_bytes": "LSIO_SAFETENSORS_CHUNK_BYTES",
 }
 
 IO_MODES = ("auto", "uring", "pread")

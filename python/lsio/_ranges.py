@@ -87,6 +87,7 @@ def read_ranges(
     io: Optional[str] = None,
     max_gap: Optional[int] = None,
     max_request: Optional[int] = None,
+    stats: Optional[Dict[str, int]] = None,
 ) -> List[np.ndarray]:
     """Reads byte ranges of files or objects in one planned call.
 
@@ -107,7 +108,13 @@ def read_ranges(
     threads, io, max_gap, max_request:
         As for :func:`lsio.open`. ``max_gap``/``max_request`` default to 16 KiB / 8 MiB for
         local files and 1 MiB / 16 MiB for remote objects; a range longer than ``max_request``
-        is split into several requests read by several threads.
+        is split into several requests read by several threads. ``max_gap=0`` merges only
+        ranges that touch.
+    stats:
+        A dict, or ``None``. The call's counts are added to its ``"ranges"`` (ranges given),
+        ``"requests"`` (reads issued after coalescing and splitting) and ``"bytes_read"``
+        (bytes those reads cover, the gaps between merged neighbours included) entries
+        (missing ones start at 0) when the call succeeds.
 
     Returns
     -------
@@ -136,35 +143,60 @@ def read_ranges(
             uniq[i] = s
         srcs = uniq
         index = np.asarray(idx, dtype=np.uint32).reshape(n)
-    native = _native_sources(srcs, storage_options)
     offsets = np.ascontiguousarray(r[:, 0])
     lengths = np.ascontiguousarray(r[:, 1])
     starts = np.zeros(n, dtype=np.uint64)
     if n:
         np.cumsum(lengths[:-1], out=starts[1:])
     total = int(lengths.sum()) if n else 0
-    engine: Dict[str, Any] = dict(
-        threads=_options.threads_option(threads),
-        io=_options.io_option(io),
-        max_gap=_options.size_option(max_gap, "max_gap", 0),
-        max_request=_options.size_option(max_request, "max_request", 0, lo=1),  # 0: engine default
-    )
+    engine = dict(storage_options=storage_options, threads=threads, io=io, max_gap=max_gap,
+                  max_request=max_request, stats=stats)
     if out is None:
         buf = np.empty(total, dtype=np.uint8)
-        _core.read_ranges(native, index, offsets, lengths, buf, starts, **engine)
+        read_into(srcs, index, offsets, lengths, buf, starts, **engine)
         return [buf[int(a):int(a) + int(b)] for a, b in zip(starts, lengths)]
     if isinstance(out, np.ndarray):
         if out.dtype != np.uint8 or out.ndim != 1:
             raise TypeError(f"out must be a 1-D uint8 array (or a list of buffers), got {out.dtype} with shape {out.shape}")
         if out.shape[0] != total:
             raise ValueError(f"out has {out.shape[0]} bytes, the ranges {total}")
-        _core.read_ranges(native, index, offsets, lengths, out, starts, **engine)
+        read_into(srcs, index, offsets, lengths, out, starts, **engine)
         return [out[int(a):int(a) + int(b)] for a, b in zip(starts, lengths)]
     if isinstance(out, (list, tuple)):
         bufs = list(out)
-        _core.read_ranges(native, index, offsets, lengths, bufs, None, **engine)
+        read_into(srcs, index, offsets, lengths, bufs, None, **engine)
         return [_byte_view(b) for b in bufs]
     raise TypeError(f"out must be None, a 1-D uint8 array or a list of buffers, got {type(out).__name__}")
+
+
+def read_into(sources: Sequence[Any], source_index: np.ndarray, offsets: np.ndarray,
+              lengths: np.ndarray, out: Any, out_offsets: Optional[np.ndarray], *,
+              storage_options: Optional[Mapping[str, Any]] = None, threads: Optional[int] = None,
+              io: Optional[str] = None, max_gap: Optional[int] = None,
+              max_request: Optional[int] = None, stats: Optional[Dict[str, int]] = None) -> None:
+    """The engine call under :func:`read_ranges`, for callers that lay out ``out`` themselves
+    (``lsio.safetensors.load_jax``: shards at aligned places of one group buffer).
+
+    ``sources``: distinct paths/URLs; ``source_index``, ``offsets``, ``lengths``: one entry
+    per range (uint32 / uint64 arrays); ``out``: one writeable buffer with ``out_offsets``
+    (where each range goes), or a list of one buffer per range with ``out_offsets`` None."""
+    native = _native_sources(sources, storage_options)
+    engine: Dict[str, Any] = dict(
+        threads=_options.threads_option(threads),
+        io=_options.io_option(io),
+        # None: the store kind's default (unless LSIO_MERGE_GAP says otherwise); 0: no gap.
+        max_gap=(None if max_gap is None and _options._env("max_gap") is None
+                 else _options.size_option(max_gap, "max_gap", 0)),
+        max_request=_options.size_option(max_request, "max_request", 0, lo=1),  # 0: engine default
+    )
+    counts = _core.read_ranges(native, np.ascontiguousarray(source_index, dtype=np.uint32),
+                               np.ascontiguousarray(offsets, dtype=np.uint64),
+                               np.ascontiguousarray(lengths, dtype=np.uint64), out,
+                               None if out_offsets is None else np.ascontiguousarray(out_offsets, dtype=np.uint64),
+                               **engine)
+    if stats is not None:
+        for k, v in counts.items():
+            stats[k] = stats.get(k, 0) + int(v)
 
 
 def _byte_view(buf: Any) -> np.ndarray:

@@ -45,7 +45,13 @@ safetensors' torch loader does); F6_E2M3 / F6_E3M2 have no numpy or torch type a
 UnsupportedError. safetensors stores little-endian data; on a big-endian host the bytes are
 swapped into native order after reading.
 
-Importing this module imports numpy only; :func:`load_torch` imports torch when called.
+:func:`load_jax` puts tensors on a JAX mesh with their shardings, each process reading only
+the byte ranges of the shards its devices hold; :func:`chunk_plan` / :func:`load_chunk` are
+the whole-chunk scheme of Levanter's loader (chunks never split tensors, owner = chunk index
+% process count).
+
+Importing this module imports numpy only; :func:`load_torch` imports torch and
+:func:`load_jax` jax when called.
 """
 
 from __future__ import annotations
@@ -65,7 +71,8 @@ import numpy as np
 from . import _storage
 from .errors import CorruptDataError, Error, FormatError, StorageError, UnsupportedError, storage_error
 
-__all__ = ["load", "load_torch", "info", "metadata", "TensorInfo", "MAX_HEADER_SIZE", "INDEX_NAME"]
+__all__ = ["load", "load_torch", "load_jax", "chunk_plan", "load_chunk", "Chunk", "info", "metadata",
+           "TensorInfo", "MAX_HEADER_SIZE", "INDEX_NAME"]
 
 #: The largest header the safetensors format allows (the crate's ``MAX_HEADER_SIZE``).
 MAX_HEADER_SIZE = 100_000_000
@@ -586,14 +593,23 @@ def _read_pieces(ck: _Checkpoint, pieces: Sequence[Tuple[int, int, int, np.ndarr
     try:
         _read(_one_source(ck.files, which), ranges, outs, storage_options, threads)
     except StorageError as e:
-        if not _past_end(e):
+        err = _truncated(e, [ck.files[i] for i in dict.fromkeys(which)])
+        if err is e:
             raise
-        bad = _failed_file(e, [ck.files[i] for i in dict.fromkeys(which)])
-        where = bad.display if bad else str(e.filename)
-        end = bad.data_end if bad else 0
-        raise _error(CorruptDataError, where, "the file ends before the data its safetensors "
-                     f"header describes (data end at byte {end}): truncated file",
-                     (end - 1, end) if end else None) from e
+        raise err from e
+
+
+def _truncated(e: StorageError, files: Sequence[_File]) -> Error:
+    """A failed data read as a load reports it: a range past the end of a file is a
+    truncated file (CorruptDataError naming it); any other error is returned as it is."""
+    if not _past_end(e):
+        return e
+    bad = _failed_file(e, files)
+    where = bad.display if bad else str(e.filename)
+    end = bad.data_end if bad else 0
+    return _error(CorruptDataError, where, "the file ends before the data its safetensors "
+                  f"header describes (data end at byte {end}): truncated file",
+                  (end - 1, end) if end else None)
 
 
 def _numpy_dtype(t: TensorInfo) -> np.dtype:
@@ -838,3 +854,109 @@ def metadata(path: Any, *, storage_options: Optional[Mapping[str, Any]] = None) 
     f = _File(location, where, remote)
     _read_headers([f], storage_options, None)
     return dict(f.meta or {})
+
+
+# ---------------------------------------------------------------------------------------
+# JAX (lsio/_safetensors_shards.py)
+
+
+def load_jax(path: Any, shardings: Any, *, names: Optional[Iterable[str]] = None, dtype: Any = None,
+             storage_options: Optional[Mapping[str, Any]] = None, threads: Optional[int] = None,
+             group_bytes: Optional[int] = None, max_gap: Optional[int] = None,
+             stats: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
+    """Load tensors onto JAX devices with the given shardings, reading only this process's shards.
+
+    ``path``, ``names``, ``storage_options``, ``threads``, the result order and the errors are
+    as for :func:`load`. Imports jax (``ImportError`` naming ``pip install jax`` without it).
+
+    For each tensor, the sharding's ``addressable_devices_indices_map`` says which index box
+    each of this process's devices holds. Each distinct box is read once (replicas: once per
+    process, then put on every device holding it) as byte ranges of the file: one range when
+    the sharding splits only the first axis, one per row of the box when it splits a later
+    axis (the engine merges neighbours closer than ``max_gap``). Boxes are read in groups of
+    about ``group_bytes``, one engine call per group, into one host buffer, and handed to
+    ``jax.device_put``; a group's transfers run while the next group is read, and at most
+    two groups are held in host memory. No process reads bytes of shards only other
+    processes hold (beyond merged gaps), and nothing is exchanged between processes.
+
+    Parameters
+    ----------
+    shardings:
+        A ``jax.sharding.Sharding`` for every tensor; a dict ``name -> Sharding`` (every
+        loaded tensor needs an entry: ``KeyError`` otherwise); or a callable
+        ``(name, shape, dtype) -> Sharding`` (``dtype``: the stored numpy dtype), e.g. a
+        wrapper of Levanter's ``best_effort_sharding``. A sharding that does not fit the
+        tensor's shape raises ``ValueError`` naming the tensor and jax's reason.
+    dtype:
+        ``None``: the stored dtype. A dtype (e.g. ``jnp.bfloat16``): floating-point tensors
+        are converted to it on the host before the transfer; integer and bool tensors keep
+        theirs. A dict ``name -> dtype`` (others keep theirs), or a callable
+        ``(name, shape, stored dtype) -> dtype or None``. Results are in jax's canonical
+        dtype: without ``jax_enable_x64``, 64-bit tensors arrive as 32-bit ones, as
+        ``jax.device_put`` would make them.
+    group_bytes:
+        Bytes read per engine call and held per group (``None``: ``LSIO_JAX_GROUP_BYTES``,
+        else 256 MiB). A box larger than this is read as a group of its own.
+    max_gap:
+        Coalescing gap of the reads (``None``: the engine's default, 16 KiB for local files
+        and 1 MiB for remote objects). ``0`` reads exactly the shards' bytes.
+    stats:
+        A dict, or ``None``: counts are added to it: ``tensors``, ``shards_read`` (distinct
+        boxes read), ``device_puts``, ``bytes_needed`` (the boxes' bytes), ``groups`` and,
+        from the engine, ``ranges``, ``requests`` and ``bytes_read`` (what was read,
+        merged gaps included).
+
+    Returns
+    -------
+    ``{name: jax.Array}`` with those shardings (global shapes; each process holds its
+    addressable shards). F4 and F6 tensors raise :class:`lsio.UnsupportedError`.
+    """
+    from . import _safetensors_shards
+
+    return _safetensors_shards.load_jax(path, shardings, names=_names_list(names), dtype=dtype,
+                                        storage_options=storage_options, threads=threads,
+                                        group_bytes=group_bytes, max_gap=max_gap, stats=stats)
+
+
+def chunk_plan(path: Any, *, chunk_bytes: Optional[int] = None, process_count: Optional[int] = None,
+               names: Optional[Iterable[str]] = None, storage_options: Optional[Mapping[str, Any]] = None,
+               threads: Optional[int] = None) -> List["Chunk"]:
+    """The deterministic whole-chunk plan of a checkpoint (Levanter's scheme), headers only.
+
+    Tensors are taken in file order (sharded checkpoints: shard by shard, in the order the
+    index first names them) and packed into chunks: a chunk grows while its byte span stays
+    within ``chunk_bytes`` and its tensors are in one file; a tensor is never split (one
+    larger than ``chunk_bytes`` is a chunk of its own). Chunk ``i`` is owned by process
+    ``i % process_count``. Every process computes the same plan from the same headers.
+
+    ``chunk_bytes``: ``None`` reads ``LSIO_SAFETENSORS_CHUNK_BYTES`` (sizes such as ``1G``),
+    else 2 GiB. ``process_count``: ``None`` is ``jax.process_count()`` when jax is already
+    imported, else 1. ``names`` restricts the plan to those tensors (a chunk's byte span may
+    then include tensors between them). Returns a list of :class:`Chunk`; read one with
+    :func:`load_chunk`.
+    """
+    from . import _safetensors_shards
+
+    return _safetensors_shards.chunk_plan(path, chunk_bytes=chunk_bytes, process_count=process_count,
+                                          names=_names_list(names), storage_options=storage_options,
+                                          threads=threads)
+
+
+def load_chunk(chunk: "Chunk", *, dtype: Any = None, storage_options: Optional[Mapping[str, Any]] = None,
+               threads: Optional[int] = None) -> Dict[str, np.ndarray]:
+    """Read one chunk of :func:`chunk_plan` with one range read: ``{name: numpy array}`` of its
+    tensors, views into the chunk's buffer (converted copies where ``dtype`` asks for another
+    type; ``dtype`` as for :func:`load_jax`, without jax's canonicalisation).
+    ``storage_options`` as the plan was made with."""
+    from . import _safetensors_shards
+
+    return _safetensors_shards.load_chunk(chunk, dtype=dtype, storage_options=storage_options,
+                                          threads=threads)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Chunk":  # defined beside the plan; not imported before it is asked for
+        from ._safetensors_shards import Chunk
+
+        return Chunk
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

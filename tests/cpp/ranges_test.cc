@@ -1,10 +1,12 @@
 // lsio::ReadRanges, the public byte-range API, end to end on files in a temp dir: relative
 // and absolute paths, every io mode the kernel allows, a range past the end and a missing
-// file named in the error with nothing written, and argument errors.
+// file named in the error with nothing written, argument errors, and the counts (RangeStats)
+// under every coalescing gap: 0 merges only touching ranges, kStoreDefault the store's 16 KiB.
 #include "lsio/ranges.h"
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -41,6 +43,52 @@ TEST(ReadRangesTest, ReadsRangesOfSeveralFilesWithEveryIoMode) {
     EXPECT_EQ(0, std::memcmp(y.data(), b.data() + 700, y.size())) << io;
     EXPECT_EQ(0, std::memcmp(z.data(), a.data(), z.size())) << io;
   }
+}
+
+TEST(ReadRangesTest, StatsCountRequestsAndBytesForEachGap) {
+  TempDir dir;
+  const Bytes a = PatternBytes(1 << 20, 4);
+  dir.Write("a.bin", a);
+  // 64 strided ranges of 1 KiB, 3 KiB apart (a column shard of a row-major tensor), one
+  // touching pair at the end, and one range twice.
+  std::vector<uint8_t> out(70 * 1024);
+  std::vector<ByteRange> ranges;
+  for (uint64_t i = 0; i < 64; ++i) ranges.push_back({0, i * 4096, 1024, out.data() + i * 1024});
+  ranges.push_back({0, 500000, 1024, out.data() + 64 * 1024});
+  ranges.push_back({0, 501024, 1024, out.data() + 65 * 1024});
+  ranges.push_back({0, 0, 1024, out.data() + 66 * 1024});
+  struct Case {
+    uint64_t gap;
+    uint64_t requests, bytes;
+  };
+  const uint64_t strided_span = 63 * 4096 + 1024;
+  for (const Case& c : {Case{0, 64 + 1, 64 * 1024 + 2048}, Case{3072, 1 + 1, strided_span + 2048},
+                        Case{RangeOptions::kStoreDefault, 1 + 1, strided_span + 2048},
+                        Case{UINT64_MAX - 1, 1, 501024 + 1024}}) {
+    RangeOptions o;
+    o.max_gap = c.gap;
+    o.max_request = 1 << 20;
+    RangeStats stats;
+    std::fill(out.begin(), out.end(), 0);
+    Status st = ReadRanges({RangeSource::File(dir.path() + "/a.bin")}, ranges, o, {}, &stats);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(stats.ranges, ranges.size()) << c.gap;
+    EXPECT_EQ(stats.requests, c.requests) << c.gap;
+    EXPECT_EQ(stats.bytes_read, c.bytes) << c.gap;
+    for (const ByteRange& r : ranges) {
+      EXPECT_EQ(0, std::memcmp(r.dst, a.data() + r.offset, r.length)) << c.gap << " at " << r.offset;
+    }
+  }
+  // Counts add up over calls; a call refused before planning adds nothing.
+  RangeStats stats;
+  std::vector<ByteRange> one = {{0, 0, 10, out.data()}};
+  ASSERT_TRUE(ReadRanges({RangeSource::File(dir.path() + "/a.bin")}, one, {}, {}, &stats).ok());
+  ASSERT_TRUE(ReadRanges({RangeSource::File(dir.path() + "/a.bin")}, one, {}, {}, &stats).ok());
+  EXPECT_EQ(stats.requests, 2u);
+  EXPECT_EQ(stats.bytes_read, 20u);
+  std::vector<ByteRange> bad = {{1, 0, 10, out.data()}};
+  EXPECT_FALSE(ReadRanges({RangeSource::File(dir.path() + "/a.bin")}, bad, {}, {}, &stats).ok());
+  EXPECT_EQ(stats.requests, 2u);
 }
 
 TEST(ReadRangesTest, RelativePathsAreRelativeToTheWorkingDirectory) {

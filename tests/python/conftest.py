@@ -27,6 +27,8 @@ where ``scripts/setup.sh`` and the ``test`` extra install them):
   server certificate for 127.0.0.1 / localhost.
 * ``nginx_server`` (session): ``nginx_server(root_dir) -> NginxServer``,
   one nginx per directory for the whole session (HTTP and HTTPS).
+* JAX, where a test imports it, runs on the CPU with 8 host devices (``XLA_FLAGS``, set
+  here before anything imports jax): the meshes of ``test_safetensors_jax.py``.
 * ``fault_server``: a :class:`remote_servers.FaultServer` serving an empty
   directory under ``tmp_path`` (``fault_server.root``), stopped after the
   test; ``make_fault_server(root_dir, latency_ms=0.0, tls=None)`` starts
@@ -46,6 +48,12 @@ import zarr
 import zarr.errors
 
 sys.path.insert(0, os.path.dirname(__file__))
+
+JAX_HOST_DEVICES = 8
+if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                               + f" --xla_force_host_platform_device_count={JAX_HOST_DEVICES}").strip()
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import remote_servers  # noqa: E402
 import stores as store_defs  # noqa: E402

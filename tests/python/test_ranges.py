@@ -240,6 +240,25 @@ def test_many_small_ranges_of_many_files(tmp_path):
         assert g.tobytes() == datas[int(s.rsplit("r", 1)[1])][o:o + n]
 
 
+def test_stats_and_max_gap(files, monkeypatch):
+    """stats counts what the engine read; max_gap=0 merges only touching ranges, None is the
+    store's 16 KiB (or LSIO_MERGE_GAP)."""
+    path = [p for p, d in files.items() if len(d) == 3_000_000][0]
+    data = files[path]
+    r = [(i * 4096, 1024) for i in range(100)] + [(900_000, 10), (900_010, 10), (0, 1024)]
+    cases = {0: (101, 100 * 1024 + 20), None: (2, 99 * 4096 + 1024 + 20), 3072: (2, 99 * 4096 + 1024 + 20),
+             3071: (101, 100 * 1024 + 20)}
+    for gap, (requests, nbytes) in cases.items():
+        stats = {"requests": 5}
+        got = lsio.read_ranges(path, r, max_gap=gap, max_request=1 << 20, stats=stats)
+        assert stats == {"requests": 5 + requests, "bytes_read": nbytes, "ranges": len(r)}, gap
+        assert [g.tobytes() for g in got] == expected(data, r)
+    monkeypatch.setenv("LSIO_MERGE_GAP", "0")
+    stats = {}
+    lsio.read_ranges(path, r, max_request=1 << 20, stats=stats)
+    assert stats["requests"] == 101
+
+
 def test_threads_1_starts_no_thread_and_a_forked_child_reads(files):
     path = max(files, key=lambda p: len(files[p]))
     data = files[path]

@@ -59,10 +59,22 @@ struct RangeOptions {
   /// Local files: "auto", "uring" or "pread" (as OpenOptions::io).
   std::string io = "auto";
   unsigned queue_depth = 64;  ///< io_uring reads in flight per worker
-  /// Coalescing; 0 = defaults by store kind: local 16 KiB gap / 8 MiB requests, remote
-  /// 1 MiB / 16 MiB. Ranges longer than max_request are split into max_request requests.
-  uint64_t max_gap = 0;
+  /// The store kind's default coalescing gap (local 16 KiB, remote 1 MiB).
+  static constexpr uint64_t kStoreDefault = UINT64_MAX;
+  /// Coalescing: neighbours at most max_gap bytes apart merge (0: only touching ones;
+  /// kStoreDefault: by store kind); requests are at most max_request bytes (0: by store
+  /// kind, local 8 MiB, remote 16 MiB). Longer ranges are split into max_request requests.
+  uint64_t max_gap = kStoreDefault;
   uint64_t max_request = 0;
+};
+
+/// What a call read: the plan's requests (after coalescing and splitting), and the bytes they
+/// cover, gaps between merged neighbours included. Counted once the plan is made (a call that
+/// fails before reading leaves its plan's counts; one that fails while checking, zeros).
+struct RangeStats {
+  uint64_t ranges = 0;      ///< ranges given (zero-length and identical ones included)
+  uint64_t requests = 0;    ///< reads issued to the stores
+  uint64_t bytes_read = 0;  ///< bytes those reads cover (>= the distinct bytes asked for)
 };
 
 /// Reads every range. Fails with kInvalidArgument (bad options, a source index out of range,
@@ -71,7 +83,9 @@ struct RangeOptions {
 /// object replaced during the call: ESTALE), kDataLoss (a file that shrank during the call),
 /// kUnavailable (io="uring" where the kernel refuses it), kCancelled (`interrupted` returned
 /// true; polled on the calling thread about every 10 ms), kResourceExhausted.
+/// `stats`, when given, receives the call's counts (added to its fields).
 Status ReadRanges(const std::vector<RangeSource>& sources, std::span<const ByteRange> ranges,
-                  const RangeOptions& options = {}, const std::function<bool()>& interrupted = {});
+                  const RangeOptions& options = {}, const std::function<bool()>& interrupted = {},
+                  RangeStats* stats = nullptr);
 
 }  // namespace lsio

@@ -74,7 +74,8 @@ RangePlan PlanRanges(std::span<const RangeTarget> targets, uint64_t max_gap, uin
       continue;
     }
     const uint64_t end = t.offset + t.length;
-    if (open.count > 0 && open.object == t.object && t.offset <= open.offset + open.length + max_gap &&
+    const uint64_t open_end = open.offset + open.length;
+    if (open.count > 0 && open.object == t.object && (t.offset <= open_end || t.offset - open_end <= max_gap) &&
         std::max(end, open.offset + open.length) - open.offset <= max_request) {
       open.length = std::max(end, open.offset + open.length) - open.offset;
       plan.members.push_back(i);
@@ -428,7 +429,8 @@ Status Execute(const RangesContext& ctx, const std::vector<RangeObject>& objects
       r->store = objects[o].store;
       LSIO_RETURN_IF_ERROR(r->store->TransportName().status());  // io="uring" where it cannot work
       r->traits = r->store->traits();
-      r->max_gap = ctx.max_gap > 0 ? ctx.max_gap : (r->traits.remote ? (1ull << 20) : (16ull << 10));
+      r->max_gap = ctx.max_gap != RangeOptions::kStoreDefault ? ctx.max_gap
+                                                              : (r->traits.remote ? (1ull << 20) : (16ull << 10));
       // Local: 8 MiB pieces. A checkpoint's long tensors read fastest in pieces of 4-16 MiB
       // (hot 10 GB/s at 2 threads vs 8 with 1 MiB, W10), and merged small ranges stay small.
       r->max_request = ctx.max_request > 0 ? ctx.max_request : (r->traits.remote ? (16ull << 20) : (8ull << 20));
@@ -441,9 +443,14 @@ Status Execute(const RangesContext& ctx, const std::vector<RangeObject>& objects
   // 2-3. Open (or size) every object and plan, before any caller byte is written.
   std::vector<std::vector<bool>> done(runs.size());
   std::vector<bool> waves(runs.size(), false);
+  if (ctx.stats != nullptr) ctx.stats->ranges += targets.size();
   for (size_t s = 0; s < runs.size(); ++s) {
     StoreRun& run = *runs[s];
     run.plan = PlanRanges(run.targets, run.max_gap, run.max_request);
+    if (ctx.stats != nullptr) {
+      ctx.stats->requests += run.plan.units.size();
+      for (const RangeUnit& u : run.plan.units) ctx.stats->bytes_read += u.length;
+    }
     done[s].assign(run.plan.units.size(), false);
     if (run.objects.size() <= run.traits.open_budget) {
       LSIO_RETURN_IF_ERROR(OpenObjects(run, objects, 0, run.objects.size()));

@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "lsio/ranges.h"  // RangeStats
 #include "lsio/status.h"
 #include "store/store.h"
 
@@ -62,11 +63,13 @@ struct RangeTarget {
 struct RangesContext {
   int threads = 1;            ///< workers including the calling thread (local stores)
   unsigned queue_depth = 64;  ///< reads in flight per worker (io_uring)
-  /// Coalescing; 0 = the store kind's default (local 16 KiB / 8 MiB, remote 1 MiB / 16 MiB).
-  uint64_t max_gap = 0;
+  /// Coalescing, as RangeOptions: max_gap kStoreDefault / max_request 0 = the store kind's
+  /// default (local 16 KiB / 8 MiB, remote 1 MiB / 16 MiB).
+  uint64_t max_gap = RangeOptions::kStoreDefault;
   uint64_t max_request = 0;
   std::function<bool()> interrupted;   ///< see the header comment
   bool (*interrupt_probe)() = nullptr;
+  RangeStats* stats = nullptr;  ///< not null: the plan's counts are added here
 };
 
 /// A planned read: one request of the store.

@@ -291,7 +291,7 @@ TEST(ExecuteRangesRemoteTest, PastTheEndAndMissingObjectsFailBeforeAnythingIsWri
   // The first request of "a" ([0, 100)) learns its size; [990, 1090) is then refused.
   std::vector<RangeTarget> t = {T(0, 0, 100, out.data()), T(0, 990, 100, out.data() + 100)};
   RangesContext ctx;
-  ctx.max_gap = 1;  // 0 would be the default (1 MiB)
+  ctx.max_gap = 1;  // not merged
   Status st = ExecuteRanges(ctx, objects, t);
   ASSERT_EQ(st.code(), StatusCode::kIoError) << st.ToString();
   EXPECT_NE(st.message().find("past the end"), std::string::npos) << st.ToString();
@@ -300,7 +300,7 @@ TEST(ExecuteRangesRemoteTest, PastTheEndAndMissingObjectsFailBeforeAnythingIsWri
   EXPECT_EQ(out, std::vector<uint8_t>(300, 0xAB));
   // Merged into the sizing request itself, the range past the end fails that request; the
   // error still says "past the end" (the store is asked the size after the failure).
-  ctx.max_gap = 0;
+  ctx.max_gap = RangeOptions::kStoreDefault;  // 1 MiB: merged
   st = ExecuteRanges(ctx, objects, t);
   ASSERT_EQ(st.code(), StatusCode::kIoError) << st.ToString();
   EXPECT_NE(st.message().find("past the end"), std::string::npos) << st.ToString();

@@ -1,0 +1,396 @@
+"""Sharded loading of safetensors checkpoints: ``lsio.safetensors.load_jax`` and the chunk plan.
+
+``load_jax`` puts each tensor on a JAX mesh reading only what this process keeps: for every
+tensor it asks the tensor's sharding which index box each *addressable* device holds, turns
+each distinct box into byte ranges of the file (a box is a set of equal-length contiguous
+runs: one run when it splits only the first axis, one per row when it splits the last), and
+reads a group of boxes at a time in one engine call (``_ranges.read_into``: the engine sorts,
+coalesces neighbours within ``max_gap`` and splits long runs across threads) into one host
+buffer, each box at a 64-byte-aligned place. Each box is then handed to ``jax.device_put``
+for every device holding it (replicas are read once per process); the transfer of one group
+runs while the next is read, and the host buffer of a group is dropped once its transfers
+are done, so at most two groups are in host memory (``group_bytes``, default 256 MiB,
+``LSIO_JAX_GROUP_BYTES``). The global arrays are assembled with
+``jax.make_array_from_single_device_arrays``. Nothing is exchanged between processes: each
+reads its own shards, so the result needs no redistribution.
+
+The chunk plan (``chunk_plan`` / ``load_chunk``) is the scheme of Levanter's safetensors
+loader (the design this project started from), kept for users who want whole-chunk reads:
+tensors in file order packed into chunks of at most ``chunk_bytes`` (default 2 GiB,
+``LSIO_SAFETENSORS_CHUNK_BYTES``) that never split a tensor, chunk ``i`` owned by process
+``i % process_count``.
+
+jax is imported by ``load_jax`` only; the chunk plan needs numpy alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _options, _ranges
+from . import safetensors as _st
+from .errors import StorageError, UnsupportedError
+
+#: Default bytes read per group by ``load_jax`` (``LSIO_JAX_GROUP_BYTES`` overrides).
+GROUP_BYTES = 256 << 20
+#: Default chunk size of ``chunk_plan`` (``LSIO_SAFETENSORS_CHUNK_BYTES`` overrides), the design's 2 GB.
+CHUNK_BYTES = 2 << 30
+_ALIGN = 64  # where each box starts in a group buffer: aligned for every dtype and for SIMD copies
+
+Box = Tuple[Tuple[int, int], ...]  # per axis [start, stop)
+
+
+# ---------------------------------------------------------------------------------------
+# Boxes -> byte ranges
+
+
+def box_runs(shape: Sequence[int], itemsize: int, box: Box) -> Tuple[np.ndarray, int]:
+    """The byte ranges of index box ``box`` of a C-order tensor of ``shape``: (offsets of the
+    runs relative to the tensor's first byte, in the box's C order; the length of each run).
+    The runs, concatenated, are the box's bytes in C order. An empty box has no runs."""
+    n = len(shape)
+    lens = [b - a for a, b in box]
+    if any(x == 0 for x in lens):
+        return np.zeros(0, np.int64), 0
+    strides = [1] * n
+    for d in range(n - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
+    # Trailing axes the box covers whole join the run; the last partial axis ends it.
+    j = n - 1
+    while j >= 0 and box[j] == (0, shape[j]):
+        j -= 1
+    if j < 0:
+        return np.zeros(1, np.int64), int(np.prod(shape, dtype=np.int64)) * itemsize
+    run = lens[j] * strides[j] * itemsize
+    offs = np.array([box[j][0] * strides[j]], np.int64)
+    for d in range(j - 1, -1, -1):
+        outer = np.arange(box[d][0], box[d][1], dtype=np.int64) * strides[d]
+        offs = (outer[:, None] + offs[None, :]).reshape(-1)
+    return offs * itemsize, run
+
+
+def _box_of(index: Tuple[Any, ...], shape: Tuple[int, ...], where: str, name: str) -> Box:
+    """A device's index (the sharding's tuple of slices) as [start, stop) per axis."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    out = []
+    for d, size in enumerate(shape):
+        s = index[d] if d < len(index) else slice(None)
+        if not isinstance(s, slice):
+            raise _st._error(UnsupportedError, where, f"tensor {name!r}: the sharding gives axis {d} "
+                             f"the index {s!r}; only slices are supported")
+        a, b, step = s.indices(size)
+        if step != 1:
+            raise _st._error(UnsupportedError, where, f"tensor {name!r}: the sharding gives axis {d} "
+                             f"a strided slice {s!r}; only contiguous slices are supported")
+        out.append((a, max(a, b)))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------
+# Per-tensor choices: sharding and result dtype
+
+
+ShardingsArg = Union[Any, Mapping[str, Any], Callable[[str, Tuple[int, ...], np.dtype], Any]]
+DtypeArg = Union[None, Any, Mapping[str, Any], Callable[[str, Tuple[int, ...], np.dtype], Any]]
+
+
+def _sharding_for(jax: Any, shardings: ShardingsArg, t: _st.TensorInfo, stored: np.dtype,
+                  where: str) -> Any:
+    Sharding = jax.sharding.Sharding
+    if isinstance(shardings, Sharding):
+        sh = shardings
+    elif isinstance(shardings, Mapping):
+        if t.name not in shardings:
+            raise KeyError(f"shardings has no entry for tensor {t.name!r} of {where} (give one for "
+                           "every tensor loaded, restrict names=, or pass a callable)")
+        sh = shardings[t.name]
+    elif callable(shardings):
+        sh = shardings(t.name, t.shape, stored)
+    else:
+        raise TypeError("shardings must be a jax.sharding.Sharding, a dict name -> Sharding, or a "
+                        f"callable (name, shape, dtype) -> Sharding, got {type(shardings).__name__}")
+    if not isinstance(sh, Sharding):
+        raise TypeError(f"the sharding for tensor {t.name!r} must be a jax.sharding.Sharding, got "
+                        f"{type(sh).__name__}")
+    return sh
+
+
+def _is_float(dt: np.dtype) -> bool:
+    if dt.kind in "fc":
+        return dt.kind == "f"
+    try:
+        import ml_dtypes  # bfloat16 and the float8 kinds are kind 'V' to numpy
+    except ImportError:
+        return False
+    try:
+        ml_dtypes.finfo(dt)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def _wanted(dtype: DtypeArg, t: _st.TensorInfo, stored: np.dtype) -> Optional[np.dtype]:
+    """The dtype ``dtype`` asks for tensor ``t`` (None: keep the stored one)."""
+    if dtype is None:
+        want = None
+    elif isinstance(dtype, Mapping):
+        want = dtype.get(t.name)
+    elif callable(dtype) and not isinstance(dtype, type) and not hasattr(dtype, "dtype"):
+        want = dtype(t.name, t.shape, stored)  # a function, not a scalar type like jnp.bfloat16
+    else:
+        want = dtype if _is_float(stored) else None  # one dtype: floating tensors only
+    return None if want is None else np.dtype(want)
+
+
+def _result_dtype(jax: Any, dtype: DtypeArg, t: _st.TensorInfo, stored: np.dtype) -> np.dtype:
+    """The dtype a tensor is returned in, canonical for this jax (64-bit types become 32-bit
+    ones unless jax_enable_x64 is on, as jax.device_put would make them)."""
+    want = _wanted(dtype, t, stored)
+    return np.dtype(jax.dtypes.canonicalize_dtype(stored if want is None else want))
+
+
+# ---------------------------------------------------------------------------------------
+# load_jax
+
+
+@dataclasses.dataclass
+class _Piece:
+    """One distinct box of one tensor: read once, put on every device that holds it."""
+
+    tensor: int                 # index into the load's tensors
+    box: Box
+    devices: List[Any]
+    nbytes: int
+
+
+@dataclasses.dataclass
+class _Tensor:
+    file: int
+    info: _st.TensorInfo
+    stored: np.dtype
+    result: np.dtype
+    sharding: Any
+    arrays: List[Any] = dataclasses.field(default_factory=list)
+
+
+def _import_jax() -> Any:
+    try:
+        import jax
+    except ImportError as e:
+        raise ImportError("lsio.safetensors.load_jax needs JAX: pip install jax (or "
+                          f"pip install 'lsio[jax]'); importing it failed: {e}") from e
+    return jax
+
+
+def _groups(pieces: Sequence[_Piece], limit: int) -> List[List[_Piece]]:
+    """Consecutive pieces packed into groups of at most ``limit`` bytes (a larger piece alone)."""
+    out: List[List[_Piece]] = []
+    fill = 0
+    for p in pieces:
+        if not out or (fill and fill + p.nbytes > limit):
+            out.append([])
+            fill = 0
+        out[-1].append(p)
+        fill += -(-p.nbytes // _ALIGN) * _ALIGN
+    return out
+
+
+def _read_group(ck: _st._Checkpoint, tensors: Sequence[_Tensor], group: Sequence[_Piece],
+                probes: Sequence[Tuple[int, int]], storage_options: Optional[Mapping[str, Any]],
+                threads: Optional[int], max_gap: Optional[int], counts: Dict[str, int]
+                ) -> Tuple[np.ndarray, List[int]]:
+    """One engine call for every run of every box of ``group`` (and the truncation probes).
+    Returns the buffer and where each piece starts in it."""
+    starts: List[int] = []
+    src: List[np.ndarray] = []
+    offs: List[np.ndarray] = []
+    lens: List[np.ndarray] = []
+    at: List[np.ndarray] = []
+    pos = 0
+    for p in group:
+        t = tensors[p.tensor]
+        starts.append(pos)
+        rel, run = box_runs(t.info.shape, t.stored.itemsize, p.box)
+        if run:
+            src.append(np.full(rel.size, t.file, np.uint32))
+            offs.append(rel + t.info.offset)
+            lens.append(np.full(rel.size, run, np.int64))
+            at.append(pos + np.arange(rel.size, dtype=np.int64) * run)
+        pos += -(-p.nbytes // _ALIGN) * _ALIGN
+    for i, off in probes:  # one byte at the data end of remote files (truncation)
+        src.append(np.array([i], np.uint32))
+        offs.append(np.array([off], np.int64))
+        lens.append(np.array([1], np.int64))
+        at.append(np.array([pos], np.int64))
+        pos += 1
+    buf = np.empty(pos, np.uint8)
+    if not src:
+        return buf, starts
+    which = np.concatenate(src)
+    used = sorted(set(int(w) for w in np.unique(which)))
+    remap = np.zeros(len(ck.files), np.uint32)
+    remap[used] = np.arange(len(used), dtype=np.uint32)
+    try:
+        _ranges.read_into([ck.files[i].source for i in used], remap[which],
+                          np.concatenate(offs).astype(np.uint64), np.concatenate(lens).astype(np.uint64),
+                          buf, np.concatenate(at).astype(np.uint64), storage_options=storage_options,
+                          threads=threads, max_gap=max_gap, stats=counts)
+    except StorageError as e:
+        err = _st._truncated(e, [ck.files[i] for i in used])
+        if err is e:
+            raise
+        raise err from e
+    return buf, starts
+
+
+def load_jax(path: Any, shardings: ShardingsArg, *, names: Optional[Sequence[str]] = None,
+             dtype: DtypeArg = None, storage_options: Optional[Mapping[str, Any]] = None,
+             threads: Optional[int] = None, group_bytes: Optional[int] = None,
+             max_gap: Optional[int] = None, stats: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
+    """See :func:`lsio.safetensors.load_jax`."""
+    jax = _import_jax()
+    limit = _options.size_option(group_bytes, "jax_group_bytes", GROUP_BYTES, lo=1)
+    ck = _st._open(path, names, storage_options, threads)
+    tensors: List[_Tensor] = []
+    pieces: List[_Piece] = []
+    for i, t in ck.chosen:
+        where = ck.files[i].display
+        stored = _st._numpy_dtype(t)
+        result = _result_dtype(jax, dtype, t, stored)
+        sh = _sharding_for(jax, shardings, t, stored, where)
+        try:
+            index_map = sh.addressable_devices_indices_map(t.shape)
+        except Exception as e:  # jax says why (rank, divisibility) in its own words
+            raise ValueError(f"{where}: tensor {t.name!r} of shape {list(t.shape)}: its sharding "
+                             f"{sh} does not fit it: {e}") from e
+        k = len(tensors)
+        tensors.append(_Tensor(i, t, stored, result, sh))
+        by_box: Dict[Box, List[Any]] = {}
+        for dev, index in index_map.items():
+            by_box.setdefault(_box_of(index, t.shape, where, t.name), []).append(dev)
+        for box, devs in by_box.items():
+            n = int(np.prod([b - a for a, b in box], dtype=np.int64)) * stored.itemsize
+            pieces.append(_Piece(k, box, devs, n))
+    counts: Dict[str, int] = {}
+    probes = _st._probes(ck)
+    groups = _groups(pieces, limit) or [[]]
+    in_flight: List[List[Any]] = []
+    for g, group in enumerate(groups):
+        # Group g-1 transfers while group g is read; g-2's transfers must be done first, so
+        # that at most two groups' host buffers are alive.
+        if len(in_flight) > 1:
+            for a in in_flight.pop(0):
+                a.block_until_ready()
+        buf, starts = _read_group(ck, tensors, group, probes if g == 0 else (), storage_options,
+                                  threads, max_gap, counts)
+        put: List[Any] = []
+        for p, pos in zip(group, starts):
+            t = tensors[p.tensor]
+            host = buf[pos:pos + p.nbytes].view(t.stored).reshape([b - a for a, b in p.box])
+            _st._swap(host.reshape(-1).view(np.uint8), _st._DTYPES[t.info.dtype][4])
+            if t.result != t.stored:
+                host = host.astype(t.result)
+            for dev in p.devices:
+                arr = jax.device_put(host, dev)
+                t.arrays.append(arr)
+                put.append(arr)
+        in_flight.append(put)
+        del buf
+    out: Dict[str, Any] = {}
+    for t in tensors:
+        out[t.info.name] = jax.make_array_from_single_device_arrays(t.info.shape, t.sharding, t.arrays)
+        t.arrays = []
+    if stats is not None:
+        add = dict(counts, tensors=len(tensors), shards_read=len(pieces), groups=len(groups),
+                   device_puts=sum(len(p.devices) for p in pieces),
+                   bytes_needed=sum(p.nbytes for p in pieces))
+        for key, v in add.items():
+            stats[key] = stats.get(key, 0) + int(v)
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# The chunk plan (whole-chunk reads, the design's scheme)
+
+
+@dataclasses.dataclass(frozen=True)
+class Chunk:
+    """Consecutive tensors of one file, read as one range ``[offset, offset + nbytes)``.
+
+    ``index`` is the chunk's place in the plan, ``owner`` the process that reads it under
+    the design's rule (``index % process_count``), ``file`` the file (URL userinfo removed),
+    ``tensors`` the names it holds in file order. The range covers anything stored between
+    them (tensors not chosen by ``names``)."""
+
+    index: int
+    file: str
+    offset: int
+    nbytes: int
+    tensors: Tuple[str, ...]
+    owner: int
+    _source: str = dataclasses.field(default="", repr=False, compare=False)
+    _infos: Tuple[_st.TensorInfo, ...] = dataclasses.field(default=(), repr=False, compare=False)
+
+
+def chunk_plan(path: Any, *, chunk_bytes: Optional[int] = None, process_count: Optional[int] = None,
+               names: Optional[Sequence[str]] = None, storage_options: Optional[Mapping[str, Any]] = None,
+               threads: Optional[int] = None) -> List[Chunk]:
+    """See :func:`lsio.safetensors.chunk_plan`."""
+    limit = _options.size_option(chunk_bytes, "chunk_bytes", CHUNK_BYTES, lo=1)
+    if process_count is None:
+        jax = sys.modules.get("jax")
+        process_count = int(jax.process_count()) if jax is not None else 1
+    if isinstance(process_count, bool) or not isinstance(process_count, int) or process_count < 1:
+        raise ValueError(f"process_count must be an integer >= 1, got {process_count!r}")
+    ck = _st._open(path, names, storage_options, threads)
+    order = sorted(ck.chosen, key=lambda it: (it[0], it[1].offset, it[1].nbytes))
+    spans: List[Tuple[int, List[_st.TensorInfo]]] = []
+    for i, t in order:
+        if spans and spans[-1][0] == i:
+            first = spans[-1][1][0]
+            if t.offset + t.nbytes - first.offset <= limit:
+                spans[-1][1].append(t)
+                continue
+        spans.append((i, [t]))
+    plan = []
+    for k, (i, ts) in enumerate(spans):
+        f = ck.files[i]
+        begin = ts[0].offset
+        end = max(t.offset + t.nbytes for t in ts)
+        plan.append(Chunk(k, f.display, begin, end - begin, tuple(t.name for t in ts), k % process_count,
+                          f.source, tuple(ts)))
+    return plan
+
+
+def load_chunk(chunk: Chunk, *, dtype: DtypeArg = None, storage_options: Optional[Mapping[str, Any]] = None,
+               threads: Optional[int] = None) -> Dict[str, np.ndarray]:
+    """See :func:`lsio.safetensors.load_chunk`."""
+    if not isinstance(chunk, Chunk) or not chunk._source:
+        raise TypeError(f"chunk must be a Chunk from lsio.safetensors.chunk_plan, got {type(chunk).__name__}")
+    buf = np.empty(chunk.nbytes, np.uint8)
+    try:
+        _ranges.read_into([chunk._source], np.zeros(1, np.uint32), np.array([chunk.offset], np.uint64),
+                          np.array([chunk.nbytes], np.uint64), buf, np.zeros(1, np.uint64),
+                          storage_options=storage_options, threads=threads)
+    except StorageError as e:
+        f = _st._File(chunk._source, chunk.file, _st._storage.is_remote(chunk._source))
+        f.data_end = chunk.offset + chunk.nbytes
+        err = _st._truncated(e, [f])
+        if err is e:
+            raise
+        raise err from e
+    out: Dict[str, np.ndarray] = {}
+    for t in chunk._infos:
+        stored = _st._numpy_dtype(t)
+        a = buf[t.offset - chunk.offset:t.offset - chunk.offset + t.nbytes].view(stored).reshape(t.shape)
+        _st._swap(a.reshape(-1).view(np.uint8), _st._DTYPES[t.dtype][4])
+        want = _wanted(dtype, t, stored)
+        if want is not None and want != stored:
+            a = a.astype(want)
+        out[t.name] = a
+    return out
