@@ -175,7 +175,8 @@ class _Tensor:
     stored: np.dtype
     result: np.dtype
     sharding: Any
-    arrays: List[Any] = dataclasses.field(default_factory=list)
+    pending: int = 0                                       # boxes not read yet
+    hosts: Dict[Box, np.ndarray] = dataclasses.field(default_factory=dict)
 
 
 def _import_jax() -> Any:
@@ -276,35 +277,47 @@ def load_jax(path: Any, shardings: ShardingsArg, *, names: Optional[Sequence[str
         for box, devs in by_box.items():
             n = int(np.prod([b - a for a, b in box], dtype=np.int64)) * stored.itemsize
             pieces.append(_Piece(k, box, devs, n))
+        tensors[-1].pending = len(by_box)
     counts: Dict[str, int] = {}
     probes = _st._probes(ck)
     groups = _groups(pieces, limit) or [[]]
+    results: List[Any] = [None] * len(tensors)
     in_flight: List[List[Any]] = []
     for g, group in enumerate(groups):
-        # Group g-1 transfers while group g is read; g-2's transfers must be done first, so
-        # that at most two groups' host buffers are alive.
+        # Group g-1 transfers while group g is read; the arrays finished two groups ago must
+        # have landed first, so that only the last groups' host buffers are alive.
         if len(in_flight) > 1:
             for a in in_flight.pop(0):
                 a.block_until_ready()
         buf, starts = _read_group(ck, tensors, group, probes if g == 0 else (), storage_options,
                                   threads, max_gap, counts)
-        put: List[Any] = []
+        done: List[Any] = []
         for p, pos in zip(group, starts):
             t = tensors[p.tensor]
             host = buf[pos:pos + p.nbytes].view(t.stored).reshape([b - a for a, b in p.box])
             _st._swap(host.reshape(-1).view(np.uint8), _st._DTYPES[t.info.dtype][4])
-            if t.result != t.stored:
-                host = host.astype(t.result)
-            for dev in p.devices:
-                arr = jax.device_put(host, dev)
-                t.arrays.append(arr)
-                put.append(arr)
-        in_flight.append(put)
+            t.hosts[p.box] = host if t.result == t.stored else host.astype(t.result)
+            t.pending -= 1
+            if t.pending == 0:
+                # Every box of the tensor is on the host: one call puts all its shards (jax
+                # batches the transfers; a device_put per shard costs ~0.1 ms of Python each).
+                hosts, shape, name = t.hosts, t.info.shape, t.info.name
+                arr = jax.make_array_from_callback(
+                    shape, t.sharding, lambda index, h=hosts, sh=shape, n=name: h[_box_of(index, sh, "", n)])
+                results[p.tensor] = arr
+                t.hosts = {}
+                done.append(arr)
+        in_flight.append(done)
         del buf
-    out: Dict[str, Any] = {}
-    for t in tensors:
-        out[t.info.name] = jax.make_array_from_single_device_arrays(t.info.shape, t.sharding, t.arrays)
-        t.arrays = []
+    for k, t in enumerate(tensors):
+        if results[k] is None:  # no device of this process holds a part of it: nothing to read
+            try:
+                results[k] = jax.make_array_from_single_device_arrays(t.info.shape, t.sharding, [],
+                                                                      dtype=t.result)
+            except TypeError:  # jax before dtype=: the callback is asked for no data we read
+                empty = np.zeros(t.sharding.shard_shape(t.info.shape), t.result)
+                results[k] = jax.make_array_from_callback(t.info.shape, t.sharding, lambda index, e=empty: e)
+    out = {t.info.name: a for t, a in zip(tensors, results)}
     if stats is not None:
         add = dict(counts, tensors=len(tensors), shards_read=len(pieces), groups=len(groups),
                    device_puts=sum(len(p.devices) for p in pieces),
