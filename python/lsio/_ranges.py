@@ -181,6 +181,9 @@ def read_into(sources: Sequence[Any], source_index: np.ndarray, offsets: np.ndar
     per range (uint32 / uint64 arrays); ``out``: one writeable buffer with ``out_offsets``
     (where each range goes), or a list of one buffer per range with ``out_offsets`` None."""
     native = _native_sources(sources, storage_options)
+    if max_gap is not None and not isinstance(max_gap, bool) and hasattr(max_gap, "__index__") \
+            and max_gap.__index__() >= 1 << 63:
+        raise ValueError(f"max_gap must be below 2**63, got {max_gap}")
     engine: Dict[str, Any] = dict(
         threads=_options.threads_option(threads),
         io=_options.io_option(io),

@@ -4,15 +4,16 @@
 tensor it asks the tensor's sharding which index box each *addressable* device holds, turns
 each distinct box into byte ranges of the file (a box is a set of equal-length contiguous
 runs: one run when it splits only the first axis, one per row when it splits the last), and
-reads a group of boxes at a time in one engine call (``_ranges.read_into``: the engine sorts,
-coalesces neighbours within ``max_gap`` and splits long runs across threads) into one host
-buffer, each box at a 64-byte-aligned place. Each box is then handed to ``jax.device_put``
-for every device holding it (replicas are read once per process); the transfer of one group
-runs while the next is read, and the host buffer of a group is dropped once its transfers
-are done, so at most two groups are in host memory (``group_bytes``, default 256 MiB,
-``LSIO_JAX_GROUP_BYTES``). The global arrays are assembled with
-``jax.make_array_from_single_device_arrays``. Nothing is exchanged between processes: each
-reads its own shards, so the result needs no redistribution.
+reads a group of whole tensors at a time in one engine call (``_ranges.read_into``: the
+engine sorts, coalesces neighbours within ``max_gap`` and splits long runs across threads)
+into one 64-byte-aligned host buffer, each box at an aligned place. A tensor's boxes are never
+split over groups: a strided box's runs are merged across the gaps between them, which are
+its neighbours' columns, and a second call would read those again. Each tensor is then placed
+with one ``jax.make_array_from_callback`` (replicas are read once per process and put on every
+device holding them); the transfer of one group runs while the next is read, and the reads
+wait for the group before that, so at most two groups are in host memory (``group_bytes``,
+default 256 MiB, ``LSIO_JAX_GROUP_BYTES``; at least one tensor's share). Nothing is exchanged
+between processes: each reads its own shards, so the result needs no redistribution.
 
 The chunk plan (``chunk_plan`` / ``load_chunk``) is the scheme of Levanter's safetensors
 loader (the design this project started from), kept for users who want whole-chunk reads:
@@ -26,6 +27,8 @@ jax is imported by ``load_jax`` only; the chunk plan needs numpy alone.
 from __future__ import annotations
 
 import dataclasses
+import errno
+import hashlib
 import sys
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -144,14 +147,26 @@ def _wanted(dtype: DtypeArg, t: _st.TensorInfo, stored: np.dtype) -> Optional[np
         want = dtype(t.name, t.shape, stored)  # a function, not a scalar type like jnp.bfloat16
     else:
         want = dtype if _is_float(stored) else None  # one dtype: floating tensors only
-    return None if want is None else np.dtype(want)
+    if want is None:
+        return None
+    try:
+        return np.dtype(want)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{t.file}: tensor {t.name!r}: {want!r} is not a dtype: {e}") from e
 
 
 def _result_dtype(jax: Any, dtype: DtypeArg, t: _st.TensorInfo, stored: np.dtype) -> np.dtype:
     """The dtype a tensor is returned in, canonical for this jax (64-bit types become 32-bit
     ones unless jax_enable_x64 is on, as jax.device_put would make them)."""
     want = _wanted(dtype, t, stored)
-    return np.dtype(jax.dtypes.canonicalize_dtype(stored if want is None else want))
+    try:
+        out = np.dtype(jax.dtypes.canonicalize_dtype(stored if want is None else want))
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{t.file}: tensor {t.name!r}: dtype {want!r} is not one jax can hold: {e}") from e
+    if out.kind not in "biufc" and not _is_float(out):  # strings, objects, records
+        raise TypeError(f"{t.file}: tensor {t.name!r}: dtype {out} is not one jax can hold (numbers "
+                        "and bool only)")
+    return out
 
 
 # ---------------------------------------------------------------------------------------
@@ -188,17 +203,38 @@ def _import_jax() -> Any:
     return jax
 
 
+def _aligned(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
+
+
 def _groups(pieces: Sequence[_Piece], limit: int) -> List[List[_Piece]]:
-    """Consecutive pieces packed into groups of at most ``limit`` bytes (a larger piece alone)."""
+    """Pieces packed into groups of whole tensors, at most ``limit`` bytes each; a tensor
+    whose boxes (this process's share) exceed it is a group of its own. A tensor's boxes
+    are never split over groups: the engine merges a strided box's runs across the gaps
+    between them, which are the other boxes' bytes; read in another call, they would be
+    read again."""
     out: List[List[_Piece]] = []
     fill = 0
-    for p in pieces:
-        if not out or (fill and fill + p.nbytes > limit):
+    k = 0
+    while k < len(pieces):
+        j = k
+        while j < len(pieces) and pieces[j].tensor == pieces[k].tensor:
+            j += 1
+        size = sum(_aligned(p.nbytes) for p in pieces[k:j])
+        if not out or (fill and fill + size > limit):
             out.append([])
             fill = 0
-        out[-1].append(p)
-        fill += -(-p.nbytes // _ALIGN) * _ALIGN
+        out[-1].extend(pieces[k:j])
+        fill += size
+        k = j
     return out
+
+
+def _aligned_empty(n: int) -> np.ndarray:
+    """n bytes starting at a 64-byte boundary (numpy itself guarantees 16)."""
+    raw = np.empty(n + _ALIGN, np.uint8)
+    skip = -raw.ctypes.data % _ALIGN
+    return raw[skip:skip + n]
 
 
 def _read_group(ck: _st._Checkpoint, tensors: Sequence[_Tensor], group: Sequence[_Piece],
@@ -222,14 +258,14 @@ def _read_group(ck: _st._Checkpoint, tensors: Sequence[_Tensor], group: Sequence
             offs.append(rel + t.info.offset)
             lens.append(np.full(rel.size, run, np.int64))
             at.append(pos + np.arange(rel.size, dtype=np.int64) * run)
-        pos += -(-p.nbytes // _ALIGN) * _ALIGN
+        pos += _aligned(p.nbytes)
     for i, off in probes:  # one byte at the data end of remote files (truncation)
         src.append(np.array([i], np.uint32))
         offs.append(np.array([off], np.int64))
         lens.append(np.array([1], np.int64))
         at.append(np.array([pos], np.int64))
         pos += 1
-    buf = np.empty(pos, np.uint8)
+    buf = _aligned_empty(pos)
     if not src:
         return buf, starts
     which = np.concatenate(src)
@@ -247,6 +283,26 @@ def _read_group(ck: _st._Checkpoint, tensors: Sequence[_Tensor], group: Sequence
             raise
         raise err from e
     return buf, starts
+
+
+def _landed(arrays: Sequence[Any]) -> None:
+    """Waits until the transfers of ``arrays`` are done; jax then drops its references to
+    their host buffers (on CPU devices jax may keep 64-byte-aligned host memory as the
+    device buffer itself: there the host buffers are the results)."""
+    for a in arrays:
+        a.block_until_ready()
+
+
+def _reach(tensors: Sequence[_Tensor], pieces: Sequence[_Piece]) -> Dict[int, int]:
+    """file index -> the end of the last byte this process reads of it (the truncation probe
+    of a remote file is needed where this process's own reads stop short of its data end)."""
+    out: Dict[int, int] = {}
+    for p in pieces:
+        t = tensors[p.tensor]
+        rel, run = box_runs(t.info.shape, t.stored.itemsize, p.box)
+        if run:
+            out[t.file] = max(out.get(t.file, 0), t.info.offset + int(rel[-1]) + run)
+    return out
 
 
 def load_jax(path: Any, shardings: ShardingsArg, *, names: Optional[Sequence[str]] = None,
@@ -279,16 +335,15 @@ def load_jax(path: Any, shardings: ShardingsArg, *, names: Optional[Sequence[str
             pieces.append(_Piece(k, box, devs, n))
         tensors[-1].pending = len(by_box)
     counts: Dict[str, int] = {}
-    probes = _st._probes(ck)
+    probes = _st._probes(ck, _reach(tensors, pieces))
     groups = _groups(pieces, limit) or [[]]
     results: List[Any] = [None] * len(tensors)
     in_flight: List[List[Any]] = []
     for g, group in enumerate(groups):
-        # Group g-1 transfers while group g is read; the arrays finished two groups ago must
-        # have landed first, so that only the last groups' host buffers are alive.
+        # Group g-1 transfers while group g is read; group g-2's transfers must be done
+        # first, so that at most two groups' host buffers are alive.
         if len(in_flight) > 1:
-            for a in in_flight.pop(0):
-                a.block_until_ready()
+            _landed(in_flight.pop(0))
         buf, starts = _read_group(ck, tensors, group, probes if g == 0 else (), storage_options,
                                   threads, max_gap, counts)
         done: List[Any] = []
@@ -299,11 +354,13 @@ def load_jax(path: Any, shardings: ShardingsArg, *, names: Optional[Sequence[str
             t.hosts[p.box] = host if t.result == t.stored else host.astype(t.result)
             t.pending -= 1
             if t.pending == 0:
-                # Every box of the tensor is on the host: one call puts all its shards (jax
-                # batches the transfers; a device_put per shard costs ~0.1 ms of Python each).
-                hosts, shape, name = t.hosts, t.info.shape, t.info.name
+                # Every box of the tensor is on the host (its boxes share a group): one call
+                # puts all its shards (jax batches the transfers; a device_put per shard
+                # costs ~0.1 ms of Python each).
+                hosts, shape, name, where = t.hosts, t.info.shape, t.info.name, ck.files[t.file].display
                 arr = jax.make_array_from_callback(
-                    shape, t.sharding, lambda index, h=hosts, sh=shape, n=name: h[_box_of(index, sh, "", n)])
+                    shape, t.sharding,
+                    lambda index, h=hosts, sh=shape, n=name, w=where: h[_box_of(index, sh, w, n)])
                 results[p.tensor] = arr
                 t.hosts = {}
                 done.append(arr)
@@ -348,6 +405,10 @@ class Chunk:
     owner: int
     _source: str = dataclasses.field(default="", repr=False, compare=False)
     _infos: Tuple[_st.TensorInfo, ...] = dataclasses.field(default=(), repr=False, compare=False)
+    # The file as the plan saw it: header length and digest, end of its data.
+    _header_len: int = dataclasses.field(default=0, repr=False, compare=False)
+    _header_digest: bytes = dataclasses.field(default=b"", repr=False, compare=False)
+    _data_end: int = dataclasses.field(default=0, repr=False, compare=False)
 
 
 def chunk_plan(path: Any, *, chunk_bytes: Optional[int] = None, process_count: Optional[int] = None,
@@ -356,8 +417,11 @@ def chunk_plan(path: Any, *, chunk_bytes: Optional[int] = None, process_count: O
     """See :func:`lsio.safetensors.chunk_plan`."""
     limit = _options.size_option(chunk_bytes, "chunk_bytes", CHUNK_BYTES, lo=1)
     if process_count is None:
+        # jax.process_count() would start jax's backends, after which
+        # jax.distributed.initialize() refuses to run: ask only once it has run.
         jax = sys.modules.get("jax")
-        process_count = int(jax.process_count()) if jax is not None else 1
+        initialized = getattr(getattr(jax, "distributed", None), "is_initialized", None)
+        process_count = int(jax.process_count()) if initialized is not None and initialized() else 1
     if isinstance(process_count, bool) or not isinstance(process_count, int) or process_count < 1:
         raise ValueError(f"process_count must be an integer >= 1, got {process_count!r}")
     ck = _st._open(path, names, storage_options, threads)
@@ -376,7 +440,7 @@ def chunk_plan(path: Any, *, chunk_bytes: Optional[int] = None, process_count: O
         begin = ts[0].offset
         end = max(t.offset + t.nbytes for t in ts)
         plan.append(Chunk(k, f.display, begin, end - begin, tuple(t.name for t in ts), k % process_count,
-                          f.source, tuple(ts)))
+                          f.source, tuple(ts), f.header_len, f.header_digest, f.data_end))
     return plan
 
 
@@ -385,22 +449,30 @@ def load_chunk(chunk: Chunk, *, dtype: DtypeArg = None, storage_options: Optiona
     """See :func:`lsio.safetensors.load_chunk`."""
     if not isinstance(chunk, Chunk) or not chunk._source:
         raise TypeError(f"chunk must be a Chunk from lsio.safetensors.chunk_plan, got {type(chunk).__name__}")
-    buf = np.empty(chunk.nbytes, np.uint8)
+    # The header is read again with the chunk (one call): a file replaced since the plan was
+    # made would otherwise be sliced with the old layout.
+    head = 8 + chunk._header_len
+    buf = _aligned_empty(head + chunk.nbytes)
     try:
-        _ranges.read_into([chunk._source], np.zeros(1, np.uint32), np.array([chunk.offset], np.uint64),
-                          np.array([chunk.nbytes], np.uint64), buf, np.zeros(1, np.uint64),
+        _ranges.read_into([chunk._source], np.zeros(2, np.uint32), np.array([0, chunk.offset], np.uint64),
+                          np.array([head, chunk.nbytes], np.uint64), buf, np.array([0, head], np.uint64),
                           storage_options=storage_options, threads=threads)
     except StorageError as e:
         f = _st._File(chunk._source, chunk.file, _st._storage.is_remote(chunk._source))
-        f.data_end = chunk.offset + chunk.nbytes
+        f.data_end = chunk._data_end
         err = _st._truncated(e, [f])
         if err is e:
             raise
         raise err from e
+    if (int(buf[:8].view("<u8")[0]) != chunk._header_len
+            or hashlib.sha256(buf[8:head].tobytes()).digest() != chunk._header_digest):
+        raise _st._storage_error(errno.ESTALE, chunk.file, "the file changed since chunk_plan read "
+                                 "its header (another header now): make the plan again")
+    body = buf[head:]
     out: Dict[str, np.ndarray] = {}
     for t in chunk._infos:
         stored = _st._numpy_dtype(t)
-        a = buf[t.offset - chunk.offset:t.offset - chunk.offset + t.nbytes].view(stored).reshape(t.shape)
+        a = body[t.offset - chunk.offset:t.offset - chunk.offset + t.nbytes].view(stored).reshape(t.shape)
         _st._swap(a.reshape(-1).view(np.uint8), _st._DTYPES[t.dtype][4])
         want = _wanted(dtype, t, stored)
         if want is not None and want != stored:

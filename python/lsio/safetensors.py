@@ -59,6 +59,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import errno
+import hashlib
 import json
 import os
 import stat as _stat
@@ -141,6 +142,7 @@ class _File:
     tensors: Dict[str, TensorInfo] = dataclasses.field(default_factory=dict)
     meta: Optional[Dict[str, str]] = None
     data_end: int = 0              # absolute offset of the end of the data
+    header_digest: bytes = b""     # sha256 of the header bytes (chunk_plan: is it still the file?)
 
 
 @dataclasses.dataclass
@@ -397,6 +399,7 @@ def _read_headers(files: List[_File], storage_options: Optional[Mapping[str, Any
         for i, buf in zip(want, got):
             raws[i] = buf.tobytes()
     for i, f in enumerate(files):
+        f.header_digest = hashlib.sha256(raws[i]).digest()
         _parse_header(f, raws[i])
 
 
@@ -560,13 +563,15 @@ def _open(path: Any, names: Optional[Iterable[str]], storage_options: Optional[M
 # Reading the tensors
 
 
-def _probes(ck: _Checkpoint) -> List[Tuple[int, int]]:
-    """(file index, offset) of one byte at the data end of every remote file whose chosen
-    tensors do not already reach it: a truncated remote file fails the load (local files
-    were checked against their size)."""
-    reach: Dict[int, int] = {}
-    for i, t in ck.chosen:
-        reach[i] = max(reach.get(i, 0), t.offset + t.nbytes)
+def _probes(ck: _Checkpoint, reach: Optional[Dict[int, int]] = None) -> List[Tuple[int, int]]:
+    """(file index, offset) of one byte at the data end of every remote file whose reads do
+    not already reach it: a truncated remote file fails the load (local files were checked
+    against their size). ``reach``: file index -> end of the last byte read (default: the
+    chosen tensors' ends)."""
+    if reach is None:
+        reach = {}
+        for i, t in ck.chosen:
+            reach[i] = max(reach.get(i, 0), t.offset + t.nbytes)
     out = []
     for i, f in enumerate(ck.files):
         if f.remote and f.data_end > 8 + f.header_len and reach.get(i, -1) < f.data_end:
@@ -873,11 +878,16 @@ def load_jax(path: Any, shardings: Any, *, names: Optional[Iterable[str]] = None
     each of this process's devices holds. Each distinct box is read once (replicas: once per
     process, then put on every device holding it) as byte ranges of the file: one range when
     the sharding splits only the first axis, one per row of the box when it splits a later
-    axis (the engine merges neighbours closer than ``max_gap``). Boxes are read in groups of
-    about ``group_bytes``, one engine call per group, into one host buffer, and handed to
-    ``jax.device_put``; a group's transfers run while the next group is read, and at most
-    two groups are held in host memory. No process reads bytes of shards only other
-    processes hold (beyond merged gaps), and nothing is exchanged between processes.
+    axis (the engine merges neighbours closer than ``max_gap``). Tensors are read in groups
+    of about ``group_bytes`` (a tensor's boxes are never split over groups, so no byte is
+    read twice), one engine call per group into one 64-byte-aligned host buffer, and each
+    tensor is placed with one ``jax.make_array_from_callback``; a group's transfers run
+    while the next group is read, and the reads wait for the transfers of the group before
+    that, so at most two groups are in host memory (a group is at least one tensor's share:
+    this process's boxes of it). ``dtype`` conversions are copies beside the group. On CPU
+    devices jax keeps aligned host memory as the device buffer itself (no copy): the group
+    buffers then are the results. No process reads bytes of shards only other processes
+    hold (beyond merged gaps), and nothing is exchanged between processes.
 
     Parameters
     ----------
@@ -898,8 +908,9 @@ def load_jax(path: Any, shardings: Any, *, names: Optional[Iterable[str]] = None
         Bytes read per engine call and held per group (``None``: ``LSIO_JAX_GROUP_BYTES``,
         else 256 MiB). A box larger than this is read as a group of its own.
     max_gap:
-        Coalescing gap of the reads (``None``: the engine's default, 16 KiB for local files
-        and 1 MiB for remote objects). ``0`` reads exactly the shards' bytes.
+        Coalescing gap of the reads (``None``: ``LSIO_MERGE_GAP``, else the engine's default,
+        16 KiB for local files and 1 MiB for remote objects). ``0`` reads exactly the
+        shards' bytes (one request per run of a strided box).
     stats:
         A dict, or ``None``: counts are added to it: ``tensors``, ``shards_read`` (distinct
         boxes read), ``device_puts``, ``bytes_needed`` (the boxes' bytes), ``groups`` and,
@@ -924,14 +935,15 @@ def chunk_plan(path: Any, *, chunk_bytes: Optional[int] = None, process_count: O
     """The deterministic whole-chunk plan of a checkpoint (Levanter's scheme), headers only.
 
     Tensors are taken in file order (sharded checkpoints: shard by shard, in the order the
-    index first names them) and packed into chunks: a chunk grows while its byte span stays
+    index, or ``names`` when given, first names them) and packed into chunks: a chunk grows while its byte span stays
     within ``chunk_bytes`` and its tensors are in one file; a tensor is never split (one
     larger than ``chunk_bytes`` is a chunk of its own). Chunk ``i`` is owned by process
     ``i % process_count``. Every process computes the same plan from the same headers.
 
     ``chunk_bytes``: ``None`` reads ``LSIO_SAFETENSORS_CHUNK_BYTES`` (sizes such as ``1G``),
-    else 2 GiB. ``process_count``: ``None`` is ``jax.process_count()`` when jax is already
-    imported, else 1. ``names`` restricts the plan to those tensors (a chunk's byte span may
+    else 2 GiB. ``process_count``: ``None`` is ``jax.process_count()`` once
+    ``jax.distributed`` is initialized, else 1 (asking jax earlier would start its backends
+    and stop a later ``jax.distributed.initialize()``). ``names`` restricts the plan to those tensors (a chunk's byte span may
     then include tensors between them). Returns a list of :class:`Chunk`; read one with
     :func:`load_chunk`.
     """
@@ -944,9 +956,11 @@ def chunk_plan(path: Any, *, chunk_bytes: Optional[int] = None, process_count: O
 
 def load_chunk(chunk: "Chunk", *, dtype: Any = None, storage_options: Optional[Mapping[str, Any]] = None,
                threads: Optional[int] = None) -> Dict[str, np.ndarray]:
-    """Read one chunk of :func:`chunk_plan` with one range read: ``{name: numpy array}`` of its
-    tensors, views into the chunk's buffer (converted copies where ``dtype`` asks for another
-    type; ``dtype`` as for :func:`load_jax`, without jax's canonicalisation).
+    """Read one chunk of :func:`chunk_plan` with one engine call: ``{name: numpy array}`` of
+    its tensors, views into the chunk's buffer (converted copies where ``dtype`` asks for
+    another type; ``dtype`` as for :func:`load_jax`, without jax's canonicalisation).
+    The file's header is read again in the same call and must be the one the plan was made
+    from (else :class:`lsio.StorageError` with errno ESTALE: make the plan again).
     ``storage_options`` as the plan was made with."""
     from . import _safetensors_shards
 

@@ -124,9 +124,7 @@ def sharding_fn(layout):
 
     def fn(name, shp, dtype):
         spec = spec2 if len(shp) == 2 else spec3 if len(shp) == 3 else P()
-        if name == "empty":
-            spec = P()
-        return NamedSharding(m, spec)
+        return NamedSharding(m, spec)   # "empty" (0, 8) too: boxes of no bytes
     return fn
 
 
@@ -237,34 +235,63 @@ def test_strided_boxes_coalesce_within_max_gap(tmp_path):
 
 
 def test_groups_bound_what_is_read_at_once(ckpt, monkeypatch):
+    """Groups of whole tensors of about group_bytes; at most two groups' host buffers alive;
+    a strided tensor read whole in one call (its gaps are its other boxes: read once)."""
     path = ckpt / "all.safetensors"
     ref = reference(path)
-    fn = sharding_fn("grid2x4")
-    seen = []
+    fn = sharding_fn("grid4x2_swapped")   # rank 3: the last two axes split, strided boxes
     from lsio import _safetensors_shards as shards
 
     real = shards._read_group
+    real_landed = shards._landed
+    seen, unwaited = [], []
+    waited = [0]
 
     def spy(ck, tensors, group, *a, **k):
+        unwaited.append(len(seen) - waited[0])   # groups read whose transfers were not awaited
         buf, starts = real(ck, tensors, group, *a, **k)
-        seen.append(buf.nbytes)
+        seen.append((buf.nbytes, {tensors[p.tensor].info.name for p in group}))
+        assert buf.ctypes.data % 64 == 0
         return buf, starts
+
+    def landed(arrays):
+        waited[0] += 1
+        real_landed(arrays)
     monkeypatch.setattr(shards, "_read_group", spy)
+    monkeypatch.setattr(shards, "_landed", landed)
     stats: dict = {}
     got = lst.load_jax(path, fn, group_bytes=1024, stats=stats)
-    biggest_box = max(a.nbytes for a in ref.values()) // 2   # grid shards split at least 2 ways
+    largest = max(a.nbytes for a in ref.values())
     assert stats["groups"] == len(seen) > 10
-    assert max(seen) <= max(1024, biggest_box) + 64 * 16 + 64
+    names = [n for _, group in seen for n in group]
+    assert sorted(names) == sorted(ref)                 # each tensor in exactly one group
+    for nbytes, group in seen:
+        assert nbytes <= 1024 + 64 * 8 or len(group) == 1, group  # several only while they fit
+        assert nbytes <= largest + 64 * 8
+    assert max(unwaited) <= 1, unwaited                  # + the one being read: two groups
+    assert stats["bytes_read"] == stats["bytes_needed"]  # default gap: nothing read twice
     for name, a in ref.items():
         assert_same(got[name], jax.device_put(a, fn(name, a.shape, a.dtype)))
     seen.clear()
-    monkeypatch.setenv("LSIO_JAX_GROUP_BYTES", "2K")
+    monkeypatch.setenv("LSIO_JAX_GROUP_BYTES", "8K")
     stats = {}
     lst.load_jax(path, fn, stats=stats)
-    assert 1 < stats["groups"] < 60 and max(seen) <= 2048 + 64 * 16 + 64
+    assert 1 < stats["groups"] < len(ref) and max(n for n, _ in seen) <= max(8192, largest) + 64 * 8
     monkeypatch.setenv("LSIO_JAX_GROUP_BYTES", "lots")
     with pytest.raises(ValueError, match="LSIO_JAX_GROUP_BYTES"):
         lst.load_jax(path, fn)
+
+
+def test_strided_tensor_larger_than_a_group_is_read_once(tmp_path):
+    """A column-sharded tensor far larger than group_bytes: one engine call, each byte once
+    (before: one call per box, each merging across the others' columns, 8x the bytes)."""
+    a = np.random.default_rng(2).standard_normal((256, 512)).astype(np.float32)  # 512 KiB
+    save_numpy({"a": a}, str(tmp_path / "a.safetensors"))
+    sh = NamedSharding(mesh((8,), ("x",)), P(None, "x"))
+    stats: dict = {}
+    got = lst.load_jax(tmp_path / "a.safetensors", sh, group_bytes=16 << 10, stats=stats)
+    assert_same(got["a"], jax.device_put(a, sh))
+    assert stats["groups"] == 1 and stats["bytes_read"] == a.nbytes
 
 
 def test_dtype_conversion(ckpt):
@@ -327,6 +354,12 @@ def test_errors(ckpt, tmp_path, monkeypatch):
         lst.load_jax(path, lambda *a: None, names=["t_uint8"])
     with pytest.raises(KeyError, match="no tensor named"):
         lst.load_jax(path, NamedSharding(m8, P()), names=["nope"])
+    with pytest.raises(TypeError, match=r"all.safetensors: tensor 't_float32': 'bf17' is not a dtype"):
+        lst.load_jax(path, NamedSharding(m8, P()), names=["t_float32"], dtype={"t_float32": "bf17"})
+    with pytest.raises(TypeError, match=r"tensor 't_float32'.*not one jax can hold"):
+        lst.load_jax(path, NamedSharding(m8, P()), names=["t_float32"], dtype=np.dtype("U3"))
+    with pytest.raises(ValueError, match="max_gap must be below"):
+        lst.load_jax(path, NamedSharding(m8, P()), max_gap=1 << 64)
     f4 = torch.zeros((4, 8), dtype=torch.float4_e2m1fn_x2) if hasattr(torch, "float4_e2m1fn_x2") else None
     if f4 is not None:
         st_torch.save_file({"f4": f4}, str(tmp_path / "f4.safetensors"))
@@ -337,8 +370,9 @@ def test_errors(ckpt, tmp_path, monkeypatch):
         lst.load_jax(path, None)
 
 
-def test_import_does_not_load_jax():
-    code = ("import sys, lsio, lsio.safetensors as s; s.chunk_plan; "
+def test_import_does_not_load_jax(ckpt):
+    code = ("import sys, lsio, lsio.safetensors as s; "
+            f"plan = s.chunk_plan({str(ckpt / 'all.safetensors')!r}); s.load_chunk(plan[0]); s.Chunk; "
             "assert 'jax' not in sys.modules, 'jax imported'")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
@@ -357,10 +391,16 @@ def test_remote_s3(moto_s3, ckpt, tmp_path, monkeypatch):
     fn = sharding_fn("cols8")
     local = lst.load_jax(ckpt / "all.safetensors", fn)
     stats: dict = {}
-    got = lst.load_jax("s3://lsio-jax/ckpt/all.safetensors", fn, storage_options=options, stats=stats)
+    got = lst.load_jax("s3://lsio-jax/ckpt/all.safetensors", fn, storage_options=options, stats=stats,
+                       max_gap=0)
     for name in local:
         assert_same(got[name], local[name])
-    assert stats["bytes_read"] >= stats["bytes_needed"]
+    assert stats["bytes_read"] == stats["bytes_needed"]   # every box: the data end is read, no probe
+    # Only some tensors: the data end is not among them, so one probe byte checks the file.
+    stats = {}
+    lst.load_jax("s3://lsio-jax/ckpt/all.safetensors", fn, names=["t_uint8"], storage_options=options,
+                 stats=stats, max_gap=0)
+    assert stats["bytes_read"] == stats["bytes_needed"] + 1
     plan = lst.chunk_plan("s3://lsio-jax/ckpt/all.safetensors", chunk_bytes=4096, storage_options=options)
     whole = lst.load(ckpt / "all.safetensors")
     for c in plan:
@@ -460,5 +500,26 @@ def test_chunk_plan_is_the_designs(ckpt, monkeypatch):
     with pytest.raises(TypeError, match="chunk_plan"):
         lst.load_chunk("chunk 0")
     assert lst.chunk_plan(path, process_count=1)[0].owner == 0
-    # Owners follow jax.process_count() when jax is imported (1 here).
+    # process_count=None: jax.process_count() once jax.distributed is initialized, else 1
+    # (asked earlier, jax would start its backends).
+    monkeypatch.setattr(jax, "process_count", lambda: 3)
+    monkeypatch.setattr(jax.distributed, "is_initialized", lambda: False)
     assert {c.owner for c in lst.chunk_plan(path, chunk_bytes=1024)} == {0}
+    monkeypatch.setattr(jax.distributed, "is_initialized", lambda: True)
+    assert [c.owner for c in lst.chunk_plan(path, chunk_bytes=1024)] == [
+        c.index % 3 for c in lst.chunk_plan(path, chunk_bytes=1024, process_count=3)]
+
+
+def test_load_chunk_refuses_a_replaced_file(tmp_path):
+    a = np.arange(1000, dtype=np.float32)
+    save_numpy({"a": a, "b": a * 2}, str(tmp_path / "m.safetensors"))
+    plan = lst.chunk_plan(tmp_path / "m.safetensors", chunk_bytes=4000)
+    assert [c.tensors for c in plan] == [("a",), ("b",)]
+    save_numpy({"a": np.arange(2000, dtype=np.float16), "b": a * 3}, str(tmp_path / "m.safetensors"))
+    assert (tmp_path / "m.safetensors").stat().st_size > 8000  # same offsets, another header
+    with pytest.raises(lsio.StorageError, match="changed since chunk_plan") as e:
+        lst.load_chunk(plan[0])
+    assert e.value.errno == __import__("errno").ESTALE
+    save_numpy({"a": a}, str(tmp_path / "m.safetensors"))                     # shorter
+    with pytest.raises((lsio.StorageError, lsio.CorruptDataError), match="m.safetensors"):
+        lst.load_chunk(plan[1])

@@ -69,8 +69,9 @@ struct RangeOptions {
 };
 
 /// What a call read: the plan's requests (after coalescing and splitting), and the bytes they
-/// cover, gaps between merged neighbours included. Counted once the plan is made (a call that
-/// fails before reading leaves its plan's counts; one that fails while checking, zeros).
+/// cover, gaps between merged neighbours included. Counted as each store's plan is made,
+/// before its objects are opened: a call refused for its arguments adds nothing, one that
+/// fails later (a missing file, a range past the end, an I/O error) adds what it planned.
 struct RangeStats {
   uint64_t ranges = 0;      ///< ranges given (zero-length and identical ones included)
   uint64_t requests = 0;    ///< reads issued to the stores
