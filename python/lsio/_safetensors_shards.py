@@ -35,7 +35,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _options, _ranges
-from . import safetensors as _st
+from . import _safetensors_format as _st
 from .errors import StorageError, UnsupportedError
 
 #: Default bytes read per group by ``load_jax`` (``LSIO_JAX_GROUP_BYTES`` overrides).

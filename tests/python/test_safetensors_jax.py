@@ -523,3 +523,29 @@ def test_load_chunk_refuses_a_replaced_file(tmp_path):
     save_numpy({"a": a}, str(tmp_path / "m.safetensors"))                     # shorter
     with pytest.raises((lsio.StorageError, lsio.CorruptDataError), match="m.safetensors"):
         lst.load_chunk(plan[1])
+
+
+def test_the_guides_examples_run(tmp_path, monkeypatch):
+    """docs/guide/safetensors.md's JAX examples, as written, on a small checkpoint in ckpt/."""
+    import re
+
+    text = open(os.path.join(HERE, "..", "..", "docs", "guide", "safetensors.md")).read()
+    section = text[text.index("## JAX: each process reads only its shards"):text.index("## dtypes")]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 2
+    rng = np.random.default_rng(4)
+    tensors = {"lm_head.weight": rng.standard_normal((64, 16)).astype(np.float32),
+               "norm": rng.standard_normal((16,)).astype(np.float32),
+               "step": np.array([7], np.int64)}
+    (tmp_path / "ckpt").mkdir()
+    save_numpy(tensors, str(tmp_path / "ckpt" / "model.safetensors"))
+    monkeypatch.chdir(tmp_path)
+    env: dict = {}
+    exec(compile(blocks[0], "safetensors.md:load_jax", "exec"), env)  # noqa: S102 - the guide's code
+    params = env["params"]
+    assert params["lm_head.weight"].dtype == jnp.bfloat16 and params["step"].dtype == jnp.int32
+    assert np.asarray(params["lm_head.weight"]).tobytes() == tensors["lm_head.weight"].astype(
+        ml_dtypes.bfloat16).tobytes()
+    assert env["stats"]["bytes_read"] >= env["stats"]["bytes_needed"] > 0
+    exec(compile(blocks[1], "safetensors.md:chunk_plan", "exec"), env)  # noqa: S102
+    assert set(env["tensors"]) <= set(tensors) and env["tensors"]
