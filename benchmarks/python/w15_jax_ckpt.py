@@ -220,6 +220,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rate", default="200M", help="remote: each process's bandwidth (object_server --rate)")
     ap.add_argument("--latency-ms", type=float, default=20.0, help="remote: time to first byte")
     ap.add_argument("--url")
+    ap.add_argument("--cache-dir", type=Path, help="where W10's checkpoint is written (default benchmarks/.cache)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--worker", choices=READERS)
     ap.add_argument("--pid", type=int, default=0)
@@ -236,7 +237,7 @@ def main(argv=None) -> int:
     import limits
     import w10
 
-    d = w10.ensure_checkpoint(a.gib, 2)
+    d = w10.ensure_checkpoint(a.gib, 2, *([a.cache_dir] if a.cache_dir else []))
     files = sorted(d.glob("*.safetensors"))
     total = sum(t.nbytes for t in __import__("lsio.safetensors").safetensors.info(
         d / "model.safetensors.index.json").values())

@@ -42,6 +42,8 @@ from .errors import StorageError, UnsupportedError
 GROUP_BYTES = 256 << 20
 #: Default chunk size of ``chunk_plan`` (``LSIO_SAFETENSORS_CHUNK_BYTES`` overrides), the design's 2 GB.
 CHUNK_BYTES = 2 << 30
+#: load_jax's coalescing gap for remote checkpoints (``max_gap`` / ``LSIO_MERGE_GAP`` override).
+REMOTE_GAP = 64 << 10
 _ALIGN = 64  # where each box starts in a group buffer: aligned for every dtype and for SIMD copies
 
 Box = Tuple[Tuple[int, int], ...]  # per axis [start, stop)
@@ -334,6 +336,12 @@ def load_jax(path: Any, shardings: ShardingsArg, *, names: Optional[Sequence[str
             n = int(np.prod([b - a for a, b in box], dtype=np.int64)) * stored.itemsize
             pieces.append(_Piece(k, box, devs, n))
         tensors[-1].pending = len(by_box)
+    if max_gap is None and _options._env("max_gap") is None and any(f.remote for f in ck.files):
+        # Between one process's boxes lie the other processes' shards: merged, they are read
+        # for nothing, on a link that is the bound. The remote default (1 MiB, made for chunk
+        # reads) would merge a small tensor's halves; 64 KiB still folds narrow strided rows
+        # into few requests.
+        max_gap = REMOTE_GAP
     counts: Dict[str, int] = {}
     probes = _st._probes(ck, _reach(tensors, pieces))
     groups = _groups(pieces, limit) or [[]]

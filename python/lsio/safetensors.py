@@ -343,8 +343,9 @@ def load_jax(path: Any, shardings: Any, *, names: Optional[Iterable[str]] = None
         Bytes read per engine call and held per group (``None``: ``LSIO_JAX_GROUP_BYTES``,
         else 256 MiB). A box larger than this is read as a group of its own.
     max_gap:
-        Coalescing gap of the reads (``None``: ``LSIO_MERGE_GAP``, else the engine's default,
-        16 KiB for local files and 1 MiB for remote objects). ``0`` reads exactly the
+        Coalescing gap of the reads (``None``: ``LSIO_MERGE_GAP``, else 16 KiB for local
+        files and 64 KiB for remote ones: gaps are mostly other processes' shards, read for
+        nothing, so the engine's 1 MiB remote default is not used). ``0`` reads exactly the
         shards' bytes (one request per run of a strided box).
     stats:
         A dict, or ``None``: counts are added to it: ``tensors``, ``shards_read`` (distinct

@@ -148,6 +148,31 @@ def test_w10_checkpoint_benchmark_runs(tmp_path):
             assert (cache, reader) in readers
 
 
+def test_w15_jax_checkpoint_benchmark_runs(tmp_path):
+    """W15 (benchmarks/python/w15_jax_ckpt.py) on a 20 MB checkpoint, hot and remote (one paced
+    object server per process), one and two jax processes: every reader's shards are checked
+    against safetensors in its first run (a mismatch fails the script), lsio's processes read
+    half each with two. No timing is asserted."""
+    pytest.importorskip("jax")
+    pytest.importorskip("safetensors")
+    w15 = ROOT / "benchmarks" / "python" / "w15_jax_ckpt.py"
+    out = tmp_path / "w15.json"
+    cmd = [sys.executable, str(w15), "--gib", "0.02", "--rounds", "1", "--caches", "hot,remote",
+           "--rate", "500M", "--latency-ms", "2", "--cache-dir", str(tmp_path / "cache"), "--json", str(out)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(str(p) for p in (ROOT / "python", *sys.path) if p))
+    env.pop("XLA_FLAGS", None)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert p.stdout.count("checked") >= 10, p.stdout
+    rows = {(r["cache"], r["reader"], r["processes"]): r for r in json.loads(out.read_text())["rows"]}
+    assert set(rows) == {(c, r, n) for c in ("hot", "remote") for r in ("lsio", "design", "safetensors")
+                         for n in (1, 2) if not (c == "remote" and r == "safetensors")}
+    for cache in ("hot", "remote"):
+        assert rows[(cache, "lsio", 2)]["fraction"] <= 0.55
+        assert rows[(cache, "design", 2)]["fraction"] == 1.0
+    assert rows[("remote", "lsio", 2)]["disk_per_process"] <= 0.55 * json.loads(out.read_text())["total_bytes"]
+
+
 def test_gpu_feed_benchmark_runs(tmp_path):
     """benchmarks/python/gpu_feed.py: without CUDA it skips with one line (exit 0); with
     ``--device cpu`` it runs its whole pipeline (lsio double-buffered, lsio.torch DataLoader
