@@ -583,3 +583,14 @@ def _numpy_dtype(t: TensorInfo) -> np.dtype:
                      f"ml_dtypes ({getattr(ml_dtypes, '__version__', '?')}) has no {ml_name}: "
                      "upgrade ml_dtypes, or use lsio.safetensors.load_torch")
     return np.dtype(typ)  # type: ignore[no-any-return]
+
+
+def import_for(module: str, function: str, package: str, extra: str) -> Any:
+    """``import module`` for ``lsio.safetensors.<function>``; ImportError saying what to install."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise ImportError(f"lsio.safetensors.{function} needs {package}: pip install {module} (or "
+                          f"pip install 'lsio[{extra}]'); importing it failed: {e}") from e

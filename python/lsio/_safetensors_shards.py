@@ -196,15 +196,6 @@ class _Tensor:
     hosts: Dict[Box, np.ndarray] = dataclasses.field(default_factory=dict)
 
 
-def _import_jax() -> Any:
-    try:
-        import jax
-    except ImportError as e:
-        raise ImportError("lsio.safetensors.load_jax needs JAX: pip install jax (or "
-                          f"pip install 'lsio[jax]'); importing it failed: {e}") from e
-    return jax
-
-
 def _aligned(n: int) -> int:
     return -(-n // _ALIGN) * _ALIGN
 
@@ -312,7 +303,7 @@ def load_jax(path: Any, shardings: ShardingsArg, *, names: Optional[Sequence[str
              threads: Optional[int] = None, group_bytes: Optional[int] = None,
              max_gap: Optional[int] = None, stats: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
     """See :func:`lsio.safetensors.load_jax`."""
-    jax = _import_jax()
+    jax = _st.import_for("jax", "load_jax", "JAX", "jax")
     limit = _options.size_option(group_bytes, "jax_group_bytes", GROUP_BYTES, lo=1)
     ck = _st._open(path, names, storage_options, threads)
     tensors: List[_Tensor] = []

@@ -63,7 +63,7 @@ import numpy as np
 from . import _safetensors_shards
 from ._safetensors_format import (  # noqa: F401 - TensorInfo, MAX_HEADER_SIZE, INDEX_NAME are public
     _DTYPES, INDEX_NAME, MAX_HEADER_SIZE, TensorInfo, _Checkpoint, _error, _File, _locate, _display,
-    _names_list, _numpy_dtype, _open, _parse_index, _probes, _read_headers, _read_pieces, _swap,
+    _names_list, _numpy_dtype, _open, _parse_index, _probes, _read_headers, _read_pieces, _swap, import_for,
 )
 from ._safetensors_shards import Chunk
 from .errors import UnsupportedError
@@ -130,15 +130,6 @@ def load(path: Any, names: Optional[Iterable[str]] = None, *,
 # torch
 
 
-def _import_torch() -> Any:
-    try:
-        import torch
-    except ImportError as e:
-        raise ImportError("lsio.safetensors.load_torch needs PyTorch: pip install torch (or "
-                          f"pip install 'lsio[torch]'); importing it failed: {e}") from e
-    return torch
-
-
 def _torch_layout(torch: Any, t: TensorInfo) -> Tuple[Any, Tuple[int, ...]]:
     """(torch dtype, storage shape) of a tensor; F4 halves the last dimension."""
     name = _DTYPES[t.dtype][3]
@@ -181,7 +172,7 @@ def load_torch(path: Any, names: Optional[Iterable[str]] = None, *, device: Any 
         Allocate the CPU buffers (the results on CPU, the staging buffers for CUDA) in
         pinned memory. ``None`` (default): only for CUDA.
     """
-    torch = _import_torch()
+    torch = import_for("torch", "load_torch", "PyTorch", "torch")
     dev = torch.device(device)
     ck = _open(path, names, storage_options, threads)
     layouts = [_torch_layout(torch, t) for _, t in ck.chosen]
