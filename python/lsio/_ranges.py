@@ -181,15 +181,15 @@ def read_into(sources: Sequence[Any], source_index: np.ndarray, offsets: np.ndar
     per range (uint32 / uint64 arrays); ``out``: one writeable buffer with ``out_offsets``
     (where each range goes), or a list of one buffer per range with ``out_offsets`` None."""
     native = _native_sources(sources, storage_options)
-    if max_gap is not None and not isinstance(max_gap, bool) and hasattr(max_gap, "__index__") \
-            and max_gap.__index__() >= 1 << 63:
-        raise ValueError(f"max_gap must be below 2**63, got {max_gap}")
+    # None: the store kind's default (unless LSIO_MERGE_GAP says otherwise); 0: no gap.
+    gap = (None if max_gap is None and _options._env("max_gap") is None
+           else _options.size_option(max_gap, "max_gap", 0))
+    if gap is not None and gap >= 1 << 63:
+        raise ValueError(f"max_gap (or LSIO_MERGE_GAP) must be below 2**63, got {gap}")
     engine: Dict[str, Any] = dict(
         threads=_options.threads_option(threads),
         io=_options.io_option(io),
-        # None: the store kind's default (unless LSIO_MERGE_GAP says otherwise); 0: no gap.
-        max_gap=(None if max_gap is None and _options._env("max_gap") is None
-                 else _options.size_option(max_gap, "max_gap", 0)),
+        max_gap=gap,
         max_request=_options.size_option(max_request, "max_request", 0, lo=1),  # 0: engine default
     )
     counts = _core.read_ranges(native, np.ascontiguousarray(source_index, dtype=np.uint32),

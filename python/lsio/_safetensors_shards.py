@@ -17,9 +17,11 @@ between processes: each reads its own shards, so the result needs no redistribut
 
 The chunk plan (``chunk_plan`` / ``load_chunk``) is the scheme of Levanter's safetensors
 loader (the design this project started from), kept for users who want whole-chunk reads:
-tensors in file order packed into chunks of at most ``chunk_bytes`` (default 2 GiB,
-``LSIO_SAFETENSORS_CHUNK_BYTES``) that never split a tensor, chunk ``i`` owned by process
-``i % process_count``.
+tensors in file order packed into chunks of at most ``chunk_bytes`` (default 2 GiB, the
+design's; Levanter's code now uses 1 GiB; ``LSIO_SAFETENSORS_CHUNK_BYTES``) that never split a
+tensor, chunk ``i`` owned by process ``i % process_count``. Chunks are numbered across all the
+checkpoint's files (Levanter plans one file at a time, so its numbers restart per file and
+chunk 0 of every file is process 0's).
 
 jax is imported by ``load_jax`` only; the chunk plan needs numpy alone.
 """
@@ -335,7 +337,11 @@ def load_jax(path: Any, shardings: ShardingsArg, *, names: Optional[Sequence[str
         max_gap = REMOTE_GAP
     counts: Dict[str, int] = {}
     probes = _st._probes(ck, _reach(tensors, pieces))
-    groups = _groups(pieces, limit) or [[]]
+    # Groups follow the files' byte order (results keep the caller's): a tensor lying between
+    # two of one group, within max_gap, would otherwise be read by that group's merged
+    # request and again by its own group.
+    in_file_order = sorted(pieces, key=lambda p: (tensors[p.tensor].file, tensors[p.tensor].info.offset))
+    groups = _groups(in_file_order, limit) or [[]]
     results: List[Any] = [None] * len(tensors)
     in_flight: List[List[Any]] = []
     for g, group in enumerate(groups):
@@ -370,9 +376,11 @@ def load_jax(path: Any, shardings: ShardingsArg, *, names: Optional[Sequence[str
             try:
                 results[k] = jax.make_array_from_single_device_arrays(t.info.shape, t.sharding, [],
                                                                       dtype=t.result)
-            except TypeError:  # jax before dtype=: the callback is asked for no data we read
-                empty = np.zeros(t.sharding.shard_shape(t.info.shape), t.result)
-                results[k] = jax.make_array_from_callback(t.info.shape, t.sharding, lambda index, e=empty: e)
+            except TypeError:  # no dtype= yet: such an array cannot be made without data
+                raise _st._error(UnsupportedError, ck.files[t.file].display,
+                                 f"tensor {t.info.name!r}: no device of this process holds a shard of it, "
+                                 f"and this jax ({jax.__version__}) cannot make such an array "
+                                 "(make_array_from_single_device_arrays has no dtype=): upgrade jax") from None
     out = {t.info.name: a for t, a in zip(tensors, results)}
     if stats is not None:
         add = dict(counts, tensors=len(tensors), shards_read=len(pieces), groups=len(groups),
@@ -410,6 +418,20 @@ class Chunk:
     _data_end: int = dataclasses.field(default=0, repr=False, compare=False)
 
 
+def _distributed_running(jax: Any) -> bool:
+    """Whether jax.distributed.initialize() has run (jax.distributed.is_initialized, or on jax
+    versions without it, the client it sets up)."""
+    initialized = getattr(jax.distributed, "is_initialized", None)
+    if initialized is not None:
+        return bool(initialized())
+    try:
+        from jax._src.distributed import global_state
+    except ImportError:
+        raise RuntimeError("cannot tell whether jax.distributed is initialized in this jax "
+                           f"({jax.__version__}): pass process_count= to chunk_plan") from None
+    return global_state.client is not None
+
+
 def chunk_plan(path: Any, *, chunk_bytes: Optional[int] = None, process_count: Optional[int] = None,
                names: Optional[Sequence[str]] = None, storage_options: Optional[Mapping[str, Any]] = None,
                threads: Optional[int] = None) -> List[Chunk]:
@@ -419,8 +441,7 @@ def chunk_plan(path: Any, *, chunk_bytes: Optional[int] = None, process_count: O
         # jax.process_count() would start jax's backends, after which
         # jax.distributed.initialize() refuses to run: ask only once it has run.
         jax = sys.modules.get("jax")
-        initialized = getattr(getattr(jax, "distributed", None), "is_initialized", None)
-        process_count = int(jax.process_count()) if initialized is not None and initialized() else 1
+        process_count = int(jax.process_count()) if jax is not None and _distributed_running(jax) else 1
     if isinstance(process_count, bool) or not isinstance(process_count, int) or process_count < 1:
         raise ValueError(f"process_count must be an integer >= 1, got {process_count!r}")
     ck = _st._open(path, names, storage_options, threads)

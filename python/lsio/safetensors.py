@@ -305,7 +305,7 @@ def load_jax(path: Any, shardings: Any, *, names: Optional[Iterable[str]] = None
     process, then put on every device holding it) as byte ranges of the file: one range when
     the sharding splits only the first axis, one per row of the box when it splits a later
     axis (the engine merges neighbours closer than ``max_gap``). Tensors are read in groups
-    of about ``group_bytes`` (a tensor's boxes are never split over groups, so no byte is
+    of about ``group_bytes`` (whole tensors, taken in the files' byte order, so no byte is
     read twice), one engine call per group into one 64-byte-aligned host buffer, and each
     tensor is placed with one ``jax.make_array_from_callback``; a group's transfers run
     while the next group is read, and the reads wait for the transfers of the group before
@@ -363,7 +363,8 @@ def chunk_plan(path: Any, *, chunk_bytes: Optional[int] = None, process_count: O
     index, or ``names`` when given, first names them) and packed into chunks: a chunk grows while its byte span stays
     within ``chunk_bytes`` and its tensors are in one file; a tensor is never split (one
     larger than ``chunk_bytes`` is a chunk of its own). Chunk ``i`` is owned by process
-    ``i % process_count``. Every process computes the same plan from the same headers.
+    ``i % process_count``; chunks are numbered across all the checkpoint's files (Levanter
+    plans file by file, so there every file's chunk 0 is process 0's). Every process computes the same plan from the same headers.
 
     ``chunk_bytes``: ``None`` reads ``LSIO_SAFETENSORS_CHUNK_BYTES`` (sizes such as ``1G``),
     else 2 GiB. ``process_count``: ``None`` is ``jax.process_count()`` once

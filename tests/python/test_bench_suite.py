@@ -169,7 +169,6 @@ def test_w15_jax_checkpoint_benchmark_runs(tmp_path):
                          for n in (1, 2) if not (c == "remote" and r == "safetensors")}
     for cache in ("hot", "remote"):
         assert rows[(cache, "lsio", 2)]["fraction"] <= 0.55
-        assert rows[(cache, "design", 2)]["fraction"] == 1.0
     assert rows[("remote", "lsio", 2)]["disk_per_process"] <= 0.55 * json.loads(out.read_text())["total_bytes"]
 
 

@@ -44,6 +44,9 @@ from safetensors import safe_open  # noqa: E402
 from safetensors.numpy import save_file as save_numpy  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+if jax.device_count() < 8 or jax.devices()[0].platform != "cpu":  # conftest.py asks for 8 CPU devices
+    pytest.skip(f"needs 8 JAX CPU devices (XLA_FLAGS / JAX_PLATFORMS set before jax was imported); "
+                f"this process has {jax.devices()}", allow_module_level=True)
 
 # torch dtype -> numpy dtype of the same bytes (ml_dtypes for the float kinds numpy lacks).
 _NP = {
@@ -282,6 +285,21 @@ def test_groups_bound_what_is_read_at_once(ckpt, monkeypatch):
         lst.load_jax(path, fn)
 
 
+def test_groups_follow_the_file_not_the_names(tmp_path):
+    """Names in another order than the file: groups still take neighbours in the file, so no
+    merged request of one group covers a tensor that another group reads again."""
+    a = {f"t{i}": np.full((8, 256), i, np.float32) for i in range(6)}      # 8 KiB each, in order
+    save_numpy(a, str(tmp_path / "m.safetensors"))
+    names = ["t0", "t5", "t2", "t1", "t4", "t3"]
+    stats: dict = {}
+    got = lst.load_jax(tmp_path / "m.safetensors", NamedSharding(mesh((8,), ("x",)), P("x")), names=names,
+                       group_bytes=16 << 10, max_gap=64 << 10, stats=stats)
+    assert list(got) == names
+    for n in names:
+        assert np.array_equal(np.asarray(got[n]), a[n])
+    assert stats["groups"] == 3 and stats["bytes_read"] == stats["bytes_needed"] == 6 * 8192
+
+
 def test_strided_tensor_larger_than_a_group_is_read_once(tmp_path):
     """A column-sharded tensor far larger than group_bytes: one engine call, each byte once
     (before: one call per box, each merging across the others' columns, 8x the bytes)."""
@@ -358,7 +376,7 @@ def test_errors(ckpt, tmp_path, monkeypatch):
         lst.load_jax(path, NamedSharding(m8, P()), names=["t_float32"], dtype={"t_float32": "bf17"})
     with pytest.raises(TypeError, match=r"tensor 't_float32'.*not one jax can hold"):
         lst.load_jax(path, NamedSharding(m8, P()), names=["t_float32"], dtype=np.dtype("U3"))
-    with pytest.raises(ValueError, match="max_gap must be below"):
+    with pytest.raises(ValueError, match="must be below 2"):
         lst.load_jax(path, NamedSharding(m8, P()), max_gap=1 << 64)
     f4 = torch.zeros((4, 8), dtype=torch.float4_e2m1fn_x2) if hasattr(torch, "float4_e2m1fn_x2") else None
     if f4 is not None:
@@ -499,7 +517,6 @@ def test_chunk_plan_is_the_designs(ckpt, monkeypatch):
         lst.chunk_plan(path, process_count=0)
     with pytest.raises(TypeError, match="chunk_plan"):
         lst.load_chunk("chunk 0")
-    assert lst.chunk_plan(path, process_count=1)[0].owner == 0
     # process_count=None: jax.process_count() once jax.distributed is initialized, else 1
     # (asked earlier, jax would start its backends).
     monkeypatch.setattr(jax, "process_count", lambda: 3)
