@@ -159,7 +159,8 @@ def test_w15_jax_checkpoint_benchmark_runs(tmp_path):
     out = tmp_path / "w15.json"
     cmd = [sys.executable, str(w15), "--gib", "0.02", "--rounds", "1", "--caches", "hot,remote",
            "--rate", "500M", "--latency-ms", "2", "--cache-dir", str(tmp_path / "cache"), "--json", str(out)]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(str(p) for p in (ROOT / "python", *sys.path) if p))
+    # The script and its workers import what this process imports (installed lsio in CI).
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(os.path.abspath(p) for p in sys.path if p))
     env.pop("XLA_FLAGS", None)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
