@@ -27,6 +27,7 @@ void BindArray(py::module_& m);
 void BindLimits(py::module_& m);  // limits.cc: private micro-benchmarks for benchmarks/python
 void BindRemote(py::module_& m);  // remote.cc: remote stores (S3, GCS, HTTP)
 void BindRanges(py::module_& m);  // ranges.cc: byte-range reads (read_ranges)
+void BindRecords(py::module_& m);  // records.cc: zrecord stores (lsio.records)
 void BindNode(py::module_& m);    // node.cc: node metadata (read_node), StringArray
 void BindManifest(py::module_& m);  // manifest.cc: kerchunk references
 }  // namespace lsio_py
@@ -42,6 +43,7 @@ PYBIND11_MODULE(_core, m) {
   lsio_py::BindArray(m);
   lsio_py::BindLimits(m);
   lsio_py::BindRanges(m);
+  lsio_py::BindRecords(m);
   lsio_py::BindNode(m);
   lsio_py::BindManifest(m);
   lsio::SetInterruptProbe(&lsio_py::SigintPending);

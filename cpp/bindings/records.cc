@@ -1,0 +1,171 @@
+// Binding of lsio/records.h for python/lsio/records.py (zrecord stores). The offset table
+// arrives as a buffer (the store's mmap); payload buffers as numpy arrays. Corrupt payloads
+// are reported back as (position, message) rather than raised: Python knows each position's
+// record id, chunk file and byte range, and raises lsio.CorruptDataError naming them.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <string>
+#include <vector>
+
+#include "errors.h"
+#include "gil.h"
+#include "lsio/records.h"
+
+namespace py = pybind11;
+
+namespace lsio_py {
+namespace {
+
+using I64 = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+using U64 = py::array_t<uint64_t, py::array::c_style | py::array::forcecast>;
+using U32 = py::array_t<uint32_t, py::array::c_style | py::array::forcecast>;
+using U8 = py::array_t<uint8_t, py::array::c_style | py::array::forcecast>;
+
+// A view of a Python buffer (writable on request), released on destruction.
+class Buffer {
+ public:
+  Buffer(const py::handle& obj, bool writable, const char* what) {
+    const int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj.ptr(), &view_, flags) != 0) {
+      PyErr_Clear();
+      ThrowStatus(lsio::Status::InvalidArgument(std::string(what) + " must be a C-contiguous" +
+                                                (writable ? " writable" : "") + " buffer"));
+    }
+    held_ = true;
+  }
+  ~Buffer() {
+    if (held_) PyBuffer_Release(&view_);
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  uint8_t* data() const { return static_cast<uint8_t*>(view_.buf); }
+  uint64_t size() const { return static_cast<uint64_t>(view_.len); }
+
+ private:
+  Py_buffer view_{};
+  bool held_ = false;
+};
+
+lsio::RecordCompression Kind(int kind) {
+  if (kind < 0 || kind > 2) ThrowStatus(lsio::Status::InvalidArgument("unknown record compression " + std::to_string(kind)));
+  return static_cast<lsio::RecordCompression>(kind);
+}
+
+uint64_t TableEntries(const Buffer& table, uint64_t count) {
+  if (count > table.size() / lsio::kRecordEntryBytes) {
+    ThrowStatus(lsio::Status::InvalidArgument("the offset table buffer holds " +
+                                              std::to_string(table.size() / lsio::kRecordEntryBytes) + " entries, not " +
+                                              std::to_string(count)));
+  }
+  return count;
+}
+
+py::tuple LoadEntries(const py::object& table_obj, uint64_t count, const I64& ids) {
+  Buffer table(table_obj, false, "table");
+  TableEntries(table, count);
+  const size_t n = static_cast<size_t>(ids.size());
+  std::vector<lsio::RecordEntry> e(n);
+  lsio::Status st = lsio::LoadRecordEntries(table.data(), count, {ids.data(), n}, e.data());
+  if (!st.ok()) ThrowStatus(st);
+  U32 chunk(n);
+  U64 offset(n);
+  U32 length(n);
+  for (size_t i = 0; i < n; ++i) {
+    chunk.mutable_data()[i] = e[i].chunk;
+    offset.mutable_data()[i] = e[i].offset;
+    length.mutable_data()[i] = e[i].length;
+  }
+  return py::make_tuple(chunk, offset, length);
+}
+
+void StoreEntries(const py::object& table_obj, uint64_t count, const I64& ids, const U32& chunk, const U64& offset,
+                  const U32& length) {
+  Buffer table(table_obj, true, "table");
+  TableEntries(table, count);
+  const size_t n = static_cast<size_t>(ids.size());
+  if (static_cast<size_t>(chunk.size()) != n || static_cast<size_t>(offset.size()) != n ||
+      static_cast<size_t>(length.size()) != n) {
+    ThrowStatus(lsio::Status::InvalidArgument("ids, chunk, offset and length differ in length"));
+  }
+  std::vector<lsio::RecordEntry> e(n);
+  for (size_t i = 0; i < n; ++i) e[i] = {chunk.data()[i], offset.data()[i], length.data()[i]};
+  lsio::Status st = lsio::StoreRecordEntries(table.data(), count, {ids.data(), n}, e);
+  if (!st.ok()) ThrowStatus(st);
+}
+
+py::tuple Compress(int kind, int level, const py::object& values_obj, const U64& offsets, int threads) {
+  Buffer values(values_obj, false, "values");
+  std::vector<uint8_t> out;
+  std::vector<uint64_t> out_offsets;
+  const lsio::Status st = WithoutGil([&] {
+    return lsio::CompressRecords(Kind(kind), level, values.data(), values.size(),
+                                 {offsets.data(), static_cast<size_t>(offsets.size())}, threads, &out, &out_offsets);
+  });
+  if (!st.ok()) ThrowStatus(st);
+  U8 payload(static_cast<py::ssize_t>(out.size()));
+  if (!out.empty()) std::memcpy(payload.mutable_data(), out.data(), out.size());
+  U64 po(static_cast<py::ssize_t>(out_offsets.size()));
+  if (!out_offsets.empty()) std::memcpy(po.mutable_data(), out_offsets.data(), out_offsets.size() * 8);
+  return py::make_tuple(payload, po);
+}
+
+// (sizes, failed position or -1, message)
+py::tuple DecodedSizes(int kind, const py::object& buf_obj, const U64& offsets, const U64& lengths) {
+  Buffer buf(buf_obj, false, "payloads");
+  const size_t n = static_cast<size_t>(offsets.size());
+  if (static_cast<size_t>(lengths.size()) != n) ThrowStatus(lsio::Status::InvalidArgument("offsets and lengths differ"));
+  U64 sizes(static_cast<py::ssize_t>(n));
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t a = offsets.data()[i], len = lengths.data()[i];
+    if (a > buf.size() || len > buf.size() - a) ThrowStatus(lsio::Status::InvalidArgument("payload outside the buffer"));
+    lsio::Result<uint64_t> r = lsio::RecordDecodedSize(Kind(kind), {buf.data() + a, static_cast<size_t>(len)});
+    if (!r.ok()) return py::make_tuple(sizes, static_cast<int64_t>(i), r.status().message());
+    sizes.mutable_data()[i] = *r;
+  }
+  return py::make_tuple(sizes, int64_t{-1}, std::string());
+}
+
+// (failed position or -1, message)
+py::tuple Decode(int kind, const py::object& src_obj, const U64& src_offsets, const U64& src_lengths,
+                 const py::object& dst_obj, const U64& dst_offsets, const U64& dst_lengths, int threads) {
+  Buffer src(src_obj, false, "payloads");
+  Buffer dst(dst_obj, true, "out");
+  const size_t n = static_cast<size_t>(src_offsets.size());
+  if (static_cast<size_t>(src_lengths.size()) != n || static_cast<size_t>(dst_offsets.size()) != n ||
+      static_cast<size_t>(dst_lengths.size()) != n) {
+    ThrowStatus(lsio::Status::InvalidArgument("offsets and lengths differ in length"));
+  }
+  std::vector<lsio::RecordDecode> work(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t a = src_offsets.data()[i], al = src_lengths.data()[i];
+    const uint64_t b = dst_offsets.data()[i], bl = dst_lengths.data()[i];
+    if (a > src.size() || al > src.size() - a || b > dst.size() || bl > dst.size() - b) {
+      ThrowStatus(lsio::Status::InvalidArgument("record " + std::to_string(i) + " lies outside its buffers"));
+    }
+    work[i] = {src.data() + a, al, dst.data() + b, bl};
+  }
+  size_t failed = 0;
+  const lsio::Status st = WithoutGil([&] { return lsio::DecodeRecords(Kind(kind), work, threads, &failed); });
+  if (st.ok()) return py::make_tuple(int64_t{-1}, std::string());
+  if (st.code() != lsio::StatusCode::kDataLoss) ThrowStatus(st);
+  return py::make_tuple(static_cast<int64_t>(failed), st.message());
+}
+
+}  // namespace
+
+void BindRecords(py::module_& m) {
+  m.def("records_load_entries", &LoadEntries, py::arg("table"), py::arg("count"), py::arg("ids"),
+        "Entries of a zrecord offset table: (chunk u32, offset u64, length u32) arrays, each entry one 16-byte load.");
+  m.def("records_store_entries", &StoreEntries, py::arg("table"), py::arg("count"), py::arg("ids"), py::arg("chunk"),
+        py::arg("offset"), py::arg("length"), "Stores entries at ids, each as one 16-byte store.");
+  m.def("records_compress", &Compress, py::arg("kind"), py::arg("level"), py::arg("values"), py::arg("offsets"),
+        py::arg("threads") = 0, "Compresses records in parallel: (payloads uint8, payload offsets uint64).");
+  m.def("records_decoded_sizes", &DecodedSizes, py::arg("kind"), py::arg("payloads"), py::arg("offsets"),
+        py::arg("lengths"), "Each payload's checked decoded size: (sizes, failed position or -1, message).");
+  m.def("records_decode", &Decode, py::arg("kind"), py::arg("payloads"), py::arg("offsets"), py::arg("lengths"),
+        py::arg("out"), py::arg("out_offsets"), py::arg("out_lengths"), py::arg("threads") = 0,
+        "Decodes payloads in parallel, GIL released: (failed position or -1, message).");
+}
+
+}  // namespace lsio_py

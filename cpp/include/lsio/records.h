@@ -1,0 +1,94 @@
+// lsio/records.h: the engine side of zrecord stores (lsio.records, python/lsio/records.py):
+// offset-table entries loaded and stored whole, record payloads compressed and decoded in
+// parallel. The store's files, publication and writers are Python's; reading the records'
+// bytes is lsio::ReadRanges (lsio/ranges.h).
+//
+// Usage:
+//   1. Gather: entries = LoadRecordEntries(table, count, ids)  -> (chunk, offset, length) per id
+//      ReadRanges(chunk files, those ranges) into one buffer
+//      decoded sizes from each payload's 4-byte prefix (RecordDecodedSize), then
+//      DecodeRecords(kZstd, payloads, destinations, threads)
+//   2. Append: CompressRecords(kZstd, 3, values, offsets, threads, &payload, &payload_offsets)
+//      then the writer pwrites the payloads and StoreRecordEntries' the new entries.
+//
+// Entry layout (one per record id, 16 bytes at 16 x id, little-endian):
+//   [chunk u32][offset u64][physical_length u32]
+// physical_length 0 means "no record" (a hole: corrupt or never written), except with chunk
+// kEmptyRecordChunk, which marks an empty record (0 items; nothing stored).
+// A compressed payload is [decoded_length u32 LE][frame]: the frame is one zstd frame, or
+// one zlib stream (RFC 1950, so inflate checks its Adler-32) for kDeflate.
+//
+// Why entries go through here: a modify or delete repoints an entry of a published record
+// while readers in other processes read the table through their own mapping. Loads and
+// stores are whole 16-byte accesses (x86-64: aligned SSE moves, atomic on every CPU with
+// AVX per Intel's and AMD's manuals), so a reader sees the old entry or the new one, never
+// a chunk id of one with the offset of the other.
+//
+// Thread-safety: every function may be called from many threads. Fork-safe like ReadRanges
+// (the worker pool is per process; per-thread compression contexts hold no locks).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "lsio/status.h"
+
+namespace lsio {
+
+enum class RecordCompression : uint8_t { kNone = 0, kZstd = 1, kDeflate = 2 };
+
+struct RecordEntry {
+  uint32_t chunk = 0;
+  uint64_t offset = 0;
+  uint32_t length = 0;  ///< physical (stored) bytes
+};
+
+inline constexpr size_t kRecordEntryBytes = 16;
+/// `chunk` of an empty record's entry (its length is 0, nothing is stored).
+inline constexpr uint32_t kEmptyRecordChunk = 0xFFFFFFFFu;
+/// Bytes of the decoded-length prefix of a compressed payload.
+inline constexpr size_t kRecordPrefixBytes = 4;
+
+/// Loads entries ids[i] of the table (count entries at `table`, which must be 16-byte
+/// aligned) into out[i]. Fails with kInvalidArgument for a misaligned table or an id
+/// outside [0, count); nothing is written to `out` then.
+Status LoadRecordEntries(const uint8_t* table, uint64_t count, std::span<const int64_t> ids, RecordEntry* out);
+
+/// Stores entries[i] at ids[i], each as one 16-byte store. Same failures as Load.
+Status StoreRecordEntries(uint8_t* table, uint64_t count, std::span<const int64_t> ids,
+                          std::span<const RecordEntry> entries);
+
+/// Compresses records values[offsets[i], offsets[i+1]) (offsets: n + 1 non-decreasing
+/// entries, the last at most values_size) into payloads laid end to end in `out`, record i
+/// at [(*out_offsets)[i], (*out_offsets)[i+1]). level: zstd 1..22 (0: zstd's default),
+/// deflate 0..12 (libdeflate's levels). threads: workers including the caller (0: CPUs).
+/// Fails with kInvalidArgument (kNone, a bad level, bad offsets, a record of 4 GiB or more),
+/// kResourceExhausted.
+Status CompressRecords(RecordCompression compression, int level, const uint8_t* values, size_t values_size,
+                       std::span<const uint64_t> offsets, int threads, std::vector<uint8_t>* out,
+                       std::vector<uint64_t>* out_offsets);
+
+/// The decoded length a payload's prefix declares, checked against what its frame can
+/// produce (zstd: the frame header's content size must equal it; deflate: at most 1032 times
+/// the stream plus a little, deflate's densest encoding). kDataLoss for a payload shorter
+/// than its prefix, a frame without a declared size, or a claim the frame cannot meet: a
+/// corrupt prefix must not make the caller allocate gigabytes.
+Result<uint64_t> RecordDecodedSize(RecordCompression compression, std::span<const uint8_t> payload);
+
+/// One payload to decode: `src` (prefix included) into exactly dst_size bytes at dst.
+struct RecordDecode {
+  const uint8_t* src = nullptr;
+  uint64_t src_size = 0;
+  uint8_t* dst = nullptr;
+  uint64_t dst_size = 0;
+};
+
+/// Decodes every payload in parallel (threads as CompressRecords). The first failure stops
+/// the rest and is returned: kDataLoss naming the position in `work` of a corrupt payload
+/// (bad frame, checksum mismatch, another decoded size), which the caller maps to its id.
+Status DecodeRecords(RecordCompression compression, std::span<const RecordDecode> work, int threads,
+                     size_t* failed_index = nullptr);
+
+}  // namespace lsio
