@@ -674,12 +674,14 @@ class Records:
             for attempt in (0, 1):
                 try:
                     return self._take(ids, copy)
-                except NotFoundError:
-                    # A rebalance replaced the chunk files since this handle read meta.json:
-                    # the same ids name the same records in the new generation.
-                    gen = self._meta["generation"]
+                except (NotFoundError, CorruptDataError):
+                    # This handle's meta.json is older than the entries it read: a modify
+                    # repointed one into a chunk started since, or a rebalance replaced the
+                    # chunk files (the same ids name the same records in the new generation).
+                    # Read the newest state once; still wrong then is an error.
+                    before = self._meta
                     self._load_meta()
-                    if attempt or self._meta["generation"] == gen:
+                    if attempt or self._meta == before:
                         raise
             raise AssertionError("unreachable")
 

@@ -1,0 +1,505 @@
+"""lsio.records (zrecord stores): random workloads against a Python model, concurrent readers
+and writers in other processes, writers killed with SIGKILL, corrupt files, S3 via moto, and
+the loaders (torch DataLoader workers, Grain)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import lsio
+import lsio.records as R
+
+DTYPES = [bytes, np.float32, np.dtype(">i2"), np.uint8, np.complex64, np.dtype([("a", "<i4"), ("b", "<f8")])]
+COMPRESSIONS = [None, "zstd", "deflate"]
+
+
+def make_record(rng, dtype, n=None):
+    n = int(rng.integers(0, 40)) if n is None else n
+    if dtype is bytes:
+        return rng.integers(0, 256, n, dtype=np.uint8).tobytes()
+    dt = np.dtype(dtype)
+    raw = rng.integers(0, 256, n * dt.itemsize, dtype=np.uint8)
+    if dt.fields is None and dt.kind in "fc":
+        # Compressible floats: repeated values, still every bit pattern kind.
+        return (np.round(rng.random(n) * 8) / 8).astype(dt)
+    return raw.view(dt).copy()
+
+
+def same(a, b):
+    if isinstance(a, bytes) or isinstance(b, bytes):
+        return bytes(a) == bytes(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def check(r, model, rng, views):
+    assert len(r) == len(model)
+    n = len(model)
+    if n == 0:
+        assert len(r.take([])) == 0
+        return
+    idx = rng.integers(-n, n, int(rng.integers(1, 30)))
+    batch = r.take(idx)
+    assert len(batch) == len(idx)
+    for got, i in zip(batch, idx):
+        assert same(got, model[i]), int(i)
+    if views:
+        for got, i in zip(r.take(idx, copy=False), idx):
+            assert same(got, model[i])
+    i = int(rng.integers(0, n))
+    assert same(r[i], model[i])
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: "bytes" if d is bytes else str(np.dtype(d)))
+def test_random_workload_matches_model(tmp_path, dtype, compression):
+    rng = np.random.default_rng([len(str(dtype)), COMPRESSIONS.index(compression)])
+    path = tmp_path / "store"
+    writers = int(rng.integers(1, 4))
+    r = R.create(path, dtype, compression=compression, chunk_records=int(rng.integers(1, 9)), writers=writers)
+    model: list = []
+    views = compression is None
+    for step in range(40):
+        op = rng.choice(["append", "append", "modify", "delete", "rebalance", "reopen"])
+        if op == "append":
+            recs = [make_record(rng, dtype) for _ in range(int(rng.integers(0, 12)))]
+            ids = r.append(recs)
+            assert list(ids) == list(range(len(model), len(model) + len(recs)))
+            model += recs
+        elif op == "modify" and model:
+            ids = rng.choice(len(model), size=min(len(model), int(rng.integers(1, 4))), replace=False)
+            recs = [make_record(rng, dtype) for _ in ids]
+            if len(ids) == 1 and rng.random() < 0.5:
+                r[int(ids[0])] = recs[0]
+            else:
+                r[ids] = recs
+            for i, rec in zip(ids, recs):
+                model[int(i)] = rec
+        elif op == "delete" and model:
+            ids = rng.choice(len(model), size=min(len(model), int(rng.integers(1, 3))), replace=False)
+            if len(ids) == 1:
+                del r[int(ids[0])]
+            else:
+                del r[ids]
+            for i in sorted((int(x) for x in ids), reverse=True):
+                last = model.pop()
+                if i < len(model):
+                    model[i] = last
+        elif op == "rebalance":
+            u = r.rebalance()
+            assert u["utilization_after"] == pytest.approx(1.0)
+            assert u["utilization_before"] <= 1.0
+        elif op == "reopen":
+            r.close()
+            r = R.open(path, "a")
+        check(r, model, rng, views)
+        reader = R.open(path)
+        check(reader, model, rng, views)
+        reader.close()
+    assert [bytes(x) if isinstance(x, bytes) else x.tobytes() for x in r] == \
+           [bytes(x) if isinstance(x, bytes) else x.tobytes() for x in model]
+    r.close()
+
+
+def test_batch_forms(tmp_path):
+    r = R.create(tmp_path / "s", np.int32, chunk_records=3)
+    recs = [np.arange(n, dtype=np.int32) + 10 * n for n in (3, 0, 5, 1)]
+    r.append(recs)
+    b = r.take([2, 1, 0, 3])
+    assert b.lengths.tolist() == [5, 0, 3, 1]
+    assert b.offsets.tolist() == [0, 5, 5, 8, 9]
+    assert b.values.tolist() == recs[2].tolist() + recs[0].tolist() + recs[3].tolist()
+    padded, lengths = b.to_padded(pad_value=-1)
+    assert padded.shape == (4, 5) and lengths.tolist() == [5, 0, 3, 1]
+    assert padded[1].tolist() == [-1] * 5 and padded[2].tolist() == recs[0].tolist() + [-1, -1]
+    cut, _ = b.to_padded(length=2)
+    assert cut[0].tolist() == recs[2][:2].tolist()
+    v = r.take([2, 0], copy=False)
+    assert not v.arrays()[0].flags.writeable  # a view of the read-only mapping
+    assert v.values.tolist() == recs[2].tolist() + recs[0].tolist()
+    v.release()
+    with pytest.raises(ValueError):
+        v.values
+    assert r.take(slice(1, 3)).lengths.tolist() == [0, 5]
+    assert r.take(np.array([True, False, False, True])).lengths.tolist() == [3, 1]
+    torch = pytest.importorskip("torch")
+    p, ln = b.to_torch("padded")
+    assert p.shape == (4, 5) and ln.tolist() == [5, 0, 3, 1]
+    vals, offs = b.to_torch("flat")
+    assert vals.tolist() == b.values.tolist() and offs.tolist() == b.offsets.tolist()
+    nt = b.to_torch("nested")
+    assert [t.tolist() for t in nt.unbind()] == [x.tolist() for x in b]
+    assert isinstance(nt, torch.Tensor)
+
+
+def test_bytes_store_and_empty_records(tmp_path):
+    for comp in COMPRESSIONS:
+        r = R.create(tmp_path / f"b{comp}", bytes, compression=comp)
+        r.append([b"", b"abc", b"", bytes(range(256)) * 3])
+        assert r[0] == b"" and r[1] == b"abc" and r[3] == bytes(range(256)) * 3
+        assert r.take([2, 0]).tolist() == [b"", b""]
+        entries = np.fromfile(tmp_path / f"b{comp}" / "offset", dtype=np.uint8)[:64].reshape(4, 16)
+        chunk0 = entries[0, :4].view("<u4")[0]
+        # An uncompressed empty record is the marked empty entry; a compressed one stores its frame.
+        assert (chunk0 == R.EMPTY_CHUNK) == (comp is None)
+        r.close()
+
+
+def test_errors_for_misuse(tmp_path):
+    r = R.create(tmp_path / "s", np.float32)
+    r.append([np.ones(3, np.float32)])
+    with pytest.raises(lsio.BoundsError):
+        r[1]
+    with pytest.raises(lsio.BoundsError):
+        r.take([0, -2])
+    with pytest.raises(TypeError, match="sequence of records"):
+        r.append(np.ones(3, np.float32))
+    with pytest.raises(ValueError, match="1-D"):
+        r.append([np.ones((2, 2), np.float32)])
+    with pytest.raises(TypeError, match="cannot store"):
+        r.append([np.array([1 + 2j])])
+    with pytest.raises(BlockingIOError, match="another writer"):
+        R.open(tmp_path / "s", "a")
+    ro = R.open(tmp_path / "s")
+    with pytest.raises(PermissionError, match="read-only"):
+        ro.append([np.ones(1, np.float32)])
+    with pytest.raises(FileExistsError):
+        R.create(tmp_path / "s", np.float32)
+    with pytest.raises(ValueError, match="level"):
+        R.create(tmp_path / "t", bytes, compression="zstd", level=99)
+    with pytest.raises(ValueError, match="compression"):
+        R.create(tmp_path / "t", bytes, compression="lz4")
+    with pytest.raises(ValueError, match="writers"):
+        R.create(tmp_path / "t", bytes, writers=5)
+    with pytest.raises(TypeError, match="fixed-size"):
+        R.create(tmp_path / "t", object)
+    with pytest.raises(lsio.NotFoundError, match="meta.json"):
+        R.open(tmp_path / "nothing")
+    z = R.create(tmp_path / "z", bytes, compression="zstd")
+    z.append([b"x"])
+    with pytest.raises(ValueError, match="copy=False"):
+        z.take([0], copy=False)
+    r.close()
+    with pytest.raises(ValueError, match="closed"):
+        r.take([0])
+    # The lock went with close: a new writer may open.
+    R.open(tmp_path / "s", "a").close()
+
+
+def corrupt_store(tmp_path, comp, n=6):
+    path = tmp_path / f"c{comp}"
+    r = R.create(path, bytes, compression=comp, chunk_records=4)
+    r.append([bytes([i]) * (100 + i) for i in range(n)])
+    r.close()
+    return path
+
+
+def entry(path, i):
+    raw = (path / "offset").read_bytes()[16 * i:16 * i + 16]
+    return (int(np.frombuffer(raw[:4], "<u4")[0]), int(np.frombuffer(raw[4:12], "<u8")[0]),
+            int(np.frombuffer(raw[12:], "<u4")[0]))
+
+
+def set_entry(path, i, chunk, offset, length):
+    with open(path / "offset", "r+b") as f:
+        f.seek(16 * i)
+        f.write(np.array([chunk], "<u4").tobytes() + np.array([offset], "<u8").tobytes()
+                + np.array([length], "<u4").tobytes())
+
+
+@pytest.mark.parametrize("comp", COMPRESSIONS)
+def test_corrupt_files_raise_typed_errors(tmp_path, comp):
+    path = corrupt_store(tmp_path, comp)
+    c, o, n = entry(path, 5)
+    # A flipped byte inside a compressed record's frame (or, uncompressed, data as stored).
+    data = bytearray((path / "chunk" / f"{c}.zr").read_bytes())
+    data[o + n - 2] ^= 0xFF
+    (path / "chunk" / f"{c}.zr").write_bytes(bytes(data))
+    r = R.open(path)
+    if comp is None:
+        assert r[5] != bytes([5]) * 105  # nothing checks raw bytes: the flip is what is stored
+    else:
+        with pytest.raises(lsio.CorruptDataError, match=r"record 5 \(chunk 1, bytes \[") as e:
+            r.take([0, 5])
+        assert e.value.path.endswith(f"{c}.zr") and e.value.byte_range == (o, o + n)
+    # A hole (zeroed entry), an entry past the chunk file, a chunk that does not exist.
+    set_entry(path, 1, 0, 0, 0)
+    with pytest.raises(lsio.CorruptDataError, match="record 1 .*no record"):
+        R.open(path).take([1])
+    set_entry(path, 2, 0, 10 ** 6, 50)
+    with pytest.raises(lsio.CorruptDataError, match="past the end"):
+        R.open(path).take([2])
+    set_entry(path, 3, 77, 0, 50)
+    with pytest.raises(lsio.CorruptDataError, match="record 3 .*chunk past"):
+        R.open(path).take([3])
+    if comp is not None:
+        # A length prefix that claims gigabytes is refused before anything is allocated.
+        c, o, n = entry(path, 0)
+        data = bytearray((path / "chunk" / f"{c}.zr").read_bytes())
+        data[o:o + 4] = np.array([2 ** 32 - 1], "<u4").tobytes()
+        (path / "chunk" / f"{c}.zr").write_bytes(bytes(data))
+        with pytest.raises(lsio.CorruptDataError, match="record 0 .*prefix"):
+            R.open(path).take([0])
+
+
+def test_malformed_meta(tmp_path):
+    path = corrupt_store(tmp_path, None)
+    meta = json.loads((path / "meta.json").read_text())
+    for change, match in [({"format": "zarr"}, "format"), ({"version": 9}, "version"),
+                          ({"length": -1}, "length"), ({"compression": "lz4"}, "compression"),
+                          ({"dtype": "object"}, "dtype"), ({"chunk_dir": "../x"}, "chunk_dir"),
+                          ({"open_chunks": [{"id": 99, "write_pos": 0, "records": 0}]}, "open chunk")]:
+        (path / "meta.json").write_text(json.dumps({**meta, **change}))
+        with pytest.raises(lsio.FormatError, match=match):
+            R.open(path)
+    (path / "meta.json").write_text("{not json")
+    with pytest.raises(lsio.FormatError, match="not JSON"):
+        R.open(path)
+    (path / "meta.json").write_text(json.dumps({**meta, "length": 2 * 10 ** 6}))
+    with pytest.raises(lsio.CorruptDataError, match="offset table has"):
+        R.open(path).take([1_999_999])
+
+
+# ---- other processes ----------------------------------------------------------------------
+
+def rec_for(i, version=0):
+    """Record i's deterministic content (version: which modify wrote it)."""
+    n = (i * 7919 + version * 13) % 300
+    return (np.arange(n, dtype=np.int64) * (i + 1) + version).astype(np.int32)
+
+
+def writer_loop(path, start, stop, batch, durable):
+    r = R.open(path, "a", durable=durable)
+    for a in range(start, stop, batch):
+        r.append([rec_for(i) for i in range(a, min(stop, a + batch))])
+    r.close()
+
+
+def reader_loop(path, seconds, q):
+    r = R.open(path)
+    rng = np.random.default_rng(os.getpid())
+    seen = checks = 0
+    end = time.monotonic() + seconds
+    try:
+        while time.monotonic() < end:
+            r.refresh()
+            n = len(r)
+            assert n >= seen, (n, seen)  # the published length never goes back
+            seen = n
+            if n:
+                idx = rng.integers(0, n, 64)
+                for got, i in zip(r.take(idx), idx):
+                    assert np.array_equal(got, rec_for(int(i))), int(i)
+                checks += 64
+        q.put(("ok", seen, checks))
+    except BaseException as e:  # noqa: BLE001 - reported to the test
+        q.put(("error", repr(e), checks))
+
+
+@pytest.mark.parametrize("comp", [None, "zstd"])
+def test_concurrent_writer_and_readers(tmp_path, comp):
+    path = tmp_path / "s"
+    R.create(path, np.int32, compression=comp, chunk_records=50, writers=2).close()
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    readers = [ctx.Process(target=reader_loop, args=(str(path), 4.0, q)) for _ in range(2)]
+    for p in readers:
+        p.start()
+    w = ctx.Process(target=writer_loop, args=(str(path), 0, 3000, 37, True))
+    w.start()
+    w.join(60)
+    assert w.exitcode == 0
+    results = [q.get(timeout=60) for _ in readers]
+    for p in readers:
+        p.join(30)
+    for status, seen, checks in results:
+        assert status == "ok", seen
+        assert checks > 0
+    assert len(R.open(path)) == 3000
+
+
+def modifier_loop(path, rounds):
+    r = R.open(path, "a")
+    for v in range(1, rounds + 1):
+        ids = np.arange(0, len(r), 3)
+        r[ids] = [rec_for(int(i), v % 2) for i in ids]
+    r.close()
+
+
+def flip_reader(path, seconds, q):
+    r = R.open(path)
+    end = time.monotonic() + seconds
+    reads = 0
+    try:
+        while time.monotonic() < end:
+            idx = np.arange(0, len(r), 3)
+            for got, i in zip(r.take(idx), idx):
+                # Every read is one version or the other, never a mix of two entries.
+                assert np.array_equal(got, rec_for(int(i), 0)) or np.array_equal(got, rec_for(int(i), 1)), int(i)
+            reads += len(idx)
+        q.put(("ok", reads))
+    except BaseException as e:  # noqa: BLE001
+        q.put(("error", repr(e)))
+
+
+def test_reader_sees_old_or_new_version_during_modifies(tmp_path):
+    path = tmp_path / "s"
+    r = R.create(path, np.int32, chunk_records=64)
+    r.append([rec_for(i) for i in range(300)])
+    r.close()
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    rd = ctx.Process(target=flip_reader, args=(str(path), 3.0, q))
+    rd.start()
+    w = ctx.Process(target=modifier_loop, args=(str(path), 40))
+    w.start()
+    w.join(60)
+    assert w.exitcode == 0
+    status, *rest = q.get(timeout=60)
+    rd.join(30)
+    assert status == "ok", rest
+    assert R.open(path).utilization < 0.2  # 40 versions of a third of the records
+
+
+KILL_CHILD = r"""
+import sys, numpy as np
+sys.path[:0] = {paths!r}
+import lsio.records as R
+from test_records import rec_for
+r = R.open({path!r}, "a")
+i = len(r)
+while True:
+    k = int(np.random.default_rng(i).integers(1, 40))
+    if i % 5 == 3 and len(r) > 10:
+        ids = np.arange(0, 10)
+        r[ids] = [rec_for(int(j)) for j in ids]          # same content, new versions
+    r.append([rec_for(j) for j in range(i, i + k)])
+    i += k
+    print(i, flush=True)
+"""
+
+
+def test_writer_killed_at_random_points_loses_only_unpublished(tmp_path):
+    path = tmp_path / "s"
+    R.create(path, np.int32, compression="zstd", chunk_records=30, writers=3).close()
+    rng = np.random.default_rng(5)
+    code = KILL_CHILD.format(paths=sys.path, path=str(path))
+    published = 0
+    for round_ in range(6):
+        p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        first = p.stdout.readline()  # running (and past its first publication)
+        assert first, "writer did not start"
+        time.sleep(float(rng.uniform(0.0, 0.3)))
+        p.send_signal(signal.SIGKILL)
+        p.wait(30)
+        p.stdout.close()
+        r = R.open(path, "a")   # recovery: drops the dead writer's unpublished bytes
+        n = len(r)
+        assert n >= published
+        published = n
+        got = r.take(np.arange(n))
+        for i, rec in enumerate(got):
+            assert np.array_equal(rec, rec_for(i)), (round_, i)
+        r.append([rec_for(j) for j in range(n, n + 3)])   # and it appends on cleanly
+        published += 3
+        r.close()
+    assert published > 20
+
+
+def test_fork_and_pickle(tmp_path):
+    path = tmp_path / "s"
+    r = R.create(path, np.float64, compression="deflate", chunk_records=10)
+    r.append([np.full(i % 5, i, np.float64) for i in range(50)])
+    ro = pickle.loads(pickle.dumps(r))  # a writer pickles as a read-only handle
+    assert ro._mode == "r" and len(ro) == 50
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            assert np.array_equal(r[7], np.full(2, 7.0))
+            try:
+                r.append([np.ones(1)])
+                code = 3
+            except RuntimeError:
+                pass
+        except BaseException:  # noqa: BLE001
+            code = 2
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    r.close()
+
+
+def dataset_check(path, method):
+    torch = pytest.importorskip("torch")
+    ds = R.open(path)
+    dl = torch.utils.data.DataLoader(ds, batch_size=8, num_workers=2, collate_fn=R.collate,
+                                     multiprocessing_context=method, shuffle=False)
+    seen = 0
+    for padded, lengths in dl:
+        for row, ln in zip(padded, lengths):
+            want = rec_for(seen)
+            assert int(ln) == len(want) and row[:int(ln)].numpy().tolist() == want.tolist()
+            seen += 1
+    assert seen == len(ds)
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
+def test_torch_dataloader_workers(tmp_path, method):
+    path = tmp_path / "s"
+    r = R.create(path, np.int32, compression="zstd", chunk_records=16)
+    r.append([rec_for(i) for i in range(40)])
+    r.take(np.arange(40))  # the parent has read (and decoded) before the workers fork
+    dataset_check(path, method)
+
+
+def test_grain_random_access_source(tmp_path):
+    grain = pytest.importorskip("grain")
+    path = tmp_path / "s"
+    r = R.create(path, bytes)
+    r.append([f"record {i}".encode() for i in range(20)])
+    ds = grain.MapDataset.source(R.open(path)).shuffle(seed=3).batch(4, batch_fn=lambda xs: sorted(xs))
+    got = sorted(x for b in ds for x in b)
+    assert got == sorted(f"record {i}".encode() for i in range(20))
+
+
+def test_s3_read_only(moto_s3, tmp_path, monkeypatch):
+    for var in list(os.environ):
+        if var.startswith("AWS_"):
+            monkeypatch.delenv(var)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    options = {"endpoint_url": moto_s3.endpoint_url, "key": moto_s3.access_key_id,
+               "secret": moto_s3.secret_access_key, "region": moto_s3.region,
+               "timeout": 5, "connect_timeout": 2, "retries": 1}
+    rng = np.random.default_rng(0)
+    for comp in COMPRESSIONS:
+        local = tmp_path / f"s{comp}"
+        r = R.create(local, np.uint16, compression=comp, chunk_records=7)
+        recs = [make_record(rng, np.uint16) for _ in range(60)]
+        r.append(recs)
+        del r[3]
+        recs[3] = recs.pop()
+        r.close()
+        moto_s3.upload_dir(local, "lsio-records", f"s{comp}")
+        s = R.open(f"s3://lsio-records/s{comp}", storage_options=options)
+        assert len(s) == 59
+        idx = rng.integers(0, 59, 40)
+        for got, i in zip(s.take(idx), idx):
+            assert same(got, recs[i])
+        assert same(s[-1], recs[-1])
+        with pytest.raises(ValueError, match="read-only"):
+            R.open(f"s3://lsio-records/s{comp}", "a", storage_options=options)
+        with pytest.raises(ValueError, match="copy=False"):
+            s.take([0], copy=False)
+    moto_s3.delete("lsio-records", "sNone/chunk/2.zr")
+    with pytest.raises(lsio.NotFoundError):
+        R.open("s3://lsio-records/sNone", storage_options=options).take(np.arange(59))
