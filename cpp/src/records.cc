@@ -222,6 +222,9 @@ Status CompressRecords(RecordCompression compression, int level, const uint8_t* 
         ZSTD_CCtx_reset(t_zstd.c, ZSTD_reset_session_and_parameters);
         ZSTD_CCtx_setParameter(t_zstd.c, ZSTD_c_compressionLevel, level);
         ZSTD_CCtx_setParameter(t_zstd.c, ZSTD_c_contentSizeFlag, 1);
+        // A flipped bit in a frame's literals can decode without error into other bytes:
+        // the frame's XXH64 checksum (4 bytes) makes the decode notice.
+        ZSTD_CCtx_setParameter(t_zstd.c, ZSTD_c_checksumFlag, 1);
         wrote = ZSTD_compress2(t_zstd.c, dst + kRecordPrefixBytes, cap, src, len);
         if (ZSTD_isError(wrote)) {
           return Status::Internal(std::string("zstd compression failed: ") + ZSTD_getErrorName(wrote));

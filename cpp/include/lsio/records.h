@@ -15,8 +15,9 @@
 //   [chunk u32][offset u64][physical_length u32]
 // physical_length 0 means "no record" (a hole: corrupt or never written), except with chunk
 // kEmptyRecordChunk, which marks an empty record (0 items; nothing stored).
-// A compressed payload is [decoded_length u32 LE][frame]: the frame is one zstd frame, or
-// one zlib stream (RFC 1950, so inflate checks its Adler-32) for kDeflate.
+// A compressed payload is [decoded_length u32 LE][frame]: the frame is one zstd frame with
+// its content size and checksum, or one zlib stream (RFC 1950, with its Adler-32) for
+// kDeflate, so a decode checks every record it returns.
 //
 // Why entries go through here: a modify or delete repoints an entry of a published record
 // while readers in other processes read the table through their own mapping. Loads and

@@ -1,0 +1,142 @@
+// lsio/records.h: offset-table entries loaded and stored whole, record payloads compressed
+// and decoded in parallel, and the checks that keep a corrupt payload from allocating or
+// decoding past its destination.
+#include "lsio/records.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+namespace lsio {
+namespace {
+
+std::vector<uint8_t> Record(std::mt19937& rng, size_t n) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(rng() % 7);  // compressible
+  return v;
+}
+
+TEST(RecordEntriesTest, StoreThenLoadRoundTripsEveryField) {
+  alignas(16) uint8_t table[16 * 8] = {};
+  const std::vector<int64_t> ids = {5, 0, 7};
+  const std::vector<RecordEntry> in = {{3, 0x0102030405060708ull, 77}, {kEmptyRecordChunk, 0, 0}, {1, 1ull << 40, 0xFFFFFFFFu}};
+  ASSERT_TRUE(StoreRecordEntries(table, 8, ids, in).ok());
+  // The on-disk layout: [chunk u32][offset u64][length u32], little-endian.
+  uint32_t chunk;
+  uint64_t offset;
+  std::memcpy(&chunk, table + 16 * 5, 4);
+  std::memcpy(&offset, table + 16 * 5 + 4, 8);
+  EXPECT_EQ(chunk, 3u);
+  EXPECT_EQ(offset, 0x0102030405060708ull);
+  std::vector<RecordEntry> out(3);
+  ASSERT_TRUE(LoadRecordEntries(table, 8, ids, out.data()).ok());
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(out[i].chunk, in[i].chunk);
+    EXPECT_EQ(out[i].offset, in[i].offset);
+    EXPECT_EQ(out[i].length, in[i].length);
+  }
+}
+
+TEST(RecordEntriesTest, RefusesIdsOutsideTheTableAndMisalignedTables) {
+  alignas(16) uint8_t table[16 * 5] = {};
+  RecordEntry e;
+  const std::vector<int64_t> past = {4, 2};
+  EXPECT_EQ(LoadRecordEntries(table, 2, past, &e).code(), StatusCode::kInvalidArgument);
+  const std::vector<int64_t> negative = {-1};
+  EXPECT_EQ(LoadRecordEntries(table, 2, negative, &e).code(), StatusCode::kInvalidArgument);
+  const std::vector<int64_t> one = {0};
+  EXPECT_EQ(LoadRecordEntries(table + 8, 2, one, &e).code(), StatusCode::kInvalidArgument);
+  const std::vector<RecordEntry> two(2);
+  EXPECT_EQ(StoreRecordEntries(table, 2, one, two).code(), StatusCode::kInvalidArgument);
+}
+
+class RecordCodecTest : public ::testing::TestWithParam<std::pair<RecordCompression, int>> {};
+
+TEST_P(RecordCodecTest, CompressThenDecodeInParallelRoundTrips) {
+  const auto [kind, level] = GetParam();
+  std::mt19937 rng(11);
+  std::vector<uint8_t> values;
+  std::vector<uint64_t> offsets = {0};
+  for (int i = 0; i < 300; ++i) {
+    auto r = Record(rng, i % 17 == 0 ? 0 : rng() % 5000);
+    values.insert(values.end(), r.begin(), r.end());
+    offsets.push_back(values.size());
+  }
+  std::vector<uint8_t> payload;
+  std::vector<uint64_t> poffs;
+  ASSERT_TRUE(CompressRecords(kind, level, values.data(), values.size(), offsets, 3, &payload, &poffs).ok());
+  ASSERT_EQ(poffs.size(), offsets.size());
+  EXPECT_LT(payload.size(), values.size());
+  std::vector<uint8_t> out(values.size(), 0xAB);
+  std::vector<RecordDecode> work;
+  for (size_t i = 0; i + 1 < offsets.size(); ++i) {
+    std::span<const uint8_t> p(payload.data() + poffs[i], poffs[i + 1] - poffs[i]);
+    Result<uint64_t> size = RecordDecodedSize(kind, p);
+    ASSERT_TRUE(size.ok()) << size.status().ToString();
+    ASSERT_EQ(*size, offsets[i + 1] - offsets[i]);
+    work.push_back({p.data(), p.size(), out.data() + offsets[i], *size});
+  }
+  ASSERT_TRUE(DecodeRecords(kind, work, 3).ok());
+  EXPECT_EQ(out, values);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, RecordCodecTest,
+                         ::testing::Values(std::make_pair(RecordCompression::kZstd, 3),
+                                           std::make_pair(RecordCompression::kZstd, 19),
+                                           std::make_pair(RecordCompression::kDeflate, 1),
+                                           std::make_pair(RecordCompression::kDeflate, 12)));
+
+TEST(RecordCodecTest, CorruptPayloadsAreDataLossAndNamedByPosition) {
+  for (RecordCompression kind : {RecordCompression::kZstd, RecordCompression::kDeflate}) {
+    std::mt19937 rng(3);
+    std::vector<uint8_t> values = Record(rng, 4000);
+    std::vector<uint8_t> more = Record(rng, 3000);
+    values.insert(values.end(), more.begin(), more.end());
+    const std::vector<uint64_t> offsets = {0, 4000, 7000};
+    std::vector<uint8_t> payload;
+    std::vector<uint64_t> poffs;
+    ASSERT_TRUE(CompressRecords(kind, 3, values.data(), values.size(), offsets, 1, &payload, &poffs).ok());
+    // A prefix claiming 4 GiB: refused by the size check (no allocation follows).
+    std::vector<uint8_t> big(payload.begin(), payload.begin() + poffs[1]);
+    const uint32_t huge = 0xFFFFFFFFu;
+    std::memcpy(big.data(), &huge, 4);
+    EXPECT_EQ(RecordDecodedSize(kind, big).status().code(), StatusCode::kDataLoss);
+    EXPECT_EQ(RecordDecodedSize(kind, std::span<const uint8_t>(payload.data(), 3)).status().code(),
+              StatusCode::kDataLoss);
+    // A flipped byte in the second frame: the decode fails at position 1, and never writes
+    // past its destination.
+    std::vector<uint8_t> bad = payload;
+    bad[poffs[1] + (poffs[2] - poffs[1]) / 2] ^= 0x5A;
+    std::vector<uint8_t> out(7000 + 64, 0xEE);
+    std::vector<RecordDecode> work = {{bad.data(), poffs[1], out.data(), 4000},
+                                      {bad.data() + poffs[1], poffs[2] - poffs[1], out.data() + 4000, 3000}};
+    size_t failed = 99;
+    const Status st = DecodeRecords(kind, work, 2, &failed);
+    EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st.ToString();
+    EXPECT_EQ(failed, 1u);
+    for (size_t i = 7000; i < out.size(); ++i) ASSERT_EQ(out[i], 0xEE) << i;
+    // A destination of the wrong size is refused from the prefix.
+    std::vector<RecordDecode> wrong = {{payload.data(), poffs[1], out.data(), 3999}};
+    EXPECT_EQ(DecodeRecords(kind, wrong, 1).code(), StatusCode::kDataLoss);
+  }
+}
+
+TEST(RecordCodecTest, RefusesBadArguments) {
+  const uint8_t v[4] = {1, 2, 3, 4};
+  std::vector<uint8_t> out;
+  std::vector<uint64_t> o;
+  const std::vector<uint64_t> ok = {0, 4};
+  EXPECT_EQ(CompressRecords(RecordCompression::kNone, 0, v, 4, ok, 1, &out, &o).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CompressRecords(RecordCompression::kZstd, 99, v, 4, ok, 1, &out, &o).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CompressRecords(RecordCompression::kDeflate, 13, v, 4, ok, 1, &out, &o).code(), StatusCode::kInvalidArgument);
+  const std::vector<uint64_t> past = {0, 5};
+  EXPECT_EQ(CompressRecords(RecordCompression::kZstd, 3, v, 4, past, 1, &out, &o).code(), StatusCode::kInvalidArgument);
+  const std::vector<uint64_t> back = {0, 3, 2};
+  EXPECT_EQ(CompressRecords(RecordCompression::kZstd, 3, v, 4, back, 1, &out, &o).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace lsio
