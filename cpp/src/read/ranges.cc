@@ -158,7 +158,7 @@ struct LocalRun {
   StoreRun* run = nullptr;
   size_t begin = 0;  // units [begin, end) of run->plan
   size_t end = 0;
-  size_t batch_units = 1;
+  std::vector<size_t> cuts;  // batch b is units [cuts[b], cuts[b + 1])
   std::atomic<size_t> next{0};
   std::thread::id caller;
   Clock::time_point last_poll;
@@ -181,9 +181,10 @@ void LocalWorker(LocalRun& lr) {
         return;
       }
     }
-    const size_t first = lr.begin + lr.next.fetch_add(lr.batch_units, std::memory_order_relaxed);
-    if (first >= lr.end) return;
-    const size_t last = std::min(lr.end, first + lr.batch_units);
+    const size_t b = lr.next.fetch_add(1, std::memory_order_relaxed);
+    if (b + 1 >= lr.cuts.size()) return;
+    const size_t first = lr.cuts[b];
+    const size_t last = lr.cuts[b + 1];
     reads.assign(last - first, RangeRead{});
     unit_of.clear();
     staged_at.clear();
@@ -378,16 +379,27 @@ Status RunLocal(const RangesContext& ctx, const std::vector<RangeObject>& object
   lr.run = &run;
   lr.begin = begin;
   lr.end = end;
-  // A worker's staging holds at most its batch: 8 MiB (or one max_request) per worker.
-  lr.batch_units = run.traits.one_at_a_time
-                       ? 1
-                       : static_cast<size_t>(std::clamp<uint64_t>((8ull << 20) / std::max<uint64_t>(run.max_request, 1),
-                                                                  1, std::max(1u, ctx.queue_depth)));
+  // Batches: up to queue_depth units (so io_uring has that many reads in flight per
+  // worker) and about 8 MiB, whichever comes first; a worker's staging holds at most its
+  // batch. Sized by the units' own lengths: counting every unit as max_request long made
+  // batches of one unit, and a worker of many small ranges (zrecord gathers) waited for each
+  // read before it issued the next (2.2x slower than ArrayRecord cold on W14).
+  const size_t most = run.traits.one_at_a_time ? 1 : std::max<size_t>(1, ctx.queue_depth);
+  lr.cuts.push_back(begin);
+  uint64_t bytes = 0;
+  for (size_t k = begin; k < end; ++k) {
+    bytes += run.plan.units[k].length;
+    if (k + 1 - lr.cuts.back() >= most || bytes >= (8ull << 20)) {
+      lr.cuts.push_back(k + 1);
+      bytes = 0;
+    }
+  }
+  if (lr.cuts.back() != end) lr.cuts.push_back(end);
   lr.caller = std::this_thread::get_id();
   lr.last_poll = Clock::time_point{};  // poll before the first batch, then every 10 ms
   FirstError error;
   lr.error = &error;
-  const size_t batches = (end - begin + lr.batch_units - 1) / lr.batch_units;
+  const size_t batches = lr.cuts.size() - 1;
   int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(std::max(1, ctx.threads)), batches));
   ThreadPool* pool = nullptr;
   if (workers > 1) {
