@@ -15,9 +15,9 @@ random record ids, 2 threads:
   (uncompressed only).
 
 Hot: page cache warm, ``--rounds`` rounds of ``--batches`` batches, median. Cold: every file
-of the reader dropped from the page cache (posix_fadvise DONTNEED) before each batch (the
-views reader has no cold row: its views read nothing until touched, and mapped pages are not
-dropped, so it runs in a process of its own with --compressions none --caches hot). The
+of the reader dropped from the page cache (posix_fadvise DONTNEED) before each batch. The
+views reader has no cold row (its views read nothing until touched), and its mappings are
+released before the cold rows (pages a mapping holds are not dropped). The
 first batch of every reader is checked against the records written (a mismatch exits 1).
 Append: the records written in calls of 1,024 (lsio: durable publication per call, and
 ``durable=False``), GB/s of record bytes.
@@ -115,15 +115,22 @@ def readers(comp, d: Path, threads: int):
     store_files = files_under(d / f"lsio_{comp}")
     out = {"lsio": (lambda ids: r.take(ids), store_files)}
     if comp is None:
-        out["lsio (copy=False views)"] = (lambda ids: r.take(ids, copy=False), store_files)
+        rv = R.open(d / f"lsio_{comp}", threads=threads)  # its own mappings (dropped before cold rows)
+        out["lsio (copy=False views)"] = (lambda ids: rv.take(ids, copy=False), store_files)
+        held: dict = {}
+        # Pages a mapping holds survive the cold drop: cold batches start with no mapping.
+        out["_unmap"] = lambda: (rv._maps.clear(), held.clear())
     ap = str(d / f"records_{comp}.array_record")
     rd = arm.ArrayRecordReader(ap, f"readahead_buffer_size:0,max_parallelism:{threads}")
     out["ArrayRecord"] = (lambda ids: rd.read(ids.tolist()), [ap])
     if comp is None:
         offs = np.load(d / "records_flat_offsets.npy")
-        mm = np.memmap(d / "records_flat.bin", dtype=np.uint8, mode="r")
+        flat = d / "records_flat.bin"
 
         def memmap_read(ids):
+            if "mm" not in held:
+                held["mm"] = np.memmap(flat, dtype=np.uint8, mode="r")
+            mm = held["mm"]
             return np.concatenate([mm[offs[i]:offs[i + 1]] for i in ids])
         out["numpy memmap + offsets"] = (memmap_read, [str(d / "records_flat.bin")])
     return out
@@ -161,6 +168,7 @@ def main(argv=None) -> int:
         appends[comp_name] = write_all(records, comp, args.dir, args.threads)
         log(f"[{comp_name}] append GB/s: " + ", ".join(f"{k} {v:.2f}" for k, v in appends[comp_name].items()))
         rs = readers(comp, args.dir, args.threads)
+        unmap = rs.pop("_unmap", lambda: None)
         check = rng.integers(0, len(records), args.batch)
         want = [records[i] for i in check]
         for name, (fn, _) in rs.items():
@@ -191,11 +199,13 @@ def main(argv=None) -> int:
                 # Views read nothing until touched, and pages a mapping holds are not dropped:
                 # the views reader has no cold row.
                 rates.pop("lsio (copy=False views)", None)
+                unmap()
                 for rnd in range(args.cold_batches):
                     b = rng.integers(0, len(records), args.batch)
                     for name, (fn, files) in rs.items():
                         if name not in rates:
                             continue
+                        unmap()
                         drop(files)
                         t = time.perf_counter()
                         fn(b)

@@ -173,6 +173,29 @@ def test_w15_jax_checkpoint_benchmark_runs(tmp_path):
     assert rows[("remote", "lsio", 2)]["disk_per_process"] <= 0.55 * json.loads(out.read_text())["total_bytes"]
 
 
+def test_w14_records_benchmark_runs(tmp_path):
+    """W14 (benchmarks/python/w14_records.py) on 600 records: every reader's first batch is
+    checked against the records written (a mismatch exits 1), rows for every reader, cache and
+    compression. No timing is asserted."""
+    pytest.importorskip("array_record")
+    w14 = ROOT / "benchmarks" / "python" / "w14_records.py"
+    out = tmp_path / "w14.json"
+    cmd = [sys.executable, str(w14), "--records", "600", "--batch", "64", "--batches", "2", "--rounds", "1",
+           "--cold-batches", "1", "--dir", str(tmp_path / "data"), "--json", str(out)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(os.path.abspath(p) for p in sys.path if p))
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert p.stdout.count("first batch checked") == 6, p.stdout
+    data = json.loads(out.read_text())
+    rows = {(r["compression"], r["cache"], r["reader"]) for r in data["rows"]}
+    assert rows == {("none", "hot", "lsio"), ("none", "hot", "lsio (copy=False views)"), ("none", "hot", "ArrayRecord"),
+                    ("none", "hot", "numpy memmap + offsets"), ("none", "cold", "lsio"), ("none", "cold", "ArrayRecord"),
+                    ("none", "cold", "numpy memmap + offsets"), ("zstd", "hot", "lsio"), ("zstd", "hot", "ArrayRecord"),
+                    ("zstd", "cold", "lsio"), ("zstd", "cold", "ArrayRecord")}
+    assert set(data["append_gb_s"]["zstd"]) == {"lsio append (durable)", "lsio append (durable=False)",
+                                                "ArrayRecord write"}
+
+
 def test_gpu_feed_benchmark_runs(tmp_path):
     """benchmarks/python/gpu_feed.py: without CUDA it skips with one line (exit 0); with
     ``--device cpu`` it runs its whole pipeline (lsio double-buffered, lsio.torch DataLoader

@@ -503,3 +503,38 @@ def test_s3_read_only(moto_s3, tmp_path, monkeypatch):
     moto_s3.delete("lsio-records", "sNone/chunk/2.zr")
     with pytest.raises(lsio.NotFoundError):
         R.open("s3://lsio-records/sNone", storage_options=options).take(np.arange(59))
+
+
+def test_random_corruption_raises_or_reads_never_crashes(tmp_path):
+    """Random byte flips, truncations and extensions of meta.json, the offset table and the
+    chunk files: every open and take either succeeds or raises an lsio error (or, for
+    meta.json that stops being JSON, FormatError); nothing crashes or hangs."""
+    rng = np.random.default_rng(99)
+    for comp in COMPRESSIONS:
+        src = tmp_path / f"src{comp}"
+        r = R.create(src, np.int16, compression=comp, chunk_records=5)
+        r.append([make_record(rng, np.int16) for _ in range(23)])
+        r.close()
+        files = [p for p in src.rglob("*") if p.is_file() and p.name != ".lock"]
+        originals = {p: p.read_bytes() for p in files}
+        for trial in range(60):
+            for p, data in originals.items():
+                p.write_bytes(data)
+            victim = files[int(rng.integers(len(files)))]
+            data = bytearray(originals[victim])
+            how = rng.choice(["flip", "truncate", "extend"])
+            if how == "flip" and data:
+                for _ in range(int(rng.integers(1, 4))):
+                    data[int(rng.integers(len(data)))] ^= 1 << int(rng.integers(8))
+            elif how == "truncate":
+                data = data[:int(rng.integers(0, len(data) + 1))]
+            else:
+                data += bytes(rng.integers(0, 256, int(rng.integers(1, 64)), dtype=np.uint8))
+            victim.write_bytes(bytes(data))
+            try:
+                s = R.open(src)
+                s.take(np.arange(len(s)))
+                if comp is None:
+                    s.take(np.arange(len(s)), copy=False)
+            except (lsio.Error, OverflowError, MemoryError):
+                pass
