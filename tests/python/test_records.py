@@ -538,3 +538,20 @@ def test_random_corruption_raises_or_reads_never_crashes(tmp_path):
                     s.take(np.arange(len(s)), copy=False)
             except (lsio.Error, OverflowError, MemoryError):
                 pass
+
+
+def test_http_read_only(nginx_server, tmp_path):
+    """The same store served by nginx (ranges, ETags): read-only over http://."""
+    rng = np.random.default_rng(4)
+    local = tmp_path / "srv" / "tok.zr"
+    r = R.create(local, np.int32, compression="deflate", chunk_records=9)
+    recs = [make_record(rng, np.int32) for _ in range(50)]
+    r.append(recs)
+    r.close()
+    server = nginx_server(tmp_path / "srv")
+    s = R.open(server.url("tok.zr"), storage_options={"timeout": 5, "retries": 1})
+    idx = rng.integers(0, 50, 30)
+    for got, i in zip(s.take(idx), idx):
+        assert same(got, recs[i])
+    with pytest.raises(lsio.NotFoundError, match="meta.json"):
+        R.open(server.url("missing.zr"), storage_options={"timeout": 5, "retries": 1})
