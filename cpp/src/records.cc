@@ -264,6 +264,10 @@ Result<uint64_t> RecordDecodedSize(RecordCompression compression, std::span<cons
   const uint64_t claim = ReadU32(payload.data());
   const std::span<const uint8_t> frame = payload.subspan(kRecordPrefixBytes);
   if (compression == RecordCompression::kZstd) {
+    // A real frame (a skippable frame would "decode" to nothing without complaint)...
+    if (frame.size() < 4 || ReadU32(frame.data()) != ZSTD_MAGICNUMBER) {
+      return Status::DataLoss("compressed record: not a zstd frame");
+    }
     const unsigned long long size = ZSTD_getFrameContentSize(frame.data(), frame.size());
     if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN) {
       return Status::DataLoss("compressed record: not a zstd frame with a declared size");
@@ -271,6 +275,13 @@ Result<uint64_t> RecordDecodedSize(RecordCompression compression, std::span<cons
     if (size != claim) {
       return Status::DataLoss("compressed record: its prefix says " + std::to_string(claim) + " bytes, its zstd frame " +
                               std::to_string(size));
+    }
+    // ...whose claim its blocks can meet: a block (3-byte header, at least 1 byte) holds at
+    // most 128 KiB, so a forged size cannot make the caller allocate gigabytes.
+    const uint64_t most = (frame.size() / 4 + 1) * uint64_t{ZSTD_BLOCKSIZE_MAX};
+    if (claim > most) {
+      return Status::DataLoss("compressed record: its prefix says " + std::to_string(claim) + " bytes, more than a " +
+                              std::to_string(frame.size()) + "-byte zstd frame can hold");
     }
     return claim;
   }

@@ -33,6 +33,7 @@ import json
 import mmap
 import os
 import shutil
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
@@ -51,6 +52,7 @@ EMPTY_CHUNK = 0xFFFFFFFF   # chunk of an empty record's entry (length 0, nothing
 TABLE_GROW = 1 << 20       # the offset table grows by 1M entries (16 MiB) at a time
 META_MAX = 1 << 20         # a meta.json larger than this is not a zrecord store's
 MAX_WRITERS = 4
+_MAX_LENGTH = 2 ** 59      # 16 bytes per id must stay below 2**63
 _KIND = {None: 0, "zstd": 1, "deflate": 2}
 _LEVELS = {"zstd": (3, -131072, 22), "deflate": (6, 0, 12)}
 # Remote offset-table reads: entries of one batch within 64 KiB merge into one request.
@@ -87,20 +89,22 @@ def _check_meta(meta: Any, where: str) -> Dict[str, Any]:
         raise bad('"format" must be "zrecord"')
     if meta.get("version") != VERSION:
         raise bad(f"version {meta.get('version')!r} (this lsio reads version {VERSION})")
-    for key in ("length", "chunk_records", "num_chunks", "generation", "stored_bytes", "writers"):
+    if meta.get("compression") not in _KIND:
+        raise bad(f'"compression" {meta.get("compression")!r} is not one of null, "zstd", "deflate"')
+    for key, top in (("length", _MAX_LENGTH), ("chunk_records", EMPTY_CHUNK), ("num_chunks", EMPTY_CHUNK),
+                     ("generation", 2 ** 62), ("stored_bytes", 2 ** 62), ("writers", MAX_WRITERS)):
         v = meta.get(key)
-        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-            raise bad(f'"{key}" must be a non-negative integer, got {v!r}')
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= top:
+            raise bad(f'"{key}" must be an integer in 0..{top}, got {v!r}')
     if meta["chunk_records"] < 1:
         raise bad('"chunk_records" must be at least 1')
-    if not isinstance(meta.get("level"), int) or isinstance(meta.get("level"), bool):
-        raise bad(f'"level" must be an integer, got {meta.get("level")!r}')
+    lo, hi = _LEVELS[meta["compression"]][1:] if meta.get("compression") in _LEVELS else (0, 0)
+    if not isinstance(meta.get("level"), int) or isinstance(meta.get("level"), bool) or not lo <= meta["level"] <= hi:
+        raise bad(f'"level" must be an integer in {lo}..{hi}, got {meta.get("level")!r}')
     if not 1 <= meta["writers"] <= MAX_WRITERS:
         raise bad(f'"writers" must be in 1..{MAX_WRITERS}')
     if meta["num_chunks"] > EMPTY_CHUNK:
         raise bad(f'"num_chunks" {meta["num_chunks"]} exceeds the 32-bit chunk ids')
-    if meta.get("compression") not in _KIND:
-        raise bad(f'"compression" {meta.get("compression")!r} is not one of null, "zstd", "deflate"')
     try:
         d = meta.get("dtype")
         _dtype_of(bytes if d == "bytes" else (np.dtype([tuple(f) for f in d]) if isinstance(d, list) else d))
@@ -113,8 +117,10 @@ def _check_meta(meta: Any, where: str) -> Dict[str, Any]:
         if not isinstance(c, dict) or any(not isinstance(c.get(k), int) or isinstance(c.get(k), bool) or c.get(k) < 0
                                           for k in ("id", "write_pos", "records")):
             raise bad('each of "open_chunks" needs non-negative integers "id", "write_pos", "records"')
-        if c["id"] >= meta["num_chunks"] or c["records"] > meta["chunk_records"]:
+        if c["id"] >= meta["num_chunks"] or c["records"] > meta["chunk_records"] or c["write_pos"] > 2 ** 62:
             raise bad(f"open chunk {c['id']} is not one of the store's {meta['num_chunks']} chunks, or over-full")
+    if len({c["id"] for c in opens}) != len(opens):
+        raise bad('"open_chunks" names a chunk twice')
     for key in ("offset_file", "chunk_dir"):
         v = meta.get(key)
         if not isinstance(v, str) or not v or "/" in v or v.startswith("."):
@@ -150,14 +156,15 @@ class RecordBatch:
     The batch stays valid until :meth:`release` or until it is dropped.
     """
 
-    __slots__ = ("_values", "_offsets", "_views", "_bytes")
+    __slots__ = ("_values", "_offsets", "_views", "_bytes", "_dtype")
 
     def __init__(self, values: Optional[np.ndarray], offsets: np.ndarray, *, is_bytes: bool = False,
-                 views: Optional[List[np.ndarray]] = None) -> None:
+                 views: Optional[List[np.ndarray]] = None, dtype: Any = None) -> None:
         self._values = values
         self._offsets = offsets
         self._views = views
         self._bytes = is_bytes
+        self._dtype = np.dtype(dtype if dtype is not None else (values.dtype if values is not None else np.uint8))
 
     @property
     def offsets(self) -> np.ndarray:
@@ -168,8 +175,7 @@ class RecordBatch:
         if self._values is None:
             if self._views is None:
                 raise ValueError("the batch was released")
-            dt = self._views[0].dtype if self._views else np.uint8
-            self._values = np.concatenate(self._views) if self._views else np.empty(0, dt)
+            self._values = np.concatenate(self._views) if self._views else np.empty(0, self._dtype)
         return self._values
 
     @property
@@ -227,8 +233,8 @@ class RecordBatch:
 
         if layout == "padded":
             padded, lengths = self.to_padded(pad_value)
-            return torch.from_numpy(padded), torch.from_numpy(lengths)
-        values = torch.from_numpy(np.ascontiguousarray(self.values))
+            return torch.from_numpy(_native_order(padded)), torch.from_numpy(lengths)
+        values = torch.from_numpy(np.ascontiguousarray(_native_order(self.values)))
         offsets = torch.from_numpy(np.ascontiguousarray(self._offsets))
         if layout == "flat":
             return values, offsets
@@ -243,6 +249,13 @@ class RecordBatch:
 
     def __repr__(self) -> str:
         return f"<lsio.records.RecordBatch: {len(self)} records>"
+
+
+def _native_order(a: np.ndarray) -> np.ndarray:
+    """torch takes native byte order only (a big-endian store's records are swapped)."""
+    if a.dtype.byteorder == ">" or (a.dtype.byteorder == "<" and sys.byteorder == "big"):
+        return a.astype(a.dtype.newbyteorder("="))
+    return a
 
 
 class RaggedCollate:
@@ -346,19 +359,30 @@ def create(path: PathLike, dtype: Any = bytes, *, compression: Optional[str] = N
     if not 1 <= writers <= MAX_WRITERS:
         raise ValueError(f"writers must be in 1..{MAX_WRITERS}, got {writers}")
     os.makedirs(root, exist_ok=True)
-    if os.path.exists(os.path.join(root, "meta.json")):
-        if not exist_ok:
-            raise FileExistsError(errno.EEXIST, f"{root!r} already holds a zrecord store", root)
-        return open(root, mode="a", threads=threads, durable=durable)
-    if any(not n.startswith(".") for n in os.listdir(root)):
-        raise FileExistsError(errno.EEXIST, f"{root!r} is not empty", root)
-    os.makedirs(os.path.join(root, "chunk"), exist_ok=True)
-    fd = os.open(os.path.join(root, "offset"), os.O_RDWR | os.O_CREAT, 0o644)
-    os.close(fd)
-    meta = {"format": FORMAT, "version": VERSION, "length": 0, "chunk_records": chunk_records, "num_chunks": 0,
-            "open_chunks": [], "dtype": _dtype_name(dt), "compression": compression, "level": lvl,
-            "writers": writers, "generation": 0, "offset_file": "offset", "chunk_dir": "chunk", "stored_bytes": 0}
-    _write_meta(root, meta, durable)
+    # The writer lock first: two processes creating the same store must not both write it.
+    lock = os.open(os.path.join(root, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise BlockingIOError(errno.EWOULDBLOCK, f"another writer holds the zrecord store {root!r}",
+                                  root) from None
+        if os.path.exists(os.path.join(root, "meta.json")):
+            if not exist_ok:
+                raise FileExistsError(errno.EEXIST, f"{root!r} already holds a zrecord store", root)
+        else:
+            if any(not n.startswith(".") for n in os.listdir(root)):
+                raise FileExistsError(errno.EEXIST, f"{root!r} is not empty", root)
+            os.makedirs(os.path.join(root, "chunk"), exist_ok=True)
+            fd = os.open(os.path.join(root, "offset"), os.O_RDWR | os.O_CREAT, 0o644)
+            os.close(fd)
+            meta = {"format": FORMAT, "version": VERSION, "length": 0, "chunk_records": chunk_records,
+                    "num_chunks": 0, "open_chunks": [], "dtype": _dtype_name(dt), "compression": compression,
+                    "level": lvl, "writers": writers, "generation": 0, "offset_file": "offset",
+                    "chunk_dir": "chunk", "stored_bytes": 0}
+            _write_meta(root, meta, durable)
+    finally:
+        os.close(lock)  # the handle below takes it again
     return open(root, mode="a", threads=threads, durable=durable)
 
 
@@ -410,9 +434,12 @@ class Records:
         self._durable = bool(durable)
         self._pid = os.getpid()
         self._lock = threading.RLock()
+        self._lock_pid = self._pid
+        self._token: Any = None   # meta.json's (device, inode, mtime, size) when last read (local)
         self._table: Optional[mmap.mmap] = None   # local: the offset table, mapped
         self._table_entries = 0
         self._maps: Dict[int, Tuple[mmap.mmap, int]] = {}  # chunk -> (read-only map, bytes)
+        self._sizes: Dict[int, int] = {}  # full chunk -> bytes (full chunks never change)
         self._closed = False
         # writer state
         self._lock_fd: Optional[int] = None
@@ -438,6 +465,14 @@ class Records:
 
     # -- state --
 
+    def _guard(self) -> "threading.RLock":
+        """The handle's lock, made anew in a forked child: fork copies a lock in whatever state
+        another thread of the parent held it, and the child would wait on it forever."""
+        if self._lock_pid != os.getpid():
+            self._lock = threading.RLock()
+            self._lock_pid = os.getpid()
+        return self._lock
+
     def _where(self, name: str) -> str:
         return f"{self._root}/{name}" if self._remote else os.path.join(self._root, name)
 
@@ -455,6 +490,8 @@ class Records:
         else:
             try:
                 with builtins.open(where, "rb") as f:
+                    st = os.fstat(f.fileno())
+                    token = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
                     data = f.read(META_MAX + 1)
             except FileNotFoundError:
                 raise NotFoundError(errno.ENOENT, f"{where!r}: no zrecord store here (meta.json is missing)",
@@ -463,6 +500,7 @@ class Records:
                 raise storage_error(e.errno or errno.EIO, f"cannot read {where!r}: {e.strerror}", where) from None
         if len(data) > META_MAX:
             raise FormatError(f"{where}: larger than a zrecord meta.json ({META_MAX} bytes)")
+        self._token = token if not self._remote else None
         try:
             meta = json.loads(bytes(data))
         except ValueError as e:
@@ -481,12 +519,29 @@ class Records:
 
     def _drop_maps(self) -> None:
         self._maps = {}
+        self._sizes = {}
         self._table = None
         self._table_entries = 0
 
+    def _sync(self) -> bool:
+        """Local readers: rereads meta.json if a publication replaced it since (a stat; the
+        writer renames a new file over it each time). True when it changed. Writers own the
+        state, and remote stores are read as the snapshot opened (refresh() rereads)."""
+        if self._remote or self._mode == "a":
+            return False
+        try:
+            st = os.stat(os.path.join(self._root, "meta.json"))
+            token = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+        except OSError:
+            token = None
+        if token == self._token:
+            return False
+        self._load_meta()
+        return True
+
     def refresh(self) -> "Records":
         """Reads the newest published state (a reader following a writer sees its appends)."""
-        with self._lock:
+        with self._guard():
             self._check_open()
             self._load_meta()
         return self
@@ -494,7 +549,11 @@ class Records:
     # -- properties --
 
     def __len__(self) -> int:
-        return self._meta["length"]
+        """Records published (local readers: as of now; remote: as of open or refresh())."""
+        with self._guard():
+            if not self._closed:
+                self._sync()
+            return self._meta["length"]
 
     @property
     def dtype(self) -> Any:
@@ -525,7 +584,7 @@ class Records:
         if stored == 0:
             return 1.0
         live = 0
-        n = len(self)
+        n = self._meta["length"]
         step = 1 << 20
         for a in range(0, n, step):
             _, _, length = self._entries(np.arange(a, min(n, a + step), dtype=np.int64))
@@ -557,18 +616,27 @@ class Records:
 
     # -- reading --
 
-    def _map_table(self, need: int) -> mmap.mmap:
+    def _map_table(self, need: int) -> Optional[mmap.mmap]:
         """The local offset table mapped over at least `need` entries."""
         if self._table is None or self._table_entries < need:
             path = os.path.join(self._root, self._meta["offset_file"])
-            fd = self._table_fd if self._table_fd is not None else os.open(path, os.O_RDONLY)
+            if self._table_fd is not None:
+                fd = self._table_fd
+            else:
+                try:
+                    fd = os.open(path, os.O_RDONLY)
+                except FileNotFoundError:
+                    # A rebalance removed this generation's table since meta.json was read.
+                    raise NotFoundError(errno.ENOENT, f"{path!r}: the offset table is missing", path) from None
             try:
                 size = os.fstat(fd).st_size
                 if size < need * ENTRY_BYTES:
-                    raise CorruptDataError(f"{path}: the offset table has {size // ENTRY_BYTES} entries, the store "
-                                           f"{need} records")
+                    e = CorruptDataError(f"{path}: the offset table has {size // ENTRY_BYTES} entries, the store "
+                                         f"{need} records")
+                    e.path = path
+                    raise e
                 if size == 0:
-                    return None  # type: ignore[return-value]
+                    return None
                 writable = self._table_fd is not None
                 self._table = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
                 self._table_entries = size // ENTRY_BYTES
@@ -577,8 +645,8 @@ class Records:
                     os.close(fd)
         return self._table
 
-    def _entries(self, ids: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(chunk, offset, length) of each id (ids already checked against the length)."""
+    def _load_entries(self, ids: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(chunk, offset, length) of each id, as the table holds them now."""
         if ids.size == 0:
             return np.empty(0, np.uint32), np.empty(0, np.uint64), np.empty(0, np.uint32)
         if self._remote:
@@ -590,11 +658,30 @@ class Records:
                               storage_options=self._storage_options, threads=self._threads, io=self._io,
                               max_gap=_REMOTE_TABLE_GAP)
             return _entries_of_bytes(buf)
-        table = self._map_table(len(self))
+        table = self._map_table(self._meta["length"])
         return _core.records_load_entries(table, self._table_entries, ids)
 
+    def _entries(self, ids: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Entries of published records only. A table entry at an id the store no longer has
+        (a delete shortened it) may already belong to a writer's unpublished append, so the
+        entries count only if meta.json did not change while they were loaded; if it did,
+        the ids are checked against the new length and the entries loaded again."""
+        for _ in range(64):
+            entries = self._load_entries(ids)
+            if not self._sync():
+                return entries
+            self._check_ids(ids)
+        raise StorageError(errno.EAGAIN, f"{self._root!r}: meta.json changed during each of 64 reads of the "
+                                         "offset table", self._root)
+
+    def _check_ids(self, ids: np.ndarray) -> None:
+        n = self._meta["length"]
+        if ids.size and int(ids.max()) >= n:
+            raise BoundsError(f"record {int(ids.max())} no longer exists in {self._root!r}: the store has {n} "
+                              "records now (a delete shortened it)")
+
     def _ids(self, indices: Any) -> np.ndarray:
-        n = len(self)
+        n = self._meta["length"]
         if isinstance(indices, slice):
             return np.arange(n, dtype=np.int64)[indices]
         ids = np.asarray(indices)
@@ -621,8 +708,33 @@ class Records:
         e.byte_range = (offset, offset + length)
         return e
 
+    def _chunk_size(self, c: int) -> int:
+        """The bytes of chunk c that published records may use: an open chunk's write
+        position, a full chunk's size (a full chunk never changes; asked once per generation;
+        a remote one by a HEAD request)."""
+        for oc in self._meta["open_chunks"]:
+            if oc["id"] == c:
+                return oc["write_pos"]
+        size = self._sizes.get(c)
+        if size is None:
+            path = self._chunk_path(c)
+            if self._remote:
+                info = _remote.context(self._root, self._storage_options).store().stat(
+                    f"{self._meta['chunk_dir']}/{c}.zr")
+                if info is None:
+                    raise NotFoundError(errno.ENOENT, f"{path!r}: chunk file is missing", path)
+                size = int(info["size"])
+            else:
+                try:
+                    size = os.stat(path).st_size
+                except FileNotFoundError:
+                    raise NotFoundError(errno.ENOENT, f"{path!r}: chunk file is missing", path) from None
+            self._sizes[c] = size
+        return size
+
     def _validate(self, ids: np.ndarray, chunk: np.ndarray, offset: np.ndarray, length: np.ndarray) -> np.ndarray:
-        """True where a record is empty; raises for holes and entries outside the chunks."""
+        """True where a record is empty; raises for holes and for entries outside their chunk
+        files, before anything is allocated for them."""
         empty = chunk == EMPTY_CHUNK
         hole = (length == 0) & ~empty
         bad_chunk = ~empty & (chunk >= self._meta["num_chunks"])
@@ -633,13 +745,20 @@ class Records:
             if mask.any():
                 i = int(np.flatnonzero(mask)[0])
                 raise self._corrupt(int(ids[i]), int(chunk[i]), int(offset[i]), int(length[i]), why)
-        over = offset.astype(np.uint64) + length.astype(np.uint64) < offset.astype(np.uint64)
-        if over.any():
-            i = int(np.flatnonzero(over)[0])
-            raise self._corrupt(int(ids[i]), int(chunk[i]), int(offset[i]), int(length[i]), "offset overflows")
+        live = ~empty
+        if live.any():
+            used = np.unique(chunk[live])
+            limit = np.array([self._chunk_size(int(c)) for c in used], dtype=np.uint64)
+            lim = limit[np.minimum(np.searchsorted(used, chunk), used.size - 1)]  # empty records: masked
+            end = offset + length.astype(np.uint64)
+            past = live & ((offset > lim) | (end > lim) | (end < offset))
+            if past.any():
+                i = int(np.flatnonzero(past)[0])
+                raise self._corrupt(int(ids[i]), int(chunk[i]), int(offset[i]), int(length[i]),
+                                    f"past the end of the chunk's {int(lim[i])} published bytes")
         return empty
 
-    def _read_payloads(self, ids, chunk, offset, length, live) -> Tuple[np.ndarray, np.ndarray]:
+    def _read_payloads(self, chunk, offset, length, live) -> Tuple[np.ndarray, np.ndarray]:
         """The stored bytes of the `live` records into one buffer: (buffer, starts)."""
         n = int(live.sum())
         lengths = length[live].astype(np.uint64)
@@ -647,42 +766,50 @@ class Records:
         if n:
             np.cumsum(lengths[:-1], out=starts[1:])
         buf = np.empty(int(lengths.sum()) if n else 0, np.uint8)
-        if n == 0:
-            return buf, starts
-        chunks, index = np.unique(chunk[live], return_inverse=True)
+        if n:
+            self._gather(chunk[live], offset[live], lengths, buf, starts)
+        return buf, starts
+
+    def _gather(self, chunk, offsets, lengths, out, out_offsets) -> None:
+        chunks, index = np.unique(chunk, return_inverse=True)
         sources = [self._chunk_path(int(c)) for c in chunks]
         try:
-            _ranges.read_into(sources, index.astype(np.uint32), offset[live], lengths, buf, starts,
+            _ranges.read_into(sources, index.astype(np.uint32), offsets, lengths, out, out_offsets,
                               storage_options=self._storage_options if self._remote else None,
                               threads=self._threads, io=self._io)
         except NotFoundError:
             raise
         except StorageError as e:
-            if e.errno == errno.EINVAL:  # a range past the end of its chunk file
-                raise CorruptDataError(f"{self._root}: an offset table entry points past the end of its chunk "
-                                       f"file: {e}") from None
+            if e.errno == errno.EINVAL:  # a range past the end of its chunk file (it shrank)
+                e2 = CorruptDataError(f"{self._root}: an offset table entry points past the end of its chunk: {e}")
+                e2.path, e2.byte_range = e.path, e.byte_range
+                raise e2 from None
             raise
-        return buf, starts
 
     def take(self, indices: Any, *, copy: bool = True) -> RecordBatch:
         """The records at ``indices`` (ints, negative from the end; a slice; a boolean mask), in
         that order, as a :class:`RecordBatch`. ``copy=False`` (local, uncompressed stores)
-        returns views of the mapped chunk files instead of one gathered buffer."""
-        with self._lock:
+        returns views of the mapped chunk files instead of one gathered buffer.
+
+        Local readers see the newest publication at each call (one ``stat`` of meta.json);
+        remote stores are read as opened (:meth:`refresh` rereads them)."""
+        with self._guard():
             self._check_open()
+            self._sync()
             ids = self._ids(indices)
             for attempt in (0, 1):
                 try:
                     return self._take(ids, copy)
                 except (NotFoundError, CorruptDataError):
-                    # This handle's meta.json is older than the entries it read: a modify
-                    # repointed one into a chunk started since, or a rebalance replaced the
-                    # chunk files (the same ids name the same records in the new generation).
-                    # Read the newest state once; still wrong then is an error.
+                    # This handle's meta.json is older than the files it met: a rebalance
+                    # replaced the chunk files (the same ids name the same records in the new
+                    # generation), or (remote) the store was republished. Read the newest
+                    # state once; still wrong then is an error.
                     before = self._meta
                     self._load_meta()
                     if attempt or self._meta == before:
                         raise
+                    self._check_ids(ids)
             raise AssertionError("unreachable")
 
     def _take(self, ids: np.ndarray, copy: bool) -> RecordBatch:
@@ -703,12 +830,10 @@ class Records:
             np.cumsum(sizes // self._item, out=offsets[1:])
             out = np.empty(int(offsets[-1]) * self._item, np.uint8)
             if live.any():
-                chunks, index = np.unique(chunk[live], return_inverse=True)
-                sources = [self._chunk_path(int(c)) for c in chunks]
-                self._gather(sources, index, offset[live], length[live].astype(np.uint64), out,
-                             offsets[:-1][live].astype(np.uint64) * self._item, ids[live], chunk[live])
+                self._gather(chunk[live], offset[live], length[live].astype(np.uint64), out,
+                             offsets[:-1][live].astype(np.uint64) * self._item)
             return RecordBatch(out.view(dt), offsets, is_bytes=is_bytes)
-        buf, starts = self._read_payloads(ids, chunk, offset, length, live)
+        buf, starts = self._read_payloads(chunk, offset, length, live)
         lengths = length[live].astype(np.uint64)
         sizes_live, failed, msg = _core.records_decoded_sizes(self._kind, buf, starts, lengths)
         if failed >= 0:
@@ -728,20 +853,6 @@ class Records:
             raise self._corrupt(int(ids[j]), int(chunk[j]), int(offset[j]), int(length[j]), msg)
         return RecordBatch(out.view(dt), offsets, is_bytes=is_bytes)
 
-    def _gather(self, sources, index, offsets, lengths, out, out_offsets, ids, chunks) -> None:
-        try:
-            _ranges.read_into(sources, index.astype(np.uint32), offsets, lengths, out, out_offsets,
-                              storage_options=self._storage_options if self._remote else None,
-                              threads=self._threads, io=self._io)
-        except NotFoundError:
-            raise
-        except StorageError as e:
-            if e.errno == errno.EINVAL:  # a range past the end of its chunk file
-                e2 = CorruptDataError(f"{self._root}: an offset table entry points past the end of its chunk: {e}")
-                e2.path, e2.byte_range = e.path, e.byte_range
-                raise e2 from None
-            raise
-
     def _check_items(self, ids, chunk, offset, length, sizes) -> None:
         if self._item > 1:
             odd = sizes % np.uint64(self._item) != 0
@@ -750,7 +861,9 @@ class Records:
                 raise self._corrupt(int(ids[i]), int(chunk[i]), int(offset[i]), int(length[i]),
                                     f"{int(sizes[i])} bytes are not a whole number of {self._item}-byte items")
 
-    def _chunk_map(self, c: int, need: int) -> Tuple[mmap.mmap, int]:
+    def _chunk_map(self, c: int, need: int) -> Tuple[Optional[mmap.mmap], int]:
+        """Chunk c mapped read-only over at least `need` bytes (mapped again when an open
+        chunk has grown past the mapping); the descriptor is closed at once."""
         got = self._maps.get(c)
         if got is None or got[1] < need:
             path = self._chunk_path(c)
@@ -762,12 +875,14 @@ class Records:
                 size = os.fstat(fd).st_size
                 m = mmap.mmap(fd, size, access=mmap.ACCESS_READ) if size else None
             finally:
-                os.close(fd)  # the mapping keeps the file; no descriptor held per chunk
-            got = (m, size)  # type: ignore[assignment]
+                os.close(fd)
+            got = (m, size)
             self._maps[c] = got  # type: ignore[assignment]
         return got  # type: ignore[return-value]
 
     def _views(self, ids, chunk, offset, length, empty, dt, is_bytes) -> RecordBatch:
+        # Every entry was checked against the chunk's published bytes (_validate), which a
+        # writer never truncates: a view never reaches a page past the end of its file.
         views: List[np.ndarray] = []
         lengths = np.zeros(ids.size, np.int64)
         zero = np.empty(0, dt)
@@ -785,16 +900,12 @@ class Records:
             lengths[i] = n // self._item
         offsets = np.zeros(ids.size + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        return RecordBatch(None, offsets, is_bytes=is_bytes, views=views)
+        return RecordBatch(None, offsets, is_bytes=is_bytes, views=views, dtype=dt)
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, (int, np.integer)):
-            n = len(self)
-            i = int(index)
-            if not -n <= i < n:
-                raise BoundsError(f"record index {i} is out of range for {self._root!r} with {n} records")
             local_raw = not self._remote and self._kind == 0
-            return self.take([i], copy=not local_raw)[0]
+            return self.take([int(index)], copy=not local_raw)[0]
         return self.take(index)
 
     def __getitems__(self, indices: Sequence[int]) -> RecordBatch:
@@ -803,7 +914,7 @@ class Records:
         return self.take(list(indices))
 
     def __iter__(self) -> Iterator[Any]:
-        n = len(self)
+        n = self._meta["length"]
         step = 4096
         for a in range(0, n, step):
             yield from self.take(slice(a, min(n, a + step)))
@@ -995,6 +1106,10 @@ class Records:
                 os.fsync(self._chunk_fds[c])
             if self._table_fd is not None:
                 os.fsync(self._table_fd)
+            if meta["num_chunks"] != self._meta["num_chunks"]:
+                # New chunk files: their directory entries too, or a power loss could leave a
+                # published meta.json naming a file that is gone.
+                _fsync_dir(os.path.join(self._root, meta["chunk_dir"]))
         opens = [c for c in meta["open_chunks"] if c is not None and c["records"] < meta["chunk_records"]]
         for c in written:
             if all(o["id"] != c for o in opens):
@@ -1009,9 +1124,9 @@ class Records:
         """Appends records (a sequence of 1-D arrays, or of byte strings for ``dtype=bytes``;
         or a :class:`RecordBatch`) and publishes them; returns their ids. One publication
         (and fsync) per call: append many records per call."""
-        with self._lock:
+        with self._guard():
             self._check_writer()
-            n0 = len(self)
+            n0 = self._meta["length"]
             chunk, offset, length, meta, written = self._write(records, self._meta["writers"])
             n = len(chunk)
             if n == 0:
@@ -1028,7 +1143,7 @@ class Records:
     def __setitem__(self, index: Any, value: Any) -> None:
         """``r[i] = record``, or ``r[indices] = records``: writes the new versions and repoints
         the ids' entries (the old bytes stay until :meth:`rebalance`)."""
-        with self._lock:
+        with self._guard():
             self._check_writer()
             single = isinstance(index, (int, np.integer))
             ids = self._ids([index] if single else index)
@@ -1040,7 +1155,7 @@ class Records:
                 raise ValueError(f"{len(chunk)} records for {len(ids)} ids")
             # The new bytes are published (durable, space taken) before any entry points at them.
             self._finish(meta, written)
-            self._grow_table(len(self))
+            self._grow_table(self._meta["length"])
             _core.records_store_entries(self._table, self._table_entries, ids, chunk, offset, length)
             if self._durable:
                 os.fsync(self._table_fd)
@@ -1049,10 +1164,10 @@ class Records:
         """``del r[i]`` (or indices): the last record moves into the deleted slot and the store
         shortens by one per record (so the last record's id changes, as the format
         specifies)."""
-        with self._lock:
+        with self._guard():
             self._check_writer()
             ids = np.unique(self._ids([index] if isinstance(index, (int, np.integer)) else index))[::-1]
-            n = len(self)
+            n = self._meta["length"]
             self._grow_table(n)
             for i in ids:
                 last = n - 1
@@ -1074,7 +1189,7 @@ class Records:
         files. Returns ``{"utilization_before": u, "utilization_after": u}``. Readers that
         still map old chunk files keep reading them; a reader that meets a removed file
         rereads meta.json and goes on in the new generation (ids are unchanged)."""
-        with self._lock:
+        with self._guard():
             self._check_writer()
             before = self.utilization
             old = self._meta
@@ -1082,7 +1197,7 @@ class Records:
             cdir_name, table_name = f"chunk.{gen}", f"offset.{gen}"
             cdir = os.path.join(self._root, cdir_name)
             os.makedirs(cdir, exist_ok=True)
-            n, cap = len(self), old["chunk_records"]
+            n, cap = self._meta["length"], old["chunk_records"]
             tfd = os.open(os.path.join(self._root, table_name), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
             stored = 0
             last_chunk = None
@@ -1093,7 +1208,7 @@ class Records:
                     ids = np.arange(a, min(n, a + cap), dtype=np.int64)
                     chunk, offset, length = self._entries(ids)
                     empty = self._validate(ids, chunk, offset, length)
-                    buf, starts = self._read_payloads(ids, chunk, offset, length, ~empty)
+                    buf, starts = self._read_payloads(chunk, offset, length, ~empty)
                     new_off = np.zeros(ids.size, np.uint64)
                     new_off[~empty] = starts
                     new_chunk = np.full(ids.size, k, np.uint32)
@@ -1149,7 +1264,7 @@ class Records:
     def close(self) -> None:
         """Releases the writer lock and descriptors; mapped chunk files stay valid for batches
         still holding views of them."""
-        with self._lock:
+        with self._guard():
             if self._closed:
                 return
             self._closed = True

@@ -172,7 +172,7 @@ def test_errors_for_misuse(tmp_path):
     ro = R.open(tmp_path / "s")
     with pytest.raises(PermissionError, match="read-only"):
         ro.append([np.ones(1, np.float32)])
-    with pytest.raises(FileExistsError):
+    with pytest.raises(BlockingIOError):   # creating over a store a writer holds
         R.create(tmp_path / "s", np.float32)
     with pytest.raises(ValueError, match="level"):
         R.create(tmp_path / "t", bytes, compression="zstd", level=99)
@@ -193,6 +193,9 @@ def test_errors_for_misuse(tmp_path):
         r.take([0])
     # The lock went with close: a new writer may open.
     R.open(tmp_path / "s", "a").close()
+    with pytest.raises(FileExistsError):
+        R.create(tmp_path / "s", np.float32)
+    R.create(tmp_path / "s", np.float32, exist_ok=True).close()
 
 
 def corrupt_store(tmp_path, comp, n=6):
@@ -555,3 +558,115 @@ def test_http_read_only(nginx_server, tmp_path):
         assert same(got, recs[i])
     with pytest.raises(lsio.NotFoundError, match="meta.json"):
         R.open(server.url("missing.zr"), storage_options={"timeout": 5, "retries": 1})
+
+
+CRASH_AFTER_WRITE = r"""
+import os, sys, numpy as np
+sys.path[:0] = {paths!r}
+import lsio.records as R
+w = R.open({path!r}, "a")
+del w[9]                                     # published: 9 records
+R._write_meta = lambda *a, **k: os._exit(9)  # die before the next publication
+w.append([np.full(16384, 171, np.int32)])     # data and entry 9 written, never published
+"""
+
+
+def test_stale_reader_never_sees_an_unpublished_record(tmp_path):
+    """A reader opened at 10 records; the writer deletes one (9 published), appends at id 9
+    and dies before publishing. The reader must not return that record, and after the next
+    writer's recovery truncated the chunk, its views must not touch the cut pages."""
+    path = tmp_path / "s"
+    r = R.create(path, np.int32, chunk_records=100)
+    r.append([np.full(10, i, np.int32) for i in range(10)])
+    r.close()
+    reader = R.open(path)
+    assert len(reader._ids([9])) == 1   # the reader's state says 10 records
+    p = subprocess.run([sys.executable, "-c", CRASH_AFTER_WRITE.format(paths=sys.path, path=str(path))])
+    assert p.returncode == 9
+    with pytest.raises(lsio.BoundsError):
+        reader.take([9], copy=False)
+    with pytest.raises(lsio.BoundsError):
+        reader[9]
+    views = reader.take(np.arange(9), copy=False)
+    R.open(path, "a").close()            # recovery truncates the dead writer's bytes
+    assert [int(v[0]) for v in views] == [0, 1, 2, 3, 4, 5, 6, 7, 8]   # no SIGBUS
+    assert [int(v[0]) for v in reader.take(np.arange(9))] == [0, 1, 2, 3, 4, 5, 6, 7, 8]
+
+
+def test_reader_opened_before_a_rebalance(tmp_path):
+    path = tmp_path / "s"
+    w = R.create(path, np.int32, chunk_records=3)
+    w.append([np.full(i % 4, i, np.int32) for i in range(20)])
+    w[5] = np.array([7, 7], np.int32)
+    reader = R.open(path)                 # has not read anything yet
+    w.rebalance()                         # removes the generation the reader's meta names
+    got = reader.take([4, 5])
+    assert got[1].tolist() == [7, 7] and got[0].tolist() == []
+    assert reader._meta["generation"] == 1
+    w.close()
+
+
+def test_corrupt_sizes_raise_before_allocating(tmp_path):
+    raw = tmp_path / "raw"
+    w = R.create(raw, bytes)
+    w.append([b"x" * 100])
+    w.close()
+    set_entry(raw, 0, 0, 0, 0xFFFFFFF0)
+    with pytest.raises(lsio.CorruptDataError, match="past the end"):
+        R.open(raw).take([0] * 4)
+    z = tmp_path / "z"
+    w = R.create(z, bytes, compression="zstd")
+    w.append([bytes(range(256)) * 2])
+    w.close()
+    claim = 0xFFFFFFFF   # a frame header declaring 4 GiB in a few bytes
+    bomb = (np.array([claim], "<u4").tobytes() + np.array([0xFD2FB528], "<u4").tobytes() + bytes([0xA0])
+            + np.array([claim], "<u4").tobytes())
+    data = bytearray((z / "chunk" / "0.zr").read_bytes())
+    data[:len(bomb)] = bomb
+    (z / "chunk" / "0.zr").write_bytes(bytes(data))
+    with pytest.raises(lsio.CorruptDataError, match="can hold"):
+        R.open(z).take([0] * 4)
+
+
+def test_fork_while_another_thread_holds_the_handle(tmp_path):
+    import threading
+    path = tmp_path / "s"
+    w = R.create(path, np.int32)
+    w.append([np.arange(5, dtype=np.int32)])
+    w.close()
+    r = R.open(path)
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with r._guard():
+            held.set()
+            release.wait(10)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait(10)
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(10)   # a hang fails the test instead of stalling it
+        os._exit(0 if r[0].tolist() == [0, 1, 2, 3, 4] else 3)
+    release.set()
+    t.join()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_meta_bounds_and_small_forms(tmp_path):
+    path = corrupt_store(tmp_path, None)
+    meta = json.loads((path / "meta.json").read_text())
+    for change, match in [({"length": 2 ** 70}, "length"), ({"chunk_records": 2 ** 40}, "chunk_records"),
+                          ({"level": 5}, "level"),
+                          ({"open_chunks": [{"id": 1, "write_pos": 0, "records": 0}] * 2}, "twice")]:
+        (path / "meta.json").write_text(json.dumps({**meta, **change}))
+        with pytest.raises(lsio.FormatError, match=match):
+            R.open(path)
+    s = R.create(tmp_path / "be", np.dtype(">i2"))
+    s.append([np.array([1, -2, 300], ">i2")])
+    assert s.take([], copy=False).values.dtype == np.dtype(">i2")
+    torch = pytest.importorskip("torch")
+    p, _ = s.take([0]).to_torch("padded")
+    assert p.tolist() == [[1, -2, 300]] and p.dtype == torch.int16

@@ -380,11 +380,14 @@ Status RunLocal(const RangesContext& ctx, const std::vector<RangeObject>& object
   lr.begin = begin;
   lr.end = end;
   // Batches: up to queue_depth units (so io_uring has that many reads in flight per
-  // worker) and about 8 MiB, whichever comes first; a worker's staging holds at most its
+  // worker), about 8 MiB and a quarter of a worker's share, whichever comes first; a worker's staging holds at most its
   // batch. Sized by the units' own lengths: counting every unit as max_request long made
   // batches of one unit, and a worker of many small ranges (zrecord gathers) waited for each
   // read before it issued the next (2.2x slower than ArrayRecord cold on W14).
-  const size_t most = run.traits.one_at_a_time ? 1 : std::max<size_t>(1, ctx.queue_depth);
+  // A batch is also at most a quarter of each worker's share of the units, so a few units
+  // are still spread over every worker (as worker_local.cc does for arrays).
+  const size_t share = std::max<size_t>(1, (end - begin) / (4 * static_cast<size_t>(std::max(1, ctx.threads))));
+  const size_t most = run.traits.one_at_a_time ? 1 : std::min<size_t>(std::max(1u, ctx.queue_depth), share);
   lr.cuts.push_back(begin);
   uint64_t bytes = 0;
   for (size_t k = begin; k < end; ++k) {
