@@ -289,7 +289,8 @@ STANDALONE_HEADINGS = ("## Thread scaling and the serial share of a call", "## D
                        "## Per-call overhead (one tiny chunk per call)",
                        "## Two-thread rows against every stage of a read (issue 13's 2-thread targets)",
                        "## Decoding on the GPU", "## NetCDF4 through kerchunk references (W11",
-                       "## Icechunk (W12)", "## Larger than memory (W2b)", "## Sharded JAX checkpoints (W15)")
+                       "## Icechunk (W12)", "## Larger than memory (W2b)", "## Sharded JAX checkpoints (W15)",
+                       "## Records (W14)")
 
 
 def _target_rows(lines: list[str]) -> tuple[int, int]:
