@@ -883,23 +883,31 @@ class Records:
     def _views(self, ids, chunk, offset, length, empty, dt, is_bytes) -> RecordBatch:
         # Every entry was checked against the chunk's published bytes (_validate), which a
         # writer never truncates: a view never reaches a page past the end of its file.
-        views: List[np.ndarray] = []
-        lengths = np.zeros(ids.size, np.int64)
+        sizes = length.astype(np.int64)
+        sizes[empty] = 0
+        self._check_items(ids, chunk, offset, length, sizes.astype(np.uint64))
+        counts = sizes // self._item
+        # Each chunk mapped once over the batch's furthest byte of it; then one view per record
+        # (a slice of the chunk's byte array, viewed as the dtype).
+        live = ~empty
+        arrays: Dict[int, np.ndarray] = {}
+        if live.any():
+            used = np.unique(chunk[live])
+            ends = offset[live] + length[live].astype(np.uint64)
+            far = np.zeros(used.size, np.uint64)
+            np.maximum.at(far, np.searchsorted(used, chunk[live]), ends)
+            for c, need in zip(used.tolist(), far.tolist()):
+                m, size = self._chunk_map(c, need)
+                if need > size:
+                    i = int(np.flatnonzero(live & (chunk == c))[0])
+                    raise self._corrupt(int(ids[i]), c, int(offset[i]), int(length[i]),
+                                        f"past the end of the {size}-byte chunk file")
+                arrays[c] = np.frombuffer(m, dtype=np.uint8)
         zero = np.empty(0, dt)
-        for i in range(ids.size):
-            if empty[i]:
-                views.append(zero)
-                continue
-            c, a, n = int(chunk[i]), int(offset[i]), int(length[i])
-            m, size = self._chunk_map(c, a + n)
-            if a + n > size:
-                raise self._corrupt(int(ids[i]), c, a, n, f"past the end of the {size}-byte chunk file")
-            if n % self._item:
-                raise self._corrupt(int(ids[i]), c, a, n, f"{n} bytes are not a whole number of {self._item}-byte items")
-            views.append(np.frombuffer(m, dtype=dt, count=n // self._item, offset=a))
-            lengths[i] = n // self._item
+        views = [zero if c == EMPTY_CHUNK else arrays[c][a:a + n].view(dt)
+                 for c, a, n in zip(chunk.tolist(), offset.tolist(), sizes.tolist())]
         offsets = np.zeros(ids.size + 1, np.int64)
-        np.cumsum(lengths, out=offsets[1:])
+        np.cumsum(counts, out=offsets[1:])
         return RecordBatch(None, offsets, is_bytes=is_bytes, views=views, dtype=dt)
 
     def __getitem__(self, index: Any) -> Any:
