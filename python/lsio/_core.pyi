@@ -113,3 +113,24 @@ def read_ranges(
 ) -> dict[str, int]:
     """Byte ranges into buffers (lsio/ranges.h); python/lsio/_ranges.py normalises the arguments."""
     ...
+
+# zrecord stores (lsio/records.h; python/lsio/records.py). kind: 0 none, 1 zstd, 2 deflate.
+def records_load_entries(table: Any, count: int, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(chunk u32, offset u64, length u32) of each id, each entry one 16-byte load."""
+    ...
+def records_store_entries(table: Any, count: int, ids: np.ndarray, chunk: np.ndarray, offset: np.ndarray,
+                          length: np.ndarray) -> None:
+    """Stores entries at ids, each as one 16-byte store."""
+    ...
+def records_compress(kind: int, level: int, values: Any, offsets: np.ndarray,
+                     threads: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Records compressed in parallel: (payloads uint8, payload offsets uint64)."""
+    ...
+def records_decoded_sizes(kind: int, payloads: Any, offsets: np.ndarray,
+                          lengths: np.ndarray) -> tuple[np.ndarray, int, str]:
+    """Each payload's checked decoded size: (sizes, failed position or -1, message)."""
+    ...
+def records_decode(kind: int, payloads: Any, offsets: np.ndarray, lengths: np.ndarray, out: Any,
+                   out_offsets: np.ndarray, out_lengths: np.ndarray, threads: int = 0) -> tuple[int, str]:
+    """Payloads decoded in parallel, GIL released: (failed position or -1, message)."""
+    ...
