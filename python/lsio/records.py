@@ -307,6 +307,13 @@ def _write_meta(root: str, meta: Dict[str, Any], durable: bool) -> None:
         _fsync_dir(root)
 
 
+def _open_readonly(path: str, what: str) -> int:
+    try:
+        return os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        raise NotFoundError(errno.ENOENT, f"{path!r}: {what} is missing", path) from None
+
+
 def _fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -623,11 +630,8 @@ class Records:
             if self._table_fd is not None:
                 fd = self._table_fd
             else:
-                try:
-                    fd = os.open(path, os.O_RDONLY)
-                except FileNotFoundError:
-                    # A rebalance removed this generation's table since meta.json was read.
-                    raise NotFoundError(errno.ENOENT, f"{path!r}: the offset table is missing", path) from None
+                # Missing: a rebalance removed this generation's table since meta.json was read.
+                fd = _open_readonly(path, "the offset table")
             try:
                 size = os.fstat(fd).st_size
                 if size < need * ENTRY_BYTES:
@@ -867,10 +871,7 @@ class Records:
         got = self._maps.get(c)
         if got is None or got[1] < need:
             path = self._chunk_path(c)
-            try:
-                fd = os.open(path, os.O_RDONLY)
-            except FileNotFoundError:
-                raise NotFoundError(errno.ENOENT, f"{path!r}: chunk file is missing", path) from None
+            fd = _open_readonly(path, "chunk file")
             try:
                 size = os.fstat(fd).st_size
                 m = mmap.mmap(fd, size, access=mmap.ACCESS_READ) if size else None
