@@ -379,20 +379,21 @@ Status RunLocal(const RangesContext& ctx, const std::vector<RangeObject>& object
   lr.run = &run;
   lr.begin = begin;
   lr.end = end;
-  // Batches: up to queue_depth units (so io_uring has that many reads in flight per
-  // worker), about 8 MiB and a quarter of a worker's share, whichever comes first; a worker's staging holds at most its
-  // batch. Sized by the units' own lengths: counting every unit as max_request long made
-  // batches of one unit, and a worker of many small ranges (zrecord gathers) waited for each
-  // read before it issued the next (2.2x slower than ArrayRecord cold on W14).
-  // A batch is also at most a quarter of each worker's share of the units, so a few units
-  // are still spread over every worker (as worker_local.cc does for arrays).
+  // Batches: up to queue_depth units, about 1 MiB and a quarter of a worker's share of the
+  // units, whichever comes first. Many small ranges (zrecord gathers) then keep up to
+  // queue_depth reads in flight per worker on io_uring; counting every unit as max_request
+  // long, as before, made batches of one unit, so a worker waited for each small read
+  // before it issued the next (2.2x slower than ArrayRecord on W14's cold batches). Ranges
+  // of a MiB or more stay one per batch (W10's tensors), and the share cap spreads a few
+  // units over every worker (as worker_local.cc does for arrays). A worker's staging holds
+  // at most its batch.
   const size_t share = std::max<size_t>(1, (end - begin) / (4 * static_cast<size_t>(std::max(1, ctx.threads))));
   const size_t most = run.traits.one_at_a_time ? 1 : std::min<size_t>(std::max(1u, ctx.queue_depth), share);
   lr.cuts.push_back(begin);
   uint64_t bytes = 0;
   for (size_t k = begin; k < end; ++k) {
     bytes += run.plan.units[k].length;
-    if (k + 1 - lr.cuts.back() >= most || bytes >= (8ull << 20)) {
+    if (k + 1 - lr.cuts.back() >= most || bytes >= (1ull << 20)) {
       lr.cuts.push_back(k + 1);
       bytes = 0;
     }
