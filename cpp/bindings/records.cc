@@ -2,9 +2,15 @@
 // arrives as a buffer (the store's mmap); payload buffers as numpy arrays. Corrupt payloads
 // are reported back as (position, message) rather than raised: Python knows each position's
 // record id, chunk file and byte range, and raises lsio.CorruptDataError naming them.
+#include <fcntl.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -152,9 +158,60 @@ py::tuple Decode(int kind, const py::object& src_obj, const U64& src_offsets, co
   return py::make_tuple(static_cast<int64_t>(failed), st.message());
 }
 
+// A whole file mapped read-only, its descriptor closed at once: Python's mmap keeps a
+// duplicate descriptor per mapping (before 3.13), and a store's views could then exhaust the
+// process's descriptors, one per chunk file.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      const int e = errno;
+      ThrowStatus(lsio::Status::IoError("cannot open the file", e).WithPath(path));
+    }
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+      const int e = errno;
+      ::close(fd);
+      ThrowStatus(lsio::Status::IoError("cannot stat the file", e).WithPath(path));
+    }
+    size_ = static_cast<size_t>(st.st_size);
+    if (size_ > 0) {
+      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
+      if (p == MAP_FAILED) {
+        const int e = errno;
+        ::close(fd);
+        ThrowStatus(lsio::Status::IoError("cannot map the file", e).WithPath(path));
+      }
+      data_ = static_cast<uint8_t*>(p);
+    }
+    ::close(fd);
+  }
+  ~MappedFile() {
+    if (data_ != nullptr) ::munmap(data_, size_);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  size_t size() const { return size_; }
+  py::buffer_info Info() const {
+    static uint8_t empty = 0;
+    return py::buffer_info(data_ != nullptr ? data_ : &empty, 1, py::format_descriptor<uint8_t>::format(), 1,
+                           {static_cast<py::ssize_t>(size_)}, {py::ssize_t{1}}, /*readonly=*/true);
+  }
+
+ private:
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 }  // namespace
 
 void BindRecords(py::module_& m) {
+  py::class_<MappedFile>(m, "MappedFile", py::buffer_protocol(),
+                         "A file mapped read-only (no descriptor kept); a read-only buffer of its bytes.")
+      .def(py::init<const std::string&>(), py::arg("path"))
+      .def("__len__", &MappedFile::size)
+      .def_buffer(&MappedFile::Info);
   m.def("records_load_entries", &LoadEntries, py::arg("table"), py::arg("count"), py::arg("ids"),
         "Entries of a zrecord offset table: (chunk u32, offset u64, length u32) arrays, each entry one 16-byte load.");
   m.def("records_store_entries", &StoreEntries, py::arg("table"), py::arg("count"), py::arg("ids"), py::arg("chunk"),

@@ -27,6 +27,7 @@ naming the record, its chunk file and byte range.
 from __future__ import annotations
 
 import builtins
+import collections
 import errno
 import fcntl
 import json
@@ -35,6 +36,7 @@ import os
 import shutil
 import sys
 import threading
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -53,6 +55,7 @@ TABLE_GROW = 1 << 20       # the offset table grows by 1M entries (16 MiB) at a 
 META_MAX = 1 << 20         # a meta.json larger than this is not a zrecord store's
 MAX_WRITERS = 4
 _MAX_LENGTH = 2 ** 59      # 16 bytes per id must stay below 2**63
+_MAX_MAPS = 1024           # chunks a handle keeps mapped (vm.max_map_count is 65530)
 _KIND = {None: 0, "zstd": 1, "deflate": 2}
 _LEVELS = {"zstd": (3, -131072, 22), "deflate": (6, 0, 12)}
 # Remote offset-table reads: entries of one batch within 64 KiB merge into one request.
@@ -92,7 +95,8 @@ def _check_meta(meta: Any, where: str) -> Dict[str, Any]:
     if meta.get("compression") not in _KIND:
         raise bad(f'"compression" {meta.get("compression")!r} is not one of null, "zstd", "deflate"')
     for key, top in (("length", _MAX_LENGTH), ("chunk_records", EMPTY_CHUNK), ("num_chunks", EMPTY_CHUNK),
-                     ("generation", 2 ** 62), ("stored_bytes", 2 ** 62), ("writers", MAX_WRITERS)):
+                     ("generation", 2 ** 62), ("epoch", 2 ** 62), ("stored_bytes", 2 ** 62),
+                     ("writers", MAX_WRITERS)):
         v = meta.get(key)
         if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= top:
             raise bad(f'"{key}" must be an integer in 0..{top}, got {v!r}')
@@ -105,8 +109,10 @@ def _check_meta(meta: Any, where: str) -> Dict[str, Any]:
         raise bad(f'"writers" must be in 1..{MAX_WRITERS}')
     if meta["num_chunks"] > EMPTY_CHUNK:
         raise bad(f'"num_chunks" {meta["num_chunks"]} exceeds the 32-bit chunk ids')
+    d = meta.get("dtype")
+    if not isinstance(d, (str, list)):  # (np.dtype(None) would be float64)
+        raise bad(f'"dtype" must be a dtype string or a structured dtype\'s fields, got {d!r}')
     try:
-        d = meta.get("dtype")
         _dtype_of(bytes if d == "bytes" else (np.dtype([tuple(f) for f in d]) if isinstance(d, list) else d))
     except (TypeError, ValueError) as e:
         raise bad(f'"dtype" {meta.get("dtype")!r}: {e}') from None
@@ -121,6 +127,8 @@ def _check_meta(meta: Any, where: str) -> Dict[str, Any]:
             raise bad(f"open chunk {c['id']} is not one of the store's {meta['num_chunks']} chunks, or over-full")
     if len({c["id"] for c in opens}) != len(opens):
         raise bad('"open_chunks" names a chunk twice')
+    if not isinstance(meta.get("uuid"), str) or not 0 < len(meta["uuid"]) <= 64:
+        raise bad(f'"uuid" must be a string, got {meta.get("uuid")!r}')
     for key in ("offset_file", "chunk_dir"):
         v = meta.get(key)
         if not isinstance(v, str) or not v or "/" in v or v.startswith("."):
@@ -334,7 +342,8 @@ def create(path: PathLike, dtype: Any = bytes, *, compression: Optional[str] = N
     compression:
         ``None``, ``"zstd"`` or ``"deflate"`` (zlib streams): each record compressed alone.
     level:
-        zstd 1..22 (default 3), deflate 0..12 (default 6; libdeflate's levels).
+        zstd -131072..22 (negative: zstd's fast levels; default 3), deflate 0..12 (default 6;
+        libdeflate's levels).
     chunk_records:
         Records per chunk file (versions written by modifies count too): a full chunk is
         closed and the next records start a new one.
@@ -385,8 +394,8 @@ def create(path: PathLike, dtype: Any = bytes, *, compression: Optional[str] = N
             os.close(fd)
             meta = {"format": FORMAT, "version": VERSION, "length": 0, "chunk_records": chunk_records,
                     "num_chunks": 0, "open_chunks": [], "dtype": _dtype_name(dt), "compression": compression,
-                    "level": lvl, "writers": writers, "generation": 0, "offset_file": "offset",
-                    "chunk_dir": "chunk", "stored_bytes": 0}
+                    "level": lvl, "writers": writers, "generation": 0, "epoch": 0, "offset_file": "offset",
+                    "chunk_dir": "chunk", "stored_bytes": 0, "uuid": uuid.uuid4().hex}
             _write_meta(root, meta, durable)
     finally:
         os.close(lock)  # the handle below takes it again
@@ -442,10 +451,11 @@ class Records:
         self._pid = os.getpid()
         self._lock = threading.RLock()
         self._lock_pid = self._pid
-        self._token: Any = None   # meta.json's (device, inode, mtime, size) when last read (local)
+        self._meta_raw = b""      # meta.json's bytes as last read
         self._table: Optional[mmap.mmap] = None   # local: the offset table, mapped
         self._table_entries = 0
-        self._maps: Dict[int, Tuple[mmap.mmap, int]] = {}  # chunk -> (read-only map, bytes)
+        # chunk -> (read-only mapping, bytes), least recently used first
+        self._maps: "collections.OrderedDict[int, Tuple[Any, int]]" = collections.OrderedDict()
         self._sizes: Dict[int, int] = {}  # full chunk -> bytes (full chunks never change)
         self._closed = False
         # writer state
@@ -488,62 +498,65 @@ class Records:
         return self._where(f"{m['chunk_dir']}/{chunk}.zr") if self._remote else \
             os.path.join(self._root, m["chunk_dir"], f"{chunk}.zr")
 
-    def _read_meta(self) -> Dict[str, Any]:
+    def _meta_bytes(self) -> bytes:
         where = self._where("meta.json")
         if self._remote:
             data = _remote.context(self._root, self._storage_options).store().get("meta.json", META_MAX + 1)
             if data is None:
                 raise NotFoundError(errno.ENOENT, f"{where!r}: no zrecord store here (meta.json is missing)", where)
-        else:
-            try:
-                with builtins.open(where, "rb") as f:
-                    st = os.fstat(f.fileno())
-                    token = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
-                    data = f.read(META_MAX + 1)
-            except FileNotFoundError:
-                raise NotFoundError(errno.ENOENT, f"{where!r}: no zrecord store here (meta.json is missing)",
-                                    where) from None
-            except OSError as e:
-                raise storage_error(e.errno or errno.EIO, f"cannot read {where!r}: {e.strerror}", where) from None
+            return bytes(data)
+        try:
+            with builtins.open(where, "rb") as f:
+                return f.read(META_MAX + 1)
+        except FileNotFoundError:
+            raise NotFoundError(errno.ENOENT, f"{where!r}: no zrecord store here (meta.json is missing)",
+                                where) from None
+        except OSError as e:
+            raise storage_error(e.errno or errno.EIO, f"cannot read {where!r}: {e.strerror}", where) from None
+
+    def _parse_meta(self, data: bytes) -> Dict[str, Any]:
+        where = self._where("meta.json")
         if len(data) > META_MAX:
             raise FormatError(f"{where}: larger than a zrecord meta.json ({META_MAX} bytes)")
-        self._token = token if not self._remote else None
         try:
-            meta = json.loads(bytes(data))
+            meta = json.loads(data)
         except ValueError as e:
             raise FormatError(f"{where}: not JSON: {e}") from None
         return _check_meta(meta, where)
 
-    def _load_meta(self) -> None:
-        meta = self._read_meta()
+    def _load_meta(self, data: Optional[bytes] = None) -> None:
+        if data is None:
+            data = self._meta_bytes()
+        meta = self._parse_meta(data)
         old = getattr(self, "_meta", None)
-        if old is not None and (old["generation"] != meta["generation"]):
+        if old is not None and (old["generation"], old["uuid"]) != (meta["generation"], meta["uuid"]):
+            # Other files (a rebalance's generation, or another store created at this path):
+            # nothing mapped or sized from the old ones holds.
             self._drop_maps()
         self._meta = meta
+        self._meta_raw = data
         self._dtype = _meta_dtype(meta)
         self._item = 1 if self._dtype is None else self._dtype.itemsize
         self._kind = _KIND[meta["compression"]]
 
     def _drop_maps(self) -> None:
-        self._maps = {}
+        self._maps = collections.OrderedDict()
         self._sizes = {}
         self._table = None
         self._table_entries = 0
 
     def _sync(self) -> bool:
-        """Local readers: rereads meta.json if a publication replaced it since (a stat; the
-        writer renames a new file over it each time). True when it changed. Writers own the
-        state, and remote stores are read as the snapshot opened (refresh() rereads)."""
+        """Local readers: rereads meta.json when a publication replaced it. True when it
+        changed. Compared by content, not by stat: a publication renames a new file over it,
+        but a freed inode is reused and kernels before 6.13 stamp files with a coarse clock, so
+        two quick publications can look alike to stat. Writers own the state, and remote
+        stores are read as the snapshot opened (refresh() rereads)."""
         if self._remote or self._mode == "a":
             return False
-        try:
-            st = os.stat(os.path.join(self._root, "meta.json"))
-            token = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
-        except OSError:
-            token = None
-        if token == self._token:
+        data = self._meta_bytes()
+        if data == self._meta_raw:
             return False
-        self._load_meta()
+        self._load_meta(data)
         return True
 
     def refresh(self) -> "Records":
@@ -586,17 +599,20 @@ class Records:
     @property
     def utilization(self) -> float:
         """``sum(record bytes) / sum(chunk bytes)``: the share of the chunk files that live
-        records use (modified and deleted records' old bytes are the rest). 1.0 when empty."""
-        stored = self._meta["stored_bytes"]
-        if stored == 0:
-            return 1.0
-        live = 0
-        n = self._meta["length"]
-        step = 1 << 20
-        for a in range(0, n, step):
-            _, _, length = self._entries(np.arange(a, min(n, a + step), dtype=np.int64))
-            live += int(length.sum(dtype=np.uint64))
-        return live / stored
+        records use (modified and deleted records' old bytes are the rest). 1.0 when empty.
+        Beside a writer it is a statistic of one moment: entries are read as they are."""
+        with self._guard():
+            self._check_open()
+            self._sync()
+            stored, n = self._meta["stored_bytes"], self._meta["length"]
+            if stored == 0:
+                return 1.0
+            live = 0
+            step = 1 << 20
+            for a in range(0, n, step):
+                _, _, length = self._load_entries(np.arange(a, min(n, a + step), dtype=np.int64))
+                live += int(length.sum(dtype=np.uint64))
+            return live / stored
 
     def __repr__(self) -> str:
         kind = "bytes" if self._dtype is None else str(self._dtype)
@@ -671,12 +687,18 @@ class Records:
         entries count only if meta.json did not change while they were loaded; if it did,
         the ids are checked against the new length and the entries loaded again."""
         for _ in range(64):
+            before = self._meta
             entries = self._load_entries(ids)
             if not self._sync():
                 return entries
             self._check_ids(ids)
-        raise StorageError(errno.EAGAIN, f"{self._root!r}: meta.json changed during each of 64 reads of the "
-                                         "offset table", self._root)
+            # Publications that only appended or modified (same files, no delete since: the
+            # delete count "epoch" is unchanged) never made these ids unpublished, so the
+            # entries hold; after a delete they are loaded again.
+            if all(before[k] == self._meta[k] for k in ("uuid", "generation", "epoch")):
+                return entries
+        raise StorageError(errno.EAGAIN, f"{self._root!r}: meta.json changed by a delete or rebalance during "
+                                         "each of 64 reads of the offset table", self._root)
 
     def _check_ids(self, ids: np.ndarray) -> None:
         n = self._meta["length"]
@@ -697,6 +719,8 @@ class Records:
             return np.empty(0, np.int64)
         if not np.issubdtype(ids.dtype, np.integer):
             raise TypeError(f"record indices must be integers, got dtype {ids.dtype}")
+        if ids.dtype.kind == "u" and int(ids.max()) >= n:
+            raise BoundsError(f"record index {int(ids.max())} is out of range for {self._root!r} with {n} records")
         ids = ids.astype(np.int64).reshape(-1)
         bad = (ids < -n) | (ids >= n)
         if bad.any():
@@ -714,25 +738,22 @@ class Records:
 
     def _chunk_size(self, c: int) -> int:
         """The bytes of chunk c that published records may use: an open chunk's write
-        position, a full chunk's size (a full chunk never changes; asked once per generation;
-        a remote one by a HEAD request)."""
+        position, a full local chunk's size (a full chunk never changes; asked once per
+        generation). A full remote chunk is not asked for (a HEAD request per chunk, one
+        after another): all the store's bytes bound it, and the engine checks each range
+        against the object's real size before writing anything."""
         for oc in self._meta["open_chunks"]:
             if oc["id"] == c:
                 return oc["write_pos"]
+        if self._remote:
+            return self._meta["stored_bytes"]
         size = self._sizes.get(c)
         if size is None:
             path = self._chunk_path(c)
-            if self._remote:
-                info = _remote.context(self._root, self._storage_options).store().stat(
-                    f"{self._meta['chunk_dir']}/{c}.zr")
-                if info is None:
-                    raise NotFoundError(errno.ENOENT, f"{path!r}: chunk file is missing", path)
-                size = int(info["size"])
-            else:
-                try:
-                    size = os.stat(path).st_size
-                except FileNotFoundError:
-                    raise NotFoundError(errno.ENOENT, f"{path!r}: chunk file is missing", path) from None
+            try:
+                size = os.stat(path).st_size
+            except FileNotFoundError:
+                raise NotFoundError(errno.ENOENT, f"{path!r}: chunk file is missing", path) from None
             self._sizes[c] = size
         return size
 
@@ -795,7 +816,7 @@ class Records:
         that order, as a :class:`RecordBatch`. ``copy=False`` (local, uncompressed stores)
         returns views of the mapped chunk files instead of one gathered buffer.
 
-        Local readers see the newest publication at each call (one ``stat`` of meta.json);
+        Local readers see the newest publication at each call (meta.json is read again);
         remote stores are read as opened (:meth:`refresh` rereads them)."""
         with self._guard():
             self._check_open()
@@ -865,21 +886,20 @@ class Records:
                 raise self._corrupt(int(ids[i]), int(chunk[i]), int(offset[i]), int(length[i]),
                                     f"{int(sizes[i])} bytes are not a whole number of {self._item}-byte items")
 
-    def _chunk_map(self, c: int, need: int) -> Tuple[Optional[mmap.mmap], int]:
+    def _chunk_map(self, c: int, need: int) -> Tuple[Any, int]:
         """Chunk c mapped read-only over at least `need` bytes (mapped again when an open
-        chunk has grown past the mapping); the descriptor is closed at once."""
+        chunk has grown past the mapping). No descriptor is kept (_core.MappedFile), and at
+        most _MAX_MAPS chunks stay mapped: views hold their own mapping."""
         got = self._maps.get(c)
         if got is None or got[1] < need:
-            path = self._chunk_path(c)
-            fd = _open_readonly(path, "chunk file")
-            try:
-                size = os.fstat(fd).st_size
-                m = mmap.mmap(fd, size, access=mmap.ACCESS_READ) if size else None
-            finally:
-                os.close(fd)
-            got = (m, size)
-            self._maps[c] = got  # type: ignore[assignment]
-        return got  # type: ignore[return-value]
+            m = _core.MappedFile(self._chunk_path(c))
+            got = (m, len(m))
+            self._maps[c] = got
+            while len(self._maps) > _MAX_MAPS:
+                self._maps.popitem(last=False)
+        else:
+            self._maps.move_to_end(c)
+        return got
 
     def _views(self, ids, chunk, offset, length, empty, dt, is_bytes) -> RecordBatch:
         # Every entry was checked against the chunk's published bytes (_validate), which a
@@ -903,7 +923,7 @@ class Records:
                     i = int(np.flatnonzero(live & (chunk == c))[0])
                     raise self._corrupt(int(ids[i]), c, int(offset[i]), int(length[i]),
                                         f"past the end of the {size}-byte chunk file")
-                arrays[c] = np.frombuffer(m, dtype=np.uint8)
+                arrays[c] = np.frombuffer(m, dtype=np.uint8) if size else np.empty(0, np.uint8)
         zero = np.empty(0, dt)
         views = [zero if c == EMPTY_CHUNK else arrays[c][a:a + n].view(dt)
                  for c, a, n in zip(chunk.tolist(), offset.tolist(), sizes.tolist())]
@@ -956,6 +976,12 @@ class Records:
             os.unlink(os.path.join(self._root, "offset"))
         if meta["chunk_dir"] != "chunk" and os.path.isdir(os.path.join(self._root, "chunk")):
             shutil.rmtree(os.path.join(self._root, "chunk"), ignore_errors=True)
+
+    def _forget_unpublished(self) -> None:
+        """After a failed write: the descriptors of chunks no publication names (their bytes
+        are dropped by the next writer's recovery, or overwritten by the next append)."""
+        for c in [c for c in self._chunk_fds if c >= self._meta["num_chunks"]]:
+            os.close(self._chunk_fds.pop(c))
 
     def _chunk_fd(self, c: int) -> int:
         fd = self._chunk_fds.get(c)
@@ -1087,29 +1113,48 @@ class Records:
             offset[empty] = 0
         data = memoryview(payload).cast("B") if payload.size else memoryview(b"")
 
+        # Chunks this write fills are written, made durable and closed by their job; only the
+        # chunks left open keep a descriptor (an append of many chunks must not hold one each).
+        still_open = {oc["id"] for oc in meta["open_chunks"]
+                      if oc is not None and oc["records"] < meta["chunk_records"]}
+        held = {c: self._chunk_fds.pop(c) for c, *_ in jobs if c not in still_open and c in self._chunk_fds}
+
         def run(job: Tuple[int, int, int, int]) -> None:
             c, pos, a, nbytes = job
-            fd = self._chunk_fd(c)
-            view = data[a:a + nbytes]
-            while view:
-                wrote = os.pwrite(fd, view, pos)
-                view = view[wrote:]
-                pos += wrote
+            full = c not in still_open
+            fd = (held.pop(c, None) or os.open(self._chunk_path(c), os.O_RDWR | os.O_CREAT, 0o644)) if full \
+                else self._chunk_fds[c]
+            try:
+                view = data[a:a + nbytes]
+                while view:
+                    wrote = os.pwrite(fd, view, pos)
+                    view = view[wrote:]
+                    pos += wrote
+                if full and self._durable:
+                    os.fsync(fd)
+            finally:
+                if full:
+                    os.close(fd)
 
-        for c, *_ in jobs:
+        for c in still_open:
             self._chunk_fd(c)  # opened here, on this thread
-        if len(jobs) > 1 and slots > 1:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(MAX_WRITERS, thread_name_prefix="lsio-records")
-            list(self._pool.map(run, jobs))
-        else:
-            for job in jobs:
-                run(job)
-        written = sorted({c for c, *_ in jobs})
+        try:
+            if len(jobs) > 1 and slots > 1:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(MAX_WRITERS, thread_name_prefix="lsio-records")
+                list(self._pool.map(run, jobs))
+            else:
+                for job in jobs:
+                    run(job)
+        finally:
+            for fd in held.values():
+                os.close(fd)
+        written = sorted({c for c, *_ in jobs if c in still_open})
         return chunk, offset, length, meta, written
 
     def _finish(self, meta: Dict[str, Any], written: Iterable[int]) -> None:
-        """Closes full chunks, then makes data durable and publishes `meta`."""
+        """Makes the data durable, then publishes `meta` (chunks this write filled were made
+        durable and closed by their write)."""
         if self._durable:
             for c in written:
                 os.fsync(self._chunk_fds[c])
@@ -1119,13 +1164,7 @@ class Records:
                 # New chunk files: their directory entries too, or a power loss could leave a
                 # published meta.json naming a file that is gone.
                 _fsync_dir(os.path.join(self._root, meta["chunk_dir"]))
-        opens = [c for c in meta["open_chunks"] if c is not None and c["records"] < meta["chunk_records"]]
-        for c in written:
-            if all(o["id"] != c for o in opens):
-                fd = self._chunk_fds.pop(c, None)
-                if fd is not None:
-                    os.close(fd)
-        meta["open_chunks"] = opens
+        meta["open_chunks"] = [c for c in meta["open_chunks"] if c is not None and c["records"] < meta["chunk_records"]]
         _write_meta(self._root, meta, self._durable)
         self._meta = meta
 
@@ -1136,15 +1175,19 @@ class Records:
         with self._guard():
             self._check_writer()
             n0 = self._meta["length"]
-            chunk, offset, length, meta, written = self._write(records, self._meta["writers"])
-            n = len(chunk)
-            if n == 0:
-                return range(n0, n0)
-            self._grow_table(n0 + n)
-            _core.records_store_entries(self._table, self._table_entries, np.arange(n0, n0 + n, dtype=np.int64),
-                                        chunk, offset, length)
-            meta["length"] = n0 + n
-            self._finish(meta, written)
+            try:
+                chunk, offset, length, meta, written = self._write(records, self._meta["writers"])
+                n = len(chunk)
+                if n == 0:
+                    return range(n0, n0)
+                self._grow_table(n0 + n)
+                _core.records_store_entries(self._table, self._table_entries,
+                                            np.arange(n0, n0 + n, dtype=np.int64), chunk, offset, length)
+                meta["length"] = n0 + n
+                self._finish(meta, written)
+            except BaseException:
+                self._forget_unpublished()
+                raise
             return range(n0, n0 + n)
 
     extend = append
@@ -1159,6 +1202,10 @@ class Records:
             records = [value] if single else value
             if len(np.unique(ids)) != len(ids):
                 raise ValueError("each record id may be assigned once per call")
+            if hasattr(records, "__len__") and len(records) != len(ids):
+                raise ValueError(f"{len(records)} records for {len(ids)} ids")
+            if len(ids) == 0:
+                return
             chunk, offset, length, meta, written = self._write(records, 1)
             if len(chunk) != len(ids):
                 raise ValueError(f"{len(chunk)} records for {len(ids)} ids")
@@ -1176,6 +1223,8 @@ class Records:
         with self._guard():
             self._check_writer()
             ids = np.unique(self._ids([index] if isinstance(index, (int, np.integer)) else index))[::-1]
+            if ids.size == 0:
+                return
             n = self._meta["length"]
             self._grow_table(n)
             for i in ids:
@@ -1189,6 +1238,7 @@ class Records:
                 os.fsync(self._table_fd)
             meta = json.loads(json.dumps(self._meta))
             meta["length"] = n
+            meta["epoch"] += 1  # readers holding entries of ids past the new length load them again
             _write_meta(self._root, meta, self._durable)
             self._meta = meta
 
@@ -1250,15 +1300,20 @@ class Records:
             meta = json.loads(json.dumps(old))
             meta.update(generation=gen, offset_file=table_name, chunk_dir=cdir_name, num_chunks=-(-n // cap),
                         open_chunks=[last_chunk] if last_chunk else [], stored_bytes=stored)
+            new_table_fd = os.open(os.path.join(self._root, table_name), os.O_RDWR)
+            try:
+                _write_meta(self._root, meta, self._durable)
+            except BaseException:
+                os.close(new_table_fd)  # not published: the handle goes on with the old files
+                raise
+            # Published: the handle moves to the new generation.
             for fd in self._chunk_fds.values():
                 os.close(fd)
             self._chunk_fds = {}
             os.close(self._table_fd)
-            self._table_fd = None
-            _write_meta(self._root, meta, self._durable)
+            self._table_fd = new_table_fd
             self._meta = meta
             self._drop_maps()
-            self._table_fd = os.open(os.path.join(self._root, table_name), os.O_RDWR)
             # The old generation: readers that mapped it keep their mappings.
             if old["offset_file"] != table_name:
                 try:

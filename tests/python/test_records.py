@@ -259,7 +259,7 @@ def test_malformed_meta(tmp_path):
     meta = json.loads((path / "meta.json").read_text())
     for change, match in [({"format": "zarr"}, "format"), ({"version": 9}, "version"),
                           ({"length": -1}, "length"), ({"compression": "lz4"}, "compression"),
-                          ({"dtype": "object"}, "dtype"), ({"chunk_dir": "../x"}, "chunk_dir"),
+                          ({"dtype": "object"}, "dtype"), ({"dtype": None}, "dtype"), ({"chunk_dir": "../x"}, "chunk_dir"),
                           ({"open_chunks": [{"id": 99, "write_pos": 0, "records": 0}]}, "open chunk")]:
         (path / "meta.json").write_text(json.dumps({**meta, **change}))
         with pytest.raises(lsio.FormatError, match=match):
@@ -670,3 +670,82 @@ def test_meta_bounds_and_small_forms(tmp_path):
     torch = pytest.importorskip("torch")
     p, _ = s.take([0]).to_torch("padded")
     assert p.tolist() == [[1, -2, 300]] and p.dtype == torch.int16
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_views_and_large_appends_hold_no_descriptor_per_chunk(tmp_path):
+    """Views map chunks without keeping descriptors (Python's mmap keeps one per mapping
+    before 3.13), and an append filling many chunks closes each as it is filled."""
+    path = tmp_path / "s"
+    before = open_fds()
+    w = R.create(path, np.int32, chunk_records=2)
+    w.append([np.full(3, i, np.int32) for i in range(3000)])   # 1,500 chunks in one call
+    assert open_fds() <= before + 4
+    r = R.open(path)
+    views = r.take(np.arange(0, 3000, 2), copy=False)           # one view in each chunk
+    assert [int(v[0]) for v in views] == list(range(0, 3000, 2))
+    assert open_fds() <= before + 6
+    assert len(r._maps) <= R._MAX_MAPS
+    w.close()
+
+
+WRITER_APPENDS = r"""
+import sys, time, numpy as np
+sys.path[:0] = {paths!r}
+import lsio.records as R
+w = R.open({path!r}, "a", durable=False)
+end = time.monotonic() + {seconds}
+while time.monotonic() < end:
+    w.append([np.arange(3, dtype=np.int32)])
+"""
+
+
+def test_large_takes_beside_a_busy_appender(tmp_path):
+    """Publications that only append never make a reader load its entries again (a reader
+    used to give up after 64 tries beside a writer appending one record per call)."""
+    path = tmp_path / "s"
+    w = R.create(path, np.int32, chunk_records=4096)
+    for _ in range(10):
+        w.append([np.arange(3, dtype=np.int32)] * 20000)
+    w.close()
+    p = subprocess.Popen([sys.executable, "-c", WRITER_APPENDS.format(paths=sys.path, path=str(path), seconds=3)])
+    r = R.open(path)
+    ids = np.arange(200000)
+    done = 0
+    while p.poll() is None:
+        assert len(r.take(ids)) == ids.size
+        done += 1
+    assert p.wait() == 0 and done >= 1
+    assert len(r) > 200000
+
+
+def test_store_recreated_at_the_same_path(tmp_path):
+    path = tmp_path / "s"
+    w = R.create(path, np.int32, chunk_records=3)
+    w.append([np.full(3, 1, np.int32)] * 8)
+    w.close()
+    r = R.open(path)
+    assert r[5].tolist() == [1, 1, 1]
+    import shutil
+    shutil.rmtree(path)
+    w = R.create(path, np.int32, chunk_records=3)
+    w.append([np.full(6, 100 + i, np.int32) for i in range(8)])
+    w.close()
+    assert r[5].tolist() == [105] * 6            # a new store (uuid): nothing cached from the old
+    assert r.take([2]).tolist()[0].tolist() == [102] * 6
+
+
+def test_index_edge_cases(tmp_path):
+    w = R.create(tmp_path / "s", np.int32)
+    w[[]] = []
+    del w[[]]
+    w.append([np.arange(3, dtype=np.int32)])
+    with pytest.raises(lsio.BoundsError):
+        w.take(np.array([2 ** 64 - 1], np.uint64))
+    assert w.take(np.array([0], np.uint64))[0].tolist() == [0, 1, 2]
+    with pytest.raises(ValueError, match="2 records for 1 ids"):
+        w[[0]] = [np.ones(1, np.int32), np.ones(1, np.int32)]
+    assert w[0].tolist() == [0, 1, 2]
