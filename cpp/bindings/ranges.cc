@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "buffer.h"
 #include "errors.h"
 #include "gil.h"
 #include "lsio/ranges.h"
@@ -23,39 +24,6 @@ namespace py = pybind11;
 
 namespace lsio_py {
 namespace {
-
-// A writeable, C-contiguous view of a Python buffer, released on destruction.
-class WritableBuffer {
- public:
-  WritableBuffer(const py::handle& obj, const std::string& what) {
-    if (PyObject_GetBuffer(obj.ptr(), &view_, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) != 0) {
-      PyErr_Clear();
-      // Say which property is missing: a read-only buffer, or a strided one.
-      const bool readable = PyObject_CheckBuffer(obj.ptr()) != 0;
-      Py_buffer probe;
-      const bool writable = readable && PyObject_GetBuffer(obj.ptr(), &probe, PyBUF_WRITABLE | PyBUF_STRIDES) == 0;
-      if (writable) PyBuffer_Release(&probe);
-      PyErr_Clear();
-      const std::string why = !readable   ? "does not support the buffer protocol"
-                              : !writable ? "is read-only"
-                                          : "is not C-contiguous";
-      ThrowStatus(lsio::Status::InvalidArgument(what + " " + why + " (" +
-                                                std::string(py::str(py::type::of(obj).attr("__name__"))) + ")"));
-    }
-    held_ = true;
-  }
-  ~WritableBuffer() {
-    if (held_) PyBuffer_Release(&view_);
-  }
-  WritableBuffer(const WritableBuffer&) = delete;
-  WritableBuffer& operator=(const WritableBuffer&) = delete;
-  uint8_t* data() const { return static_cast<uint8_t*>(view_.buf); }
-  uint64_t size() const { return static_cast<uint64_t>(view_.len); }
-
- private:
-  Py_buffer view_{};
-  bool held_ = false;
-};
 
 using U64 = py::array_t<uint64_t, py::array::c_style | py::array::forcecast>;
 using U32 = py::array_t<uint32_t, py::array::c_style | py::array::forcecast>;
@@ -83,7 +51,7 @@ py::dict ReadRangesPy(const py::list& sources, const U32& source_index, const U6
   const uint64_t* off = offsets.data();
   const uint64_t* len = lengths.data();
   std::vector<lsio::ByteRange> ranges(n);
-  std::vector<std::unique_ptr<WritableBuffer>> held;
+  std::vector<std::unique_ptr<BufferView>> held;
   if (py::isinstance<py::list>(out)) {
     const py::list bufs = out;
     if (bufs.size() != n) {
@@ -92,7 +60,7 @@ py::dict ReadRangesPy(const py::list& sources, const U32& source_index, const U6
     }
     held.reserve(n);
     for (size_t i = 0; i < n; ++i) {
-      held.push_back(std::make_unique<WritableBuffer>(bufs[i], "out[" + std::to_string(i) + "]"));
+      held.push_back(std::make_unique<BufferView>(bufs[i], "out[" + std::to_string(i) + "]", true));
       if (held.back()->size() != len[i]) {
         ThrowStatus(lsio::Status::InvalidArgument("out[" + std::to_string(i) + "] has " +
                                                   std::to_string(held.back()->size()) + " bytes, range " +
@@ -101,7 +69,7 @@ py::dict ReadRangesPy(const py::list& sources, const U32& source_index, const U6
       ranges[i] = {src[i], off[i], len[i], held.back()->data()};
     }
   } else {
-    held.push_back(std::make_unique<WritableBuffer>(out, "out"));
+    held.push_back(std::make_unique<BufferView>(out, "out", true));
     const U64 at = py::cast<U64>(out_offsets);
     if (static_cast<size_t>(at.size()) != n) ThrowStatus(lsio::Status::InvalidArgument("out_offsets has the wrong length"));
     const uint64_t room = held.back()->size();

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "buffer.h"
 #include "errors.h"
 #include "gil.h"
 #include "lsio/records.h"
@@ -28,37 +29,12 @@ using U64 = py::array_t<uint64_t, py::array::c_style | py::array::forcecast>;
 using U32 = py::array_t<uint32_t, py::array::c_style | py::array::forcecast>;
 using U8 = py::array_t<uint8_t, py::array::c_style | py::array::forcecast>;
 
-// A view of a Python buffer (writable on request), released on destruction.
-class Buffer {
- public:
-  Buffer(const py::handle& obj, bool writable, const char* what) {
-    const int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(obj.ptr(), &view_, flags) != 0) {
-      PyErr_Clear();
-      ThrowStatus(lsio::Status::InvalidArgument(std::string(what) + " must be a C-contiguous" +
-                                                (writable ? " writable" : "") + " buffer"));
-    }
-    held_ = true;
-  }
-  ~Buffer() {
-    if (held_) PyBuffer_Release(&view_);
-  }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  uint8_t* data() const { return static_cast<uint8_t*>(view_.buf); }
-  uint64_t size() const { return static_cast<uint64_t>(view_.len); }
-
- private:
-  Py_buffer view_{};
-  bool held_ = false;
-};
-
 lsio::RecordCompression Kind(int kind) {
   if (kind < 0 || kind > 2) ThrowStatus(lsio::Status::InvalidArgument("unknown record compression " + std::to_string(kind)));
   return static_cast<lsio::RecordCompression>(kind);
 }
 
-uint64_t TableEntries(const Buffer& table, uint64_t count) {
+uint64_t TableEntries(const BufferView& table, uint64_t count) {
   if (count > table.size() / lsio::kRecordEntryBytes) {
     ThrowStatus(lsio::Status::InvalidArgument("the offset table buffer holds " +
                                               std::to_string(table.size() / lsio::kRecordEntryBytes) + " entries, not " +
@@ -68,7 +44,7 @@ uint64_t TableEntries(const Buffer& table, uint64_t count) {
 }
 
 py::tuple LoadEntries(const py::object& table_obj, uint64_t count, const I64& ids) {
-  Buffer table(table_obj, false, "table");
+  BufferView table(table_obj, "table", false);
   TableEntries(table, count);
   const size_t n = static_cast<size_t>(ids.size());
   std::vector<lsio::RecordEntry> e(n);
@@ -87,7 +63,7 @@ py::tuple LoadEntries(const py::object& table_obj, uint64_t count, const I64& id
 
 void StoreEntries(const py::object& table_obj, uint64_t count, const I64& ids, const U32& chunk, const U64& offset,
                   const U32& length) {
-  Buffer table(table_obj, true, "table");
+  BufferView table(table_obj, "table", true);
   TableEntries(table, count);
   const size_t n = static_cast<size_t>(ids.size());
   if (static_cast<size_t>(chunk.size()) != n || static_cast<size_t>(offset.size()) != n ||
@@ -101,7 +77,7 @@ void StoreEntries(const py::object& table_obj, uint64_t count, const I64& ids, c
 }
 
 py::tuple Compress(int kind, int level, const py::object& values_obj, const U64& offsets, int threads) {
-  Buffer values(values_obj, false, "values");
+  BufferView values(values_obj, "values", false);
   std::vector<uint8_t> out;
   std::vector<uint64_t> out_offsets;
   const lsio::Status st = WithoutGil([&] {
@@ -118,7 +94,7 @@ py::tuple Compress(int kind, int level, const py::object& values_obj, const U64&
 
 // (sizes, failed position or -1, message)
 py::tuple DecodedSizes(int kind, const py::object& buf_obj, const U64& offsets, const U64& lengths) {
-  Buffer buf(buf_obj, false, "payloads");
+  BufferView buf(buf_obj, "payloads", false);
   const size_t n = static_cast<size_t>(offsets.size());
   if (static_cast<size_t>(lengths.size()) != n) ThrowStatus(lsio::Status::InvalidArgument("offsets and lengths differ"));
   U64 sizes(static_cast<py::ssize_t>(n));
@@ -135,8 +111,8 @@ py::tuple DecodedSizes(int kind, const py::object& buf_obj, const U64& offsets, 
 // (failed position or -1, message)
 py::tuple Decode(int kind, const py::object& src_obj, const U64& src_offsets, const U64& src_lengths,
                  const py::object& dst_obj, const U64& dst_offsets, const U64& dst_lengths, int threads) {
-  Buffer src(src_obj, false, "payloads");
-  Buffer dst(dst_obj, true, "out");
+  BufferView src(src_obj, "payloads", false);
+  BufferView dst(dst_obj, "out", true);
   const size_t n = static_cast<size_t>(src_offsets.size());
   if (static_cast<size_t>(src_lengths.size()) != n || static_cast<size_t>(dst_offsets.size()) != n ||
       static_cast<size_t>(dst_lengths.size()) != n) {
