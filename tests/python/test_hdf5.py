@@ -530,3 +530,104 @@ def test_remote_netcdf3_says_so(nginx_server, tmp_path):
         d.createVariable("v", "f4", ("x",))[:] = [1, 2, 3]
     with pytest.raises(lsio.UnsupportedError, match="NetCDF3"):
         lsio.open(f"{nginx_server(src).http_url}/classic.nc", "v")
+
+
+class _FileStore:
+    """A local file behind _core.RemoteStore's read_range (the file object's only call),
+    counting the calls."""
+
+    def __init__(self, path):
+        self.path, self.calls = path, 0
+
+    def read_range(self, key, offset, length, version="", size=0):
+        self.calls += 1
+        with open(self.path, "rb") as f:
+            f.seek(offset)
+            return f.read(length)
+
+
+def _many_chunks(path, userblock=0):
+    """Datasets whose chunk indexes are B-trees of 2 and 3 levels (1-d, 3-d and 4-d)."""
+    rng = np.random.default_rng(3)
+    with h5py.File(path, "w", userblock_size=userblock) as f:
+        # 8,192 chunks of 1 KiB: index nodes 64 KiB and more apart, as in a NetCDF4 file
+        f.create_dataset("v3", data=rng.random((64, 128, 128)), chunks=(1, 8, 16))
+        f.create_dataset("v1", data=rng.random(6000), chunks=(2,))
+        f.create_dataset("v4", data=rng.random((3, 5, 32, 32), dtype="f4"), chunks=(1, 1, 4, 4), shuffle=True)
+        f.create_dataset("small", data=np.arange(10), chunks=(5,))
+
+
+def _entries(b, name):
+    """A translation's entries, to compare (in place of _hdf5._Builder.build)."""
+    return (b.url, dict(b.inline), sorted(zip(b.keys, b.offsets, b.lengths)))
+
+
+def _translate(path, prefetch=True):
+    """(entries, reads h5py waited for, requests) of `path` read through _RangeFile."""
+    from lsio import _hdf5
+
+    store = _FileStore(path)
+    rf = _hdf5._RangeFile(store, "k", os.path.getsize(path), "")
+    if not prefetch:
+        rf._prefetch_below = lambda at, node: None
+    try:
+        with h5py.File(rf, "r") as f:
+            refs = _hdf5.build(f, str(path), str(path), rf)
+    finally:
+        rf.close()
+    return refs, rf.misses, store.calls
+
+
+@pytest.mark.parametrize("userblock", [0, 1024])
+def test_remote_chunk_index_is_fetched_a_level_at_a_time(tmp_path, monkeypatch, userblock):
+    # h5py walks a chunk index node by node; over a network each node is a round trip. The
+    # file object fetches the nodes below each index node it sees in parallel, so h5py waits
+    # for a handful of reads instead of one per node (here ~300 leaves), and the references
+    # are the same.
+    from lsio import _hdf5
+
+    monkeypatch.setattr(_hdf5._Builder, "build", _entries)
+    p = tmp_path / "many.h5"
+    _many_chunks(p, userblock)
+    with h5py.File(p, "r") as f:
+        assert f.userblock_size == userblock
+        leaves = -(-f["v3"].id.get_num_chunks() // 64)
+    assert leaves >= 128
+    refs, misses, requests = _translate(p)
+    base_refs, base_misses, _ = _translate(p, prefetch=False)
+    assert base_misses > leaves  # without the prefetch, a wait per leaf
+    assert misses < 30, (misses, base_misses)
+    assert requests < base_misses + 2 * leaves
+    with h5py.File(p, "r") as f:
+        local = _hdf5.build(f, str(p), str(p))
+    assert len(local[2]) > 12000
+    assert refs == local and base_refs == local
+
+
+def test_remote_chunk_index_prefetch_reads_like_h5py(nginx_server, tmp_path):
+    src = tmp_path / "www"
+    src.mkdir()
+    p = src / "many.h5"
+    _many_chunks(p, 512)
+    want = _read(p, "v1", "v3", "v4", "small")
+    server = nginx_server(src)
+    for name, w in zip(("v1", "v3", "v4", "small"), want):
+        np.testing.assert_array_equal(lsio.open(f"{server.http_url}/many.h5", name)[...], w)
+
+
+def test_remote_chunk_index_prefetch_ignores_what_is_not_an_index(tmp_path):
+    # Bytes that start like an index node but are not one (a wrong rank, children outside the
+    # file) prefetch nothing; reads still return the file's bytes.
+    from lsio import _hdf5
+
+    p = tmp_path / "fake.bin"
+    node = bytearray(b"TREE\x01\x01\x02\x00" + b"\xff" * 16)
+    node += (b"\x00" * 40 + (10 ** 12).to_bytes(8, "little")) * 2 + b"\x00" * 40
+    node += b"\x00" * (3136 - len(node))
+    p.write_bytes(bytes(node) + os.urandom(100000))
+    store = _FileStore(p)
+    rf = _hdf5._RangeFile(store, "k", os.path.getsize(p), "")
+    buf = bytearray(3136)
+    assert rf.readinto(buf) == 3136 and bytes(buf) == bytes(node)
+    assert store.calls == 1 and not rf._nodes
+    rf.close()
