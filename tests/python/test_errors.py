@@ -362,16 +362,25 @@ def test_index_entry_out_of_file(stores, tmp_path, io, offset, nbytes):
     assert_names_file(info.value, shard, "c/1/1")
 
 
-def test_nbytes_all_ones_means_missing(stores, tmp_path, io):
-    """An entry with nbytes = 2**64-1 and any offset is an empty chunk."""
+@pytest.mark.parametrize("offset,missing", [(MAX, True), (399, True), (12345, False), (0, False)])
+def test_nbytes_all_ones_is_missing_only_as_zarr_reads_it(stores, tmp_path, io, offset, missing):
+    """Offset and nbytes both 2**64-1 is an empty chunk, and so is an early writer's shifted
+    empty entry of an index at the start (offset index_size - 1 = 399 here); nbytes alone at
+    2**64-1 with another offset is corrupt: zarr-python fails on it too, never returning the
+    fill value."""
     s = stores.fresh("z_shard_index_be_nocrc_start", tmp_path)
     shard = s.path / "c" / "1" / "1"
-    entry = np.array([12345, MAX], ">u8").tobytes()
-    overwrite(shard, 16 * 12, entry)
+    overwrite(shard, 16 * 12, np.array([offset, MAX], ">u8").tobytes())
     arr = lsio.open(str(s.path), io=io)
-    want = s.expected.copy()
-    want[70:80, 70:80] = 0
-    assert_same_bits(arr[...], want)
+    if missing:
+        want = s.expected.copy()
+        want[70:80, 70:80] = 0
+        assert_same_bits(arr[...], want)
+        return
+    with pytest.raises(lsio.CorruptDataError) as info:
+        arr[70:80, 70:80]
+    assert_names_file(info.value, shard, "c/1/1")
+    assert_same_bits(arr[:50, :50], s.expected[:50, :50])  # the other shards read
 
 
 def test_garbage_zstd_unsharded(stores, tmp_path, io):

@@ -164,6 +164,13 @@ CONVERT_CASES = {
     "fso i4->u2": ("<i4", [FixedScaleOffset(offset=100, scale=1, dtype="<i4", astype="<u2")], None, "ints"),
     "quantize f8->f4": ("<f8", [Quantize(digits=3, dtype="<f8", astype="<f4")], Zlib(level=1), "temps"),
     "quantize f4": ("<f4", [Quantize(digits=1, dtype="<f4")], None, "temps"),
+    # float16 on either side: loaded exactly, stored in one rounding (these decoded to zeros)
+    "quantize f4->f2": ("<f4", [Quantize(digits=2, dtype="<f4", astype="<f2")], None, "temps"),
+    "quantize f8->f2 big": ("<f8", [Quantize(digits=2, dtype="<f8", astype=">f2")], Zstd(level=1), "unit"),
+    "quantize f2->f4": ("<f2", [Quantize(digits=2, dtype="<f2", astype="<f4")], None, "unit"),
+    "fso f2->i2": ("<f2", [FixedScaleOffset(offset=1, scale=100, dtype="<f2", astype="<i2")], None, "unit"),
+    "fso f2->u1": ("<f2", [FixedScaleOffset(offset=1, scale=2, dtype="<f2", astype="u1")], None, "unit"),
+    "fso >f2->i4": (">f2", [FixedScaleOffset(offset=-3, scale=1000, dtype=">f2", astype="<i4")], None, "unit"),
     "bitround f4": ("<f4", [BitRound(keepbits=6)], Zstd(level=1), "temps"),
     "bitround f8 + crc32": ("<f8", [BitRound(keepbits=10), CRC32()], None, "temps"),
 }

@@ -7,7 +7,9 @@
 // Bit for bit as numpy computes numcodecs' decode: `enc / scale + offset` runs in float64 for
 // integer and float64 `astype`, in float32 for float32 (a Python scalar takes the array's
 // type), then `.astype(dtype)` rounds to nearest (floats) or truncates toward zero
-// (integers). float16 arithmetic (numpy rounds every half-precision step) is not supported.
+// (integers); float16 elements load exactly and store in one rounding from float64, as
+// numpy's casts. float16 arithmetic (a float16 `astype` of fixedscaleoffset: numpy rounds
+// every half-precision step) is refused.
 // v3 writes these as array -> array codecs (numcodecs.fixedscaleoffset ...), which lsio's
 // chain does not run yet.
 #include <bit>
@@ -80,10 +82,11 @@ double Load(const NumType& t, const uint8_t* p) {
     case 'u' * 16 + 2: return LoadAs<uint16_t>(p, s);
     case 'u' * 16 + 4: return LoadAs<uint32_t>(p, s);
     case 'u' * 16 + 8: return static_cast<double>(LoadAs<uint64_t>(p, s));
+    case 'f' * 16 + 2: return static_cast<double>(std::bit_cast<_Float16>(LoadAs<uint16_t>(p, s)));
     case 'f' * 16 + 4: return LoadAs<float>(p, s);
     case 'f' * 16 + 8: return LoadAs<double>(p, s);
   }
-  return 0;
+  __builtin_unreachable();  // ParseNumType admits no other type
 }
 
 // numpy's cast of a float64 (or float32 widened exactly) to `t`: floats round to nearest,
@@ -99,8 +102,11 @@ void StoreCast(const NumType& t, uint8_t* p, double v) {
     case 'u' * 16 + 2: StoreAs<uint16_t>(p, static_cast<uint16_t>(static_cast<int64_t>(v)), s); break;
     case 'u' * 16 + 4: StoreAs<uint32_t>(p, static_cast<uint32_t>(static_cast<int64_t>(v)), s); break;
     case 'u' * 16 + 8: StoreAs<uint64_t>(p, static_cast<uint64_t>(v), s); break;
+    // float64 -> float16 in one rounding, as numpy's astype (not through float32).
+    case 'f' * 16 + 2: StoreAs<uint16_t>(p, std::bit_cast<uint16_t>(static_cast<_Float16>(v)), s); break;
     case 'f' * 16 + 4: StoreAs<float>(p, static_cast<float>(v), s); break;
     case 'f' * 16 + 8: StoreAs<double>(p, v, s); break;
+    default: __builtin_unreachable();  // ParseNumType admits no other type
   }
 }
 

@@ -30,6 +30,14 @@ Result<std::vector<ShardIndexEntry>> DecodeShardIndex(std::span<const uint8_t> b
   const uint64_t data_end = layout.index_at_end ? shard_size - layout.index_size : shard_size;
 
   for (uint64_t i = 0; i < layout.num_entries; ++i) {
+    // Early writers of index_location "start" added the index size to every offset, empty
+    // entries' 2^64-1 too (wrapping to index_size - 1): that pair is an empty entry. Any
+    // other entry with one field at 2^64-1 is corrupt (it overflows below), as zarr-python
+    // reads it (an error, not the fill value).
+    if (!layout.index_at_end && entries[i].nbytes == ShardIndexEntry::kMissing &&
+        entries[i].offset == layout.index_size - 1) {
+      entries[i].offset = ShardIndexEntry::kMissing;
+    }
     const uint64_t off = entries[i].offset;
     const uint64_t nb = entries[i].nbytes;
     const ShardIndexEntry& e = entries[i];

@@ -35,7 +35,9 @@ struct ShardIndexEntry {
   static constexpr uint64_t kMissing = ~0ull;
   uint64_t offset = kMissing;
   uint64_t nbytes = kMissing;
-  bool missing() const { return nbytes == kMissing; }
+  /// Both at 2^64-1, as the spec and zarr-python say (DecodeShardIndex also maps an early
+  /// writer's shifted empty entries to that).
+  bool missing() const { return offset == kMissing && nbytes == kMissing; }
 };
 
 struct ShardLayout {

@@ -181,15 +181,28 @@ TEST(ShardIndexTest, AllOnesEntryIsMissing) {
   for (const auto& x : *e) EXPECT_TRUE(x.missing());
 }
 
-TEST(ShardIndexTest, NbytesAloneAtMaxIsMissing) {
-  // Early "start" writers shifted the offset of empty entries too (index_size - 1).
+TEST(ShardIndexTest, EarlyStartWritersShiftedEmptyEntriesAreMissing) {
+  // Early "start" writers shifted the offset of empty entries too (to index_size - 1).
   const ShardLayout l = Layout(kConfigStart, {4, 4});
-  auto e = DecodeIndex(IndexBytes({{67, kMax}, {68, 8}, {0, kMax}, {12345, kMax}}), l, 76);
+  auto e = DecodeIndex(IndexBytes({{67, kMax}, {68, 8}, {kMax, kMax}, {67, kMax}}), l, 76);
   ASSERT_TRUE(e.ok()) << e.status().ToString();
   EXPECT_TRUE((*e)[0].missing());
   ExpectEntry((*e)[1], 68, 8);
   EXPECT_TRUE((*e)[2].missing());
   EXPECT_TRUE((*e)[3].missing());
+}
+
+TEST(ShardIndexTest, NbytesAloneAtMaxIsDataLoss) {
+  // zarr-python reads such an entry as a chunk (and fails), never as the fill value.
+  for (const auto& [config, off] : {std::pair{kConfigStart, uint64_t{0}}, std::pair{kConfigStart, uint64_t{12345}},
+                                    std::pair{kConfigEnd, uint64_t{67}}, std::pair{kConfigEnd, uint64_t{0}}}) {
+    const ShardLayout l = Layout(config, {4, 4});
+    auto e = DecodeIndex(IndexBytes({{off, kMax}, {kMax, kMax}, {kMax, kMax}, {kMax, kMax}}), l, 100);
+    ASSERT_FALSE(e.ok()) << off;
+    EXPECT_EQ(e.status().code(), StatusCode::kDataLoss);
+    EXPECT_EQ(e.status().message().rfind("shard index entry 0 (offset " + std::to_string(off) +
+                                             ", nbytes 18446744073709551615) ", 0), 0u) << e.status().message();
+  }
 }
 
 TEST(ShardIndexTest, OffsetAloneAtMaxIsNotMissingAndOverflows) {
@@ -353,12 +366,13 @@ TEST(ShardIndexTest, IndexDecodesThroughItsOwnCodecChain) {
   ExpectEntry((*e)[1], 8, 8);
   ExpectEntry((*e)[2], 16, 8);
   EXPECT_TRUE((*e)[3].missing());
-  // The same bytes read without the transpose give other entries.
+  // The same bytes read without the transpose give other entries: (0, 16), then one whose
+  // nbytes alone is 2^64-1, which is corrupt.
   const ShardLayout plain = Layout(R"({"chunk_shape": [2, 2], "index_codecs": ["bytes", "crc32c", "crc32c"]})", {4, 4});
   auto p = DecodeIndex(idx, plain, 24 + 72);
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
-  ExpectEntry((*p)[0], 0, 16);
-  EXPECT_TRUE((*p)[1].missing());
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(p.status().message().find("shard index entry 1 (offset "), std::string::npos) << p.status().message();
   Bytes bad = idx;
   bad[3] ^= 1;
   auto b = DecodeIndex(bad, l, 24 + 72);
