@@ -354,7 +354,9 @@ def _store_root(store: Any) -> Tuple[Optional[str], Optional[dict], Optional[str
     from zarr.storage import LocalStore
 
     if isinstance(store, LocalStore):
-        return str(store.root), None, None
+        # The directory the OS opens for zarr: "~" is a name, not $HOME, and "link/.." the
+        # parent of the link's target (os.path.abspath would drop "link/.." as text).
+        return os.path.realpath(str(store.root)), None, None
     try:
         from zarr.storage import FsspecStore
     except ImportError:  # pragma: no cover - zarr without fsspec support
@@ -546,6 +548,23 @@ def _check_same(arr: Array, metadata: Any, grid: Tuple[int, ...]) -> None:
         raise _Fallback(f"fill value {fill!r}") from None
     if want != np.asarray(arr.fill_value, dtype=arr.dtype).tobytes():
         raise _Fallback(f"lsio sees fill value {arr.fill_value!r}, zarr {fill!r}")
+    # The element order inside chunks: the same bytes read as other values where it changed
+    # (v2 "order"; v3 a transpose codec), so the files must say what zarr's metadata says.
+    meta = arr._meta()
+    if int(meta.get("zarr_format", 3)) != int(metadata.zarr_format):
+        raise _Fallback(f"lsio sees a Zarr v{meta.get('zarr_format')} array, zarr v{metadata.zarr_format}")
+    lsio_transposes = str(meta.get("codecs", "")).count("transpose")
+
+    def transposes(codecs: Any) -> int:  # inner codecs of sharding too (not its index's)
+        return sum(1 if type(c).__name__ == "TransposeCodec" else transposes(getattr(c, "codecs", ()))
+                   for c in codecs)
+
+    if metadata.zarr_format == 2:
+        zarr_transposes = int(getattr(metadata, "order", "C") == "F" and len(metadata.shape) > 1)
+    else:
+        zarr_transposes = transposes(getattr(metadata, "codecs", ()))
+    if lsio_transposes != zarr_transposes:
+        raise _Fallback("the chunks' element order in the files is not the one in zarr's metadata")
 
 
 # -- planning a batch ---------------------------------------------------------------------

@@ -807,3 +807,51 @@ def test_gcsfs_store_maps_to_lsio_gs_url(tmp_path, monkeypatch):
     fs = gcsfs.GCSFileSystem(token=creds, skip_instance_cache=True)
     url, _, why = root(fs)
     assert url is None and "credentials of kind" in why
+
+
+def test_metadata_order_changed_on_disk_falls_back(tmp_path):
+    # The array recreated with order "F" (same shape, dtype, fill and chunks): the same bytes
+    # hold other values, so the files are not the array zarr holds the metadata of.
+    path = str(tmp_path / "o.zarr")
+    d = np.arange(16, dtype="<i4").reshape(4, 4)
+    zarr.create_array(path, shape=(4, 4), chunks=(4, 4), dtype="<i4", zarr_format=2, order="C", fill_value=0)[...] = d
+    ref, held = _open(path, DEFAULT), _open(path, lz.PATH)
+    zarr.create_array(path, shape=(4, 4), chunks=(4, 4), dtype="<i4", zarr_format=2, order="F", fill_value=0,
+                      overwrite=True)[...] = d
+    np.testing.assert_array_equal(held[...], ref[...])
+    assert "element order" in held._async_array.codec_pipeline.fallback_reason
+    # Arrays that never changed read through lsio, F order and 1-d included.
+    for shape, chunks in [((4, 4), (2, 2)), ((8,), (4,))]:
+        p = str(tmp_path / f"f{len(shape)}.zarr")
+        zarr.create_array(p, shape=shape, chunks=chunks, dtype="<i4", zarr_format=2, order="F")[...] = 7
+        z = _open(p, lz.PATH)
+        np.testing.assert_array_equal(z[...], np.full(shape, 7))
+        assert z._async_array.codec_pipeline.fallback_reason is None
+
+
+@pytest.mark.parametrize("kind", ["tilde", "symlink-dotdot"])
+def test_local_store_root_is_the_directory_zarr_opens(tmp_path, monkeypatch, kind):
+    # zarr takes "~" as a name and resolves ".." after a symlink as the OS does; lsio must
+    # open the same directory, not $HOME/... or the lexical parent (another array there read
+    # silently before).
+    kw = dict(shape=(4,), chunks=(2,), dtype="i4", fill_value=0)
+    if kind == "tilde":
+        home, work = tmp_path / "home", tmp_path / "work"
+        home.mkdir()
+        work.mkdir()
+        monkeypatch.setenv("HOME", str(home))
+        monkeypatch.chdir(work)
+        zarr.create_array(str(home / "data.zarr"), **kw)[...] = [-1, -2, -3, -4]
+        root = "~/data.zarr"
+    else:
+        (tmp_path / "real" / "target").mkdir(parents=True)
+        (tmp_path / "top").mkdir()
+        os.symlink(tmp_path / "real" / "target", tmp_path / "top" / "link")
+        zarr.create_array(str(tmp_path / "top" / "data.zarr"), **kw)[...] = [-1, -2, -3, -4]
+        root = str(tmp_path / "top" / "link" / ".." / "data.zarr")
+    zarr.create_array(root, **kw)[...] = [1, 2, 3, 4]
+    with zarr.config.set({"codec_pipeline.path": lz.PATH, "codec_pipeline.strict": True}):
+        z = zarr.open_array(root, mode="r")
+        np.testing.assert_array_equal(z[...], [1, 2, 3, 4])
+    if kind == "symlink-dotdot":  # lsio.open too ("~" is $HOME there, as documented)
+        np.testing.assert_array_equal(lsio.open(root)[...], [1, 2, 3, 4])

@@ -75,7 +75,12 @@ def local_path(path: Any) -> str:
         if parts.query or parts.fragment:
             raise ValueError(f"a file:// URL cannot carry a query or fragment: {p!r}")
         p = urllib.parse.unquote(parts.path)
-    return os.path.abspath(os.path.expanduser(p))
+    p = os.path.expanduser(p)
+    if ".." in p.split(os.sep):
+        # "link/.." is the parent of the link's target for the OS; abspath would drop the
+        # pair as text and name another directory.
+        return os.path.realpath(p)
+    return os.path.abspath(p)
 
 
 def is_remote(url: Any) -> bool:
