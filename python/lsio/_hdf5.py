@@ -14,7 +14,9 @@ How a dataset translates (what h5py reports -> Zarr v3):
   "chunk" of uncompressed bytes, so a crop reads only its rows); compact -> the bytes inline.
   Unallocated chunks and datasets read as the HDF5 fill value, as h5py returns them.
 - filters, in the file's pipeline order after the ``bytes`` codec (endianness from the
-  dtype): deflate -> ``numcodecs.zlib``, shuffle -> ``numcodecs.shuffle``, fletcher32 ->
+  dtype): deflate -> ``numcodecs.zlib``, shuffle -> ``lsio.hdf5.shuffle`` (numcodecs' shuffle,
+  but the bytes after the last whole element stay in place, as HDF5's filter leaves them:
+  netCDF-C runs fletcher32 first), fletcher32 ->
   ``numcodecs.fletcher32`` (verified on every read), the hdf5plugin filters zstd (32015) ->
   ``zstd``, blosc (32001) -> ``blosc``, lz4 (32004) -> ``lsio.hdf5.lz4`` (the filter's own
   block framing, cpp/src/codec/hdf5_lz4.cc) and bitshuffle (32008, alone or with LZ4 or zstd
@@ -357,7 +359,8 @@ def _codec(code: int, values: Tuple[int, ...], name: bytes, itemsize: int) -> Di
     if code == 1:
         return {"name": "numcodecs.zlib", "configuration": {"level": int(values[0]) if values else 6}}
     if code == 2:
-        return {"name": "numcodecs.shuffle", "configuration": {"elementsize": int(values[0]) if values else itemsize}}
+        # HDF5's shuffle keeps the bytes after the last whole element (numcodecs' refuses them)
+        return {"name": "lsio.hdf5.shuffle", "configuration": {"elementsize": int(values[0]) if values else itemsize}}
     if code == 3:
         return {"name": "numcodecs.fletcher32", "configuration": {}}
     if code == 32015:
@@ -695,6 +698,21 @@ def _reencode(dset: Any, origin: Tuple[int, ...], chunks: List[int], codecs: Lis
     return bytes(data)
 
 
+class _Hdf5Shuffle:
+    """HDF5's shuffle filter, encode side (for _reencode): byte planes of the whole elements,
+    then the bytes after the last one as they are."""
+
+    def __init__(self, elementsize: int) -> None:
+        self.e = elementsize
+
+    def encode(self, buf: Any) -> bytes:
+        b = np.frombuffer(memoryview(buf).cast("B"), np.uint8)
+        if self.e <= 1:
+            return b.tobytes()
+        n = b.size // self.e
+        return b[:n * self.e].reshape(n, self.e).T.tobytes() + b[n * self.e:].tobytes()
+
+
 def _numcodecs_encoders(codecs: List[Dict[str, Any]]) -> Any:
     try:
         import numcodecs
@@ -705,6 +723,8 @@ def _numcodecs_encoders(codecs: List[Dict[str, Any]]) -> Any:
         name, cfg = c["name"], dict(c.get("configuration") or {})
         if name.startswith("numcodecs."):
             out.append(numcodecs.get_codec({"id": name[len("numcodecs."):], **cfg}))
+        elif name == "lsio.hdf5.shuffle":
+            out.append(_Hdf5Shuffle(int(cfg["elementsize"])))
         elif name == "zstd":
             out.append(numcodecs.Zstd(level=cfg.get("level", 0)))
         elif name == "blosc":

@@ -631,3 +631,22 @@ def test_remote_chunk_index_prefetch_ignores_what_is_not_an_index(tmp_path):
     assert rf.readinto(buf) == 3136 and bytes(buf) == bytes(node)
     assert store.calls == 1 and not rf._nodes
     rf.close()
+
+
+@pytest.mark.parametrize("dtype", ["f8", "i8", "u8", "f4", "i2"])
+def test_netcdf_fletcher32_before_shuffle(tmp_path, dtype):
+    # netCDF-C runs fletcher32 before shuffle: an 8-byte type's shuffled chunk ends in the
+    # 4 checksum bytes, which HDF5's shuffle leaves in place (numcodecs' shuffle refuses them).
+    netCDF4 = pytest.importorskip("netCDF4")
+    p = tmp_path / "f.nc"
+    data = (np.arange(7 * 10 * 3) - 50).reshape(7, 10, 3).astype(dtype)
+    with netCDF4.Dataset(p, "w") as d:
+        for n, k in zip(("t", "y", "x"), data.shape):
+            d.createDimension(n, k)
+        d.createVariable("v", dtype, ("t", "y", "x"), zlib=True, shuffle=True, fletcher32=True,
+                         chunksizes=(2, 4, 3))[:] = data
+    (want,) = _read(p, "v")
+    a = lsio.open(str(p), "v")
+    np.testing.assert_array_equal(a[...], want)
+    np.testing.assert_array_equal(a.read_crops([[0, 1, 0], [5, 6, 1]], (2, 4, 2)),
+                                  np.stack([want[0:2, 1:5, 0:2], want[5:7, 6:10, 1:3]]))

@@ -62,17 +62,20 @@ class Lz4Codec final : public BytesToBytesCodec {
   }
 };
 
+// numcodecs' shuffle refuses a buffer that is not whole elements; HDF5's shuffle filter
+// (lsio.hdf5.shuffle, python/lsio/_hdf5.py) leaves the bytes after the last whole element in
+// place: netCDF-C runs fletcher32 before shuffle, so an 8-byte type's chunks end in 4 bytes.
 class ShuffleCodec final : public BytesToBytesCodec {
  public:
-  explicit ShuffleCodec(uint64_t elementsize) : e_(elementsize) {}
-  std::string name() const override { return "numcodecs.shuffle"; }
+  ShuffleCodec(uint64_t elementsize, bool hdf5) : e_(elementsize), hdf5_(hdf5) {}
+  std::string name() const override { return hdf5_ ? "lsio.hdf5.shuffle" : "numcodecs.shuffle"; }
   std::optional<uint64_t> EncodedSize(uint64_t decoded) const override { return decoded; }
   Status DecodeBytes(std::span<const uint8_t> in, BytesOut& out, DecodeScratch&) const override {
     LSIO_ASSIGN_OR_RETURN(uint8_t * dst, DecodeDestination(out, in.size(), "shuffle"));
     if (e_ <= 1) {
       std::memcpy(dst, in.data(), in.size());
     } else {
-      if (in.size() % e_ != 0) {
+      if (!hdf5_ && in.size() % e_ != 0) {
         return Status::DataLoss("shuffle: " + std::to_string(in.size()) + " bytes are not a whole number of " +
                                 std::to_string(e_) + "-byte elements");
       }
@@ -84,6 +87,7 @@ class ShuffleCodec final : public BytesToBytesCodec {
 
  private:
   uint64_t e_;
+  bool hdf5_;
 };
 
 template <typename T>
@@ -266,7 +270,9 @@ Result<std::unique_ptr<Codec>> ParseNumcodecsLz4Codec(const nlohmann::json& conf
   return std::unique_ptr<Codec>(new Lz4Codec());
 }
 
-Result<std::unique_ptr<Codec>> ParseNumcodecsShuffleCodec(const nlohmann::json& config) {
+namespace {
+
+Result<std::unique_ptr<Codec>> ParseShuffle(const nlohmann::json& config, bool hdf5) {
   auto e = config.find("elementsize");
   int64_t size = 4;  // numcodecs' default
   if (e != config.end()) {
@@ -275,7 +281,17 @@ Result<std::unique_ptr<Codec>> ParseNumcodecsShuffleCodec(const nlohmann::json& 
     }
     size = e->get<int64_t>();
   }
-  return std::unique_ptr<Codec>(new ShuffleCodec(static_cast<uint64_t>(size)));
+  return std::unique_ptr<Codec>(new ShuffleCodec(static_cast<uint64_t>(size), hdf5));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Codec>> ParseNumcodecsShuffleCodec(const nlohmann::json& config) {
+  return ParseShuffle(config, false);
+}
+
+Result<std::unique_ptr<Codec>> ParseHdf5ShuffleCodec(const nlohmann::json& config) {
+  return ParseShuffle(config, true);
 }
 
 Result<std::unique_ptr<Codec>> ParseV2DeltaCodec(const nlohmann::json& config) {

@@ -46,6 +46,9 @@ Result<std::unique_ptr<Codec>> ParseBloscCodec(const nlohmann::json& config);
 // numcodecs.cc: numcodecs' lz4 and shuffle (v2, and v3's numcodecs.zarr3 names), v2's delta.
 Result<std::unique_ptr<Codec>> ParseNumcodecsLz4Codec(const nlohmann::json& config);
 Result<std::unique_ptr<Codec>> ParseNumcodecsShuffleCodec(const nlohmann::json& config);
+// HDF5's shuffle filter: numcodecs' shuffle, except that bytes after the last whole element
+// stay in place (numcodecs.cc).
+Result<std::unique_ptr<Codec>> ParseHdf5ShuffleCodec(const nlohmann::json& config);
 Result<std::unique_ptr<Codec>> ParseV2DeltaCodec(const nlohmann::json& config);
 // numcodecs' checksums (checksum32.cc) and the bz2 / lzma compressors (bz2.cc, lzma.cc): Zarr
 // v2 filters or compressors, v3's numcodecs.* names.
