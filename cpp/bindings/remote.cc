@@ -126,6 +126,16 @@ void BindRemote(py::module_& m) {
           },
           py::arg("key"), py::arg("offset"), py::arg("length"), py::arg("version") = "", py::arg("size") = 0)
       .def(
+          "read_ranges",
+          [](lsio::RemoteStore& s, const std::string& key, const std::vector<std::pair<uint64_t, uint64_t>>& ranges,
+             const std::string& version, uint64_t size) {
+            std::vector<std::string> v = Value(WithoutGil([&] { return s.ReadRanges(key, ranges, version, size); }));
+            py::list out;
+            for (const std::string& x : v) out.append(py::bytes(x));
+            return out;
+          },
+          py::arg("key"), py::arg("ranges"), py::arg("version") = "", py::arg("size") = 0)
+      .def(
           "list_children",
           [](lsio::RemoteStore& s, const std::string& prefix) {
             return Value(WithoutGil([&] { return s.ListChildren(prefix); }));

@@ -145,6 +145,40 @@ Result<std::optional<RemoteStore::Head>> RemoteStore::StatHead(const std::string
   return std::optional<Head>(Head{info.size, info.version, info.last_modified});
 }
 
+Result<std::vector<std::string>> RemoteStore::ReadRanges(const std::string& key,
+                                                         const std::vector<std::pair<uint64_t, uint64_t>>& ranges,
+                                                         const std::string& version, uint64_t size) {
+  ObjectStore& http = *impl_->http;
+  LSIO_ASSIGN_OR_RETURN(ObjectRef obj, http.Open(key));
+  std::vector<std::string> out(ranges.size());
+  std::vector<RangeRead> reads;
+  std::vector<size_t> which;
+  reads.reserve(ranges.size());
+  const bool pin = !version.empty() && http.AdoptVersion(*obj, version, size);
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    out[i].resize(static_cast<size_t>(ranges[i].second));
+    if (ranges[i].second == 0) continue;
+    RangeRead r;
+    r.object = obj.get();
+    r.kind = ReadKind::kRange;
+    r.offset = ranges[i].first;
+    r.length = ranges[i].second;
+    r.dst = reinterpret_cast<uint8_t*>(out[i].data());
+    r.pin_version = pin;
+    reads.push_back(r);
+    which.push_back(i);
+  }
+  if (!reads.empty()) http.Read(std::span<RangeRead>(reads.data(), reads.size()), [](size_t) {});
+  for (const RangeRead& r : reads) {
+    if (!r.status.ok()) return Status(r.status).WithPath(http.Location(key)).WithRange(r.offset, r.length);
+    if (r.missing) return Status::IoError("no such object", ENOENT).WithPath(http.Location(key));
+    if (r.transferred != r.length) {
+      return Status::IoError("object ends before the range", EIO).WithPath(http.Location(key)).WithRange(r.offset, r.length);
+    }
+  }
+  return out;
+}
+
 Result<std::string> RemoteStore::ReadRange(const std::string& key, uint64_t offset, uint64_t length,
                                            const std::string& version, uint64_t size) {
   ObjectStore& http = *impl_->http;

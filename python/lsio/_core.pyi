@@ -48,6 +48,9 @@ class RemoteStore:
     def read_range(self, key: str, offset: int, length: int, version: str = "", size: int = 0) -> bytes:
         """One range request; pinned to `version` and `size` (from stat) when given (ESTALE if changed)."""
         ...
+    def read_ranges(self, key: str, ranges: list[tuple[int, int]], version: str = "", size: int = 0) -> list[bytes]:
+        """read_range for many (offset, length) ranges at once, all in flight together."""
+        ...
     def set_credentials(
         self, access_key_id: str, secret_access_key: str, session_token: str, token: str
     ) -> None: ...

@@ -31,9 +31,12 @@ How a dataset translates (what h5py reports -> Zarr v3):
   could not shrink as it is, noting it in the chunk's filter mask) is read through h5py once
   and re-encoded with the dataset's pipeline (numcodecs), inline; without numcodecs that is
   an UnsupportedError naming the chunk.
-- attributes -> ``attributes`` (numpy values as JSON; NetCDF4's and HDF5's bookkeeping
-  attributes hidden, as h5netcdf hides them); dimension scales -> ``dimension_names`` (a
-  NetCDF4 dimension without a coordinate variable is not a variable, as in netCDF4-python).
+- attributes -> ``attributes`` (numpy values as JSON, their numpy types under ATTR_TYPES so
+  Array.attrs gives them back typed; NetCDF4's and HDF5's bookkeeping attributes hidden, as
+  h5netcdf hides them); dimension scales -> ``dimension_names`` (a NetCDF4 dimension
+  without a coordinate variable is not a variable, as in netCDF4-python); a variable shorter
+  than its unlimited dimension -> the dimension's length, padded with the fill value.
+- every hard and soft link is a node (not only each object once, as visititems sees them).
 - dtypes: booleans, integers, floats and complex numbers of either byte order; enums read as
   their integer values (as h5py gives them); fixed-length NUL-padded strings (NetCDF char
   variables) as ``null_terminated_bytes``. Variable-length strings, space-padded strings,
@@ -136,7 +139,6 @@ class _RangeFile(io.RawIOBase):
     nothing is prefetched and h5py reads as before."""
 
     _BLOCK = 64 << 10
-    _PREFETCH_THREADS = 32
     _MAX_NODE_BYTES = 64 << 20  # prefetched nodes held at once
 
     def __init__(self, store: Any, key: str, size: int, version: str) -> None:
@@ -146,7 +148,6 @@ class _RangeFile(io.RawIOBase):
         self._blocks: Dict[int, bytes] = {}
         self._addr_size = 8
         self._base = 0
-        self._pool: Any = None
         self._walked: set = set()  # index nodes whose subtrees were prefetched
         self._nodes: Dict[int, bytes] = {}  # prefetched index nodes by address, until h5py reads them
         self._node_bytes = 0
@@ -164,12 +165,6 @@ class _RangeFile(io.RawIOBase):
 
     def tell(self) -> int:
         return self._pos
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
-        super().close()
 
     def set_layout(self, addr_size: int, base: int) -> None:
         """The file's address size and base address (the superblock's; h5py reports them)."""
@@ -266,29 +261,22 @@ class _RangeFile(io.RawIOBase):
             level, children = level - 1, below
 
     def _fetch_nodes(self, addresses: List[int], size: int) -> None:
-        """Reads the ``size`` bytes at each address into ``_nodes``, in parallel. Best effort:
-        a node that fails, or does not fit under _MAX_NODE_BYTES, is left to h5py's own read
-        (which raises the error, if it is one)."""
+        """Reads the ``size`` bytes at each address into ``_nodes``, all in one batch of
+        concurrent range requests (the store's, with the GIL released: no Python thread
+        runs meanwhile, so none can free an h5py object while h5py holds its lock). Best
+        effort: a batch that fails, or nodes past _MAX_NODE_BYTES, are left to h5py's own
+        reads (which raise the error, if it is one)."""
         room = max(0, (self._MAX_NODE_BYTES - self._node_bytes) // max(1, size))
         todo = [c for c in addresses if c not in self._nodes][:room]
         if not todo:
             return
-        if self._pool is None:
-            import concurrent.futures  # noqa: PLC0415 - only remote HDF5 files need it
-
-            # Threads live while this file is open (one translation), never across a fork.
-            self._pool = concurrent.futures.ThreadPoolExecutor(self._PREFETCH_THREADS, thread_name_prefix="lsio-h5")
-
-        def get(c: int) -> bytes:
-            return bytes(self._store.read_range(self._key, c, min(size, self._size - c), self._version, self._size))
-
-        futures = [(c, self._pool.submit(get, c)) for c in todo]
-        for c, f in futures:
-            try:
-                node = f.result()
-            except Exception:  # noqa: BLE001 - best effort, see above
-                continue
-            self._nodes[c] = node
+        try:
+            got = self._store.read_ranges(self._key, [(c, min(size, self._size - c)) for c in todo],
+                                          self._version, self._size)
+        except Exception:  # noqa: BLE001 - best effort, see above
+            return
+        for c, node in zip(todo, got):
+            self._nodes[c] = bytes(node)
             self._node_bytes += len(node)
 
 
@@ -326,7 +314,14 @@ def _fill_json(v: Any) -> Any:
 
 
 def _attrs(obj: Any) -> Dict[str, Any]:
+    """An object's attributes as JSON, with the numpy type of each numeric one (and of a
+    byte-string ``_FillValue``) under ATTR_TYPES, so they read back as h5py and h5netcdf give
+    them (:func:`typed_attrs`): xarray takes the type of ``scale_factor`` for the decoded
+    data, and a float64 for a float32 would double it."""
+    import h5py
+
     out: Dict[str, Any] = {}
+    types: Dict[str, List[str]] = {}
     for k in obj.attrs.keys():
         if k in _HIDDEN:
             continue
@@ -334,9 +329,54 @@ def _attrs(obj: Any) -> Dict[str, Any]:
             v = obj.attrs[k]
         except (OSError, TypeError, ValueError):
             continue  # a type h5py cannot read (references, ...): not carried
+        if isinstance(v, h5py.Empty):  # an attribute of no values: an empty array (h5netcdf)
+            out[k] = []
+            types[k] = ["a", np.dtype(v.dtype).str]
+            continue
         if isinstance(v, np.ndarray) and v.ndim == 1 and v.size == 1:
             v = v[0]  # NetCDF stores every attribute as an array: one value reads as a scalar, as in xarray
+        t = getattr(v, "dtype", None)
+        if t is not None and t.kind == "S" and k == "_FillValue" and not isinstance(v, np.ndarray):
+            out[k] = bytes(v).decode("latin-1")  # a char variable's fill: bytes, as h5netcdf gives it
+            types[k] = ["s", t.str]
+            continue
         out[k] = _json_value(v)
+        if t is not None and t.kind in "biufc":
+            types[k] = ["a" if isinstance(v, np.ndarray) else "s", t.str]
+    if types:
+        out[ATTR_TYPES] = types
+    return out
+
+
+# The attribute that carries the numpy types of an HDF5 object's other attributes (_attrs).
+ATTR_TYPES = "_lsio_hdf5_types"
+
+
+def typed_attrs(attrs: Dict[str, Any]) -> Dict[str, Any]:
+    """``attrs`` (a copy) with the numpy types ATTR_TYPES records restored and that entry
+    dropped: numeric attributes as numpy scalars and arrays, a byte-string ``_FillValue`` as
+    ``np.bytes_``."""
+    out = dict(attrs)
+    types = out.pop(ATTR_TYPES, None)
+    if not isinstance(types, dict):
+        return out
+    for k, spec in types.items():
+        if k not in out or not isinstance(spec, list) or len(spec) != 2:
+            continue
+        try:
+            dt = np.dtype(spec[1])
+            v = out[k]
+            if dt.kind == "S":
+                v = np.array(str(v).encode("latin-1"), dtype=dt)[()]
+            elif dt.kind == "c":  # complex values as [re, im] pairs (_json_value)
+                pairs = np.asarray(v, dtype=np.float64).reshape(-1, 2)
+                c = (pairs[:, 0] + 1j * pairs[:, 1]).astype(dt)
+                v = c if spec[0] == "a" else c[0]
+            else:
+                v = np.asarray(v, dtype=dt) if spec[0] == "a" else dt.type(v)
+        except (TypeError, ValueError, OverflowError, IndexError):
+            continue
+        out[k] = v
     return out
 
 
@@ -430,21 +470,75 @@ def _null_padded(dset: Any) -> bool:
         return False
 
 
-def _dimension_names(dset: Any) -> Optional[List[str]]:
+def _scales(dset: Any, dimids: Optional[Dict[int, str]] = None) -> Optional[List[str]]:
+    """The HDF5 path of each axis's dimension scale, or None where an axis has none. An axis
+    without an attached scale may still name its dimension: a dimension scale dataset's first
+    axis is its own dimension (a coordinate variable), and netCDF-C writes no dimension list
+    on a coordinate variable of several dimensions (a char coordinate ``station(station,
+    strlen)``) but the ids of its dimensions (``_Netcdf4Coordinates``), which ``dimids`` (the
+    file's ``_Netcdf4Dimid`` -> scale path) resolves."""
     import h5py
 
-    if dset.ndim == 1 and h5py.h5ds.is_scale(dset.id):
-        return [dset.name.rsplit("/", 1)[-1]]  # a coordinate variable: its own dimension
-    names: List[str] = []
-    for dim in dset.dims:
+    if dset.shape is None:
+        return None
+    own = h5py.h5ds.is_scale(dset.id)
+    coords: Any = None
+    out: List[str] = []
+    for i, dim in enumerate(dset.dims):
         try:
             scales = list(dim.values())
         except Exception:  # noqa: BLE001 - h5py raises several kinds for odd dimension lists
             scales = []
-        if not scales:
+        if scales:
+            out.append(scales[0].name)
+            continue
+        if i == 0 and own:
+            out.append(dset.name)
+            continue
+        if coords is None:
+            try:
+                coords = [int(x) for x in np.asarray(dset.attrs.get("_Netcdf4Coordinates", [])).ravel()]
+            except (OSError, TypeError, ValueError):
+                coords = []
+        path = (dimids or {}).get(coords[i]) if i < len(coords) else None
+        if path is None:
             return None
-        names.append(scales[0].name.rsplit("/", 1)[-1])
-    return names
+        out.append(path)
+    return out
+
+
+def _dimension_ids(datasets: List[Any]) -> Dict[int, str]:
+    """netCDF-C's dimension ids (``_Netcdf4Dimid`` of each dimension scale) -> scale path."""
+    import h5py
+
+    out: Dict[int, str] = {}
+    for dset in datasets:
+        try:
+            if dset.shape is not None and h5py.h5ds.is_scale(dset.id) and "_Netcdf4Dimid" in dset.attrs:
+                out[int(np.asarray(dset.attrs["_Netcdf4Dimid"]).ravel()[0])] = dset.name
+        except (OSError, TypeError, ValueError, IndexError):
+            continue
+    return out
+
+
+def _dimension_names(dset: Any, dimids: Optional[Dict[int, str]] = None) -> Optional[List[str]]:
+    scales = _scales(dset, dimids)
+    return None if scales is None else [p.rsplit("/", 1)[-1] for p in scales]
+
+
+def _dimension_lengths(datasets: List[Any], dimids: Dict[int, str]) -> Dict[str, int]:
+    """The current length of each unlimited dimension (by its scale's path): the longest
+    extent along it of any dataset, as netCDF4-python and h5netcdf take it; variables that
+    are shorter read as padded with their fill value."""
+    lengths: Dict[str, int] = {}
+    for dset in datasets:
+        if dset.shape is None or dset.maxshape is None:
+            continue
+        scales = _scales(dset, dimids) or []
+        for i, scale in enumerate(scales):
+            if dset.maxshape[i] is None:
+                lengths[scale] = max(lengths.get(scale, 0), int(dset.shape[i]))
+    return lengths
 
 
 def _is_phony_dimension(dset: Any) -> bool:
@@ -456,18 +550,29 @@ def _is_phony_dimension(dset: Any) -> bool:
     return isinstance(name, (bytes, np.bytes_)) and bytes(name).startswith(_PHONY)
 
 
-def _dataset(b: _Builder, key: str, dset: Any, encoders: Callable[[List[Dict[str, Any]]], Any]) -> None:
+def _dataset(b: _Builder, key: str, dset: Any, encoders: Callable[[List[Dict[str, Any]]], Any],
+             lengths: Optional[Dict[str, int]] = None, dimids: Optional[Dict[int, str]] = None) -> None:
     import h5py
 
     attrs = _attrs(dset)
-    shape = tuple(int(s) for s in dset.shape)
+    if dset.shape is None:  # a null dataspace (h5py.Empty): no elements, not even a scalar
+        b.doc(f"{key}/zarr.json", _unsupported_node((), "HDF5 dataset with a null dataspace (no elements)", attrs))
+        return
+    extent = tuple(int(s) for s in dset.shape)
+    # Along an unlimited dimension a variable may hold fewer records than the dimension:
+    # it is as long as the dimension, the rest its fill value (netCDF4-python, h5netcdf).
+    shape = extent
+    scales = _scales(dset, dimids) if lengths and dset.maxshape is not None else None
+    if scales is not None:
+        shape = tuple(max(n, lengths.get(sc, 0)) if dset.maxshape[i] is None else n  # type: ignore[union-attr]
+                      for i, (n, sc) in enumerate(zip(extent, scales)))
     dt = dset.dtype
     dcpl = dset.id.get_create_plist()
     layout = dcpl.get_layout()
     data_type: Any = _data_type(dt) if dt.names is None and h5py.check_dtype(vlen=dt) is None else None
     info = h5py.check_string_dtype(dt)
     if data_type is None and info is not None and info.length is None:
-        _vlen_strings(b, key, dset, shape, attrs)
+        _vlen_strings(b, key, dset, shape, attrs, dimids)
         return
     if data_type is None and dt.kind == "S" and _null_padded(dset):
         # Fixed-length byte strings (NetCDF char variables, HDF5 strings padded with NULs): the
@@ -504,7 +609,7 @@ def _dataset(b: _Builder, key: str, dset: Any, encoders: Callable[[List[Dict[str
                        else _fill_json(np.asarray(fill, dtype=dt)[()]) if fill is not None else 0),
         "codecs": codecs, "attributes": attrs,
     }
-    dims = _dimension_names(dset) if ndim else None
+    dims = _dimension_names(dset, dimids) if ndim else None
     if dims is not None and len(dims) == ndim:
         node["dimension_names"] = dims
     b.doc(f"{key}/zarr.json", node)
@@ -530,11 +635,16 @@ def _dataset(b: _Builder, key: str, dset: Any, encoders: Callable[[List[Dict[str
             edge = partial_opt is not False and any(o + c > n for o, c, n in zip(info.chunk_offset, grid_chunks, shape))
             if edge and partial_opt is None:
                 edge = info.size == raw_chunk
-            if (info.filter_mask or edge) and not unsupported:
+            # A chunk across the end of a variable shorter than its dimension: what it holds
+            # past the variable's extent is not data (h5py's read pads with the fill value).
+            straddles = shape != extent and any(o < e < o + c for o, c, e in zip(info.chunk_offset, grid_chunks, extent))
+            if straddles and unsupported:
+                continue  # unreadable anyway (the codec names why)
+            if (info.filter_mask or edge or straddles) and not unsupported:
                 try:
                     b.inline[ckey] = _reencode(dset, info.chunk_offset, grid_chunks, codecs, encoders, ckey)
                 except UnsupportedError as e:
-                    if info.filter_mask or partial_opt:  # this dataset cannot be read; the rest of the file can
+                    if info.filter_mask or partial_opt or straddles:  # this dataset cannot be read; the rest can
                         b.doc(f"{key}/zarr.json", _unsupported_node(shape, str(e), attrs))
                         return
                     b.extent(ckey, info.byte_offset, info.size)  # only suspected: read as stored
@@ -627,7 +737,8 @@ def _dont_filter_partial_chunks(dcpl: Any) -> Optional[bool]:
     return bool(opts.value & _H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS)
 
 
-def _vlen_strings(b: _Builder, key: str, dset: Any, shape: Tuple[int, ...], attrs: Dict[str, Any]) -> None:
+def _vlen_strings(b: _Builder, key: str, dset: Any, shape: Tuple[int, ...], attrs: Dict[str, Any],
+                  dimids: Optional[Dict[int, str]] = None) -> None:
     """A variable-length string dataset: its strings live in the file's global heap, not in
     its chunks, so they are read here once (h5py) and kept as one inline chunk in Zarr's
     ``vlen-utf8`` encoding (a count, then a length and the UTF-8 bytes of each item): the
@@ -636,6 +747,10 @@ def _vlen_strings(b: _Builder, key: str, dset: Any, shape: Tuple[int, ...], attr
     ndim = len(shape)
     try:
         values = dset.asstr()[()] if ndim else [dset.asstr()[()]]
+        if ndim and tuple(shape) != tuple(dset.shape):  # shorter than its dimension: padded with ""
+            padded = np.full(shape, "", dtype=object)
+            padded[tuple(slice(0, n) for n in dset.shape)] = values
+            values = padded
         items = [str(v).encode("utf-8") for v in np.asarray(values, dtype=object).ravel()]
     except (UnicodeDecodeError, OSError, ValueError, TypeError) as e:
         b.doc(f"{key}/zarr.json", _unsupported_node(shape, f"HDF5 variable-length strings lsio cannot read ({e})",
@@ -652,7 +767,7 @@ def _vlen_strings(b: _Builder, key: str, dset: Any, shape: Tuple[int, ...], attr
         "chunk_key_encoding": {"name": "v2", "configuration": {"separator": "."}}, "fill_value": "",
         "codecs": [{"name": "vlen-utf8"}], "attributes": attrs,
     }
-    dims = _dimension_names(dset) if ndim else None
+    dims = _dimension_names(dset, dimids) if ndim else None
     if dims is not None and len(dims) == ndim:
         node["dimension_names"] = dims
     b.doc(f"{key}/zarr.json", node)
@@ -738,27 +853,54 @@ def _numcodecs_encoders(codecs: List[Dict[str, Any]]) -> Any:
 def build(f: Any, url: str, name: str, remote: Optional[_RangeFile] = None) -> Any:
     """The references of the open h5py file ``f``, every chunk a byte range of ``url``;
     ``remote``: the file object through which ``f`` reads a remote file."""
-    import h5py
-
     if remote is not None:
         remote.set_layout(f.id.get_create_plist().get_sizes()[0], int(f.userblock_size))
 
     b = _Builder(url)
     b.doc("zarr.json", {"zarr_format": 3, "node_type": "group", "attributes": _attrs(f)})
 
-    def visit(path: str, obj: Any) -> None:
-        if isinstance(obj, h5py.Group):
-            b.doc(f"{path}/zarr.json", {"zarr_format": 3, "node_type": "group", "attributes": _attrs(obj)})
-        elif isinstance(obj, h5py.Dataset):
-            if _is_phony_dimension(obj):
-                return
-            head, _, name = path.rpartition("/")
-            if name.startswith(_NON_COORD):  # netCDF-C's name for a variable named like a dimension
-                path = f"{head}/{name[len(_NON_COORD):]}" if head else name[len(_NON_COORD):]
-            _dataset(b, path, obj, _numcodecs_encoders)
-
-    f.visititems(visit)
+    datasets: List[Tuple[str, Any]] = []
+    _walk_links(b, f["/"], "", (f["/"].id,), datasets)
+    dimids = _dimension_ids([d for _, d in datasets])
+    lengths = _dimension_lengths([d for _, d in datasets], dimids)
+    for path, obj in datasets:
+        if _is_phony_dimension(obj):
+            continue
+        head, _, leaf = path.rpartition("/")
+        if leaf.startswith(_NON_COORD):  # netCDF-C's name for a variable named like a dimension
+            path = f"{head}/{leaf[len(_NON_COORD):]}" if head else leaf[len(_NON_COORD):]
+        _dataset(b, path, obj, _numcodecs_encoders, lengths, dimids)
+    obj = None
+    datasets.clear()  # h5py's objects freed here, on this thread (not later by the collector)
     return b.build(name)
+
+
+def _walk_links(b: _Builder, group: Any, prefix: str, ancestors: Tuple[Any, ...],
+                datasets: List[Tuple[str, Any]]) -> None:
+    """Every link below ``group``, as h5py's keys and h5netcdf list them (visititems would
+    visit an object once and follow no soft link): groups become group nodes, datasets are
+    collected; a dataset linked twice is two arrays; external and dangling soft links are
+    left out; a group inside itself is not entered again. (A module function, not a closure
+    calling itself: that cycle would keep h5py objects for the garbage collector, which may
+    free them on another thread while this one holds h5py's lock.)"""
+    import h5py
+
+    for name in group:
+        link = group.get(name, getlink=True)
+        if not isinstance(link, (h5py.HardLink, h5py.SoftLink)):
+            continue
+        try:
+            obj = group[name]
+        except (KeyError, OSError, ValueError):
+            continue
+        path = f"{prefix}{name}"
+        if isinstance(obj, h5py.Group):
+            if obj.id in ancestors:
+                continue
+            b.doc(f"{path}/zarr.json", {"zarr_format": 3, "node_type": "group", "attributes": _attrs(obj)})
+            _walk_links(b, obj, f"{path}/", ancestors + (obj.id,), datasets)
+        elif isinstance(obj, h5py.Dataset):
+            datasets.append((path, obj))
 
 
 _lock = threading.Lock()
@@ -810,10 +952,10 @@ def references_and_version(spec: Dict[str, Any],
             refs = build(f, path, path, remote)
     except Error:
         raise  # lsio's own (a remote read's StorageError, ...): already typed and named
-    except (OSError, ValueError, KeyError, RuntimeError) as e:
+    except (OSError, ValueError, KeyError, RuntimeError, TypeError) as e:
         if isinstance(e, OSError) and getattr(e, "errno", None) is not None and not isinstance(e, FileNotFoundError):
             raise
-        raise FormatError(f"{path!r} cannot be read as an HDF5 file: {e}") from None
+        raise FormatError(f"{path!r} cannot be read as an HDF5 file: {type(e).__name__}: {e}") from None
     finally:
         if remote is not None:
             remote.close()

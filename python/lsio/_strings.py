@@ -25,6 +25,7 @@ from typing import Any, Optional, Tuple
 import numpy as np
 
 from . import _core, _storage
+from ._hdf5 import typed_attrs as _typed
 from ._nodes import LocalNodes, RemoteNodes
 from ._remote import Handle as _Handle
 from .errors import BoundsError
@@ -124,7 +125,7 @@ class StringArray:
 
     @property
     def attrs(self) -> dict:
-        return dict(self._attrs)
+        return _typed(self._attrs)
 
     @property
     def dimension_names(self) -> Optional[Tuple[Optional[str], ...]]:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 import numpy as np
 
 from . import _core, _options, _storage, _tune
+from ._hdf5 import typed_attrs as _typed
 from ._remote import Handle as _Handle, ProcessLock as _ProcessLock
 from .errors import BoundsError
 
@@ -267,7 +268,7 @@ class Array:
 
     @property
     def attrs(self) -> dict:
-        return json.loads(self._meta()["attributes_json"])
+        return _typed(json.loads(self._meta()["attributes_json"]))
 
     @property
     def dimension_names(self) -> Optional[Tuple[Optional[str], ...]]:

@@ -40,6 +40,7 @@ from . import __version__
 from .array import Array
 from .errors import CorruptDataError, Error, FormatError, StorageError, UnsupportedError
 from . import _storage
+from ._hdf5 import typed_attrs as _typed
 from ._nodes import LocalNodes, RemoteNodes
 from ._strings import StringArray, is_vlen_string
 from .group import group_from
@@ -224,8 +225,14 @@ def _jsonable(x: Any) -> Any:
         return {k: _jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):  # numeric attributes of HDF5 files are typed (_hdf5.typed_attrs)
+        return _jsonable(x.tolist())
+    if isinstance(x, bytes):
+        return x.decode("utf-8", "replace")
     if isinstance(x, np.generic):
         v = x.item()
+        if isinstance(v, bytes):
+            return v.decode("utf-8", "replace")
         if isinstance(v, float) and not math.isfinite(v):
             return str(v)
         if isinstance(v, complex):
@@ -364,7 +371,7 @@ def _unreadable_info(name: str, u: _Unreadable) -> Dict[str, Any]:
     dtype = m.get("data_type")
     return {"name": name, "path": u.path, "readable": False, "not_readable_because": u.why,
             "shape": m.get("shape"), "dtype": dtype if isinstance(dtype, str) else json.dumps(dtype),
-            "chunks": chunks, "codecs": _codec_details(m) or "", "attributes": m.get("attributes") or {}}
+            "chunks": chunks, "codecs": _codec_details(m) or "", "attributes": _typed(m.get("attributes") or {})}
 
 
 def _print_info(d: Dict[str, Any]) -> None:

@@ -31,6 +31,7 @@ import os
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 from . import _storage
+from ._hdf5 import typed_attrs as _typed
 from ._nodes import LocalNodes, RemoteNodes
 from ._strings import StringArray, is_vlen_string
 from .array import Array
@@ -175,7 +176,7 @@ class Group:
     @property
     def attrs(self) -> dict:
         a = self._meta.get("attributes") or {}
-        return dict(a) if isinstance(a, dict) else {}
+        return _typed(a) if isinstance(a, dict) else {}
 
     @property
     def snapshot_id(self) -> Optional[str]:

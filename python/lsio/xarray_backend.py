@@ -263,7 +263,8 @@ class LsioStore(AbstractDataStore):
             # _FillValue (CF masking), unless .zarray says null (no fill value).
             if self._metas.get(name, {}).get("fill_value", 0) is not None:
                 attrs["_FillValue"] = arr.fill_value
-        elif "_FillValue" in attrs:
+        elif "_FillValue" in attrs and not isinstance(attrs["_FillValue"], (np.generic, np.ndarray)):
+            # (a typed value is an HDF5 file's attribute as the file has it: kept as it is)
             attrs["_FillValue"] = _decode_fill_attr(attrs["_FillValue"], arr.dtype)
         return Variable(dims, data, attrs, encoding)
 

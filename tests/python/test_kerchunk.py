@@ -282,3 +282,17 @@ def test_malformed_references_are_typed_errors(tmp_path):
         lsio.open(str(r), "x", direct=True)
     # The reference file changed on disk: the next open reads the new one.
     np.testing.assert_array_equal(lsio.open(str(r), "x")[...], np.concatenate([np.arange(8)] * 2))
+
+
+def test_empty_dataset_with_zero_chunks(tmp_path):
+    # kerchunk writes "chunks": [0] for an empty dataset; zarr-python reads an empty array.
+    h5 = tmp_path / "zero.h5"
+    with h5py.File(h5, "w") as f:
+        f["empty"] = np.zeros((0,), "f4")
+        f["full"] = np.arange(3.0)
+    refs = _refs(h5, tmp_path / "zero.json", 0)
+    assert json.loads(json.loads(refs.read_text())["refs"]["empty/.zarray"])["chunks"] == [0]
+    assert set(lsio.open_group(str(refs)).array_names) == {"empty", "full"}
+    got = lsio.open(str(refs), "empty")[...]
+    assert got.shape == (0,) and got.dtype == np.float32
+    np.testing.assert_array_equal(lsio.open(str(refs), "full")[...], np.arange(3.0))

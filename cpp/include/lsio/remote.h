@@ -115,6 +115,12 @@ class RemoteStore {
   /// never mixes two versions.
   Result<std::string> ReadRange(const std::string& key, uint64_t offset, uint64_t length,
                                 const std::string& version = "", uint64_t size = 0);
+  /// ReadRange for many ranges of `key` at once, all in flight together (the store's own
+  /// concurrency, no thread of the caller's): one round trip for a batch of small reads.
+  /// Fails with the first range's error, naming it.
+  Result<std::vector<std::string>> ReadRanges(const std::string& key,
+                                              const std::vector<std::pair<uint64_t, uint64_t>>& ranges,
+                                              const std::string& version = "", uint64_t size = 0);
   /// Names directly below `prefix` ("" = the root) that have objects under them (S3
   /// ListObjectsV2 with delimiter '/'), sorted. kUnimplemented for plain HTTP.
   Result<std::vector<std::string>> ListChildren(const std::string& prefix);

@@ -209,13 +209,28 @@ bool HasVlenUtf8Filter(const nlohmann::json& j) {
   return false;
 }
 
+// `chunks` with a 0 where the shape is 0 (kerchunk writes that for an empty HDF5 dataset;
+// zarr-python reads it as an empty array): 1 there, as any chunk size reads an empty axis.
+nlohmann::json V2Chunks(const nlohmann::json& j) {
+  nlohmann::json chunks = j.value("chunks", nlohmann::json());
+  const nlohmann::json shape = j.value("shape", nlohmann::json());
+  if (!chunks.is_array() || !shape.is_array() || chunks.size() != shape.size()) return chunks;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    if (chunks[i].is_number_integer() && chunks[i].get<int64_t>() == 0 && shape[i].is_number_integer() &&
+        shape[i].get<int64_t>() == 0) {
+      chunks[i] = 1;
+    }
+  }
+  return chunks;
+}
+
 }  // namespace
 
 nlohmann::json V2ArrayAsV3(const nlohmann::json& j, const nlohmann::json& attributes) {
   nlohmann::json node = {{"zarr_format", 2}, {"node_type", "array"}, {"attributes", attributes}};
   const nlohmann::json shape = j.value("shape", nlohmann::json::array());
   node["shape"] = shape;
-  node["chunk_grid"] = {{"name", "regular"}, {"configuration", {{"chunk_shape", j.value("chunks", nlohmann::json())}}}};
+  node["chunk_grid"] = {{"name", "regular"}, {"configuration", {{"chunk_shape", V2Chunks(j)}}}};
   const nlohmann::json dtype = j.value("dtype", nlohmann::json());
   const bool vlen_string = dtype == "|O" && HasVlenUtf8Filter(j);
   nlohmann::json data_type;
@@ -287,7 +302,7 @@ Result<ArrayMetadata> ParseArrayMetadataV2(std::string_view zarray, std::string_
   m.zarr_format = 2;
   LSIO_ASSIGN_OR_RETURN(m.dtype, ParseDataType(dtype_json));
   LSIO_ASSIGN_OR_RETURN(m.shape, ParseArrayShape(j["shape"], "shape", true));
-  LSIO_ASSIGN_OR_RETURN(m.chunk_shape, ParseArrayShape(j["chunks"], "chunks", false));
+  LSIO_ASSIGN_OR_RETURN(m.chunk_shape, ParseArrayShape(V2Chunks(j), "chunks", false));
   const size_t rank = m.shape.size();
   if (m.chunk_shape.size() != rank) {
     return Status::InvalidFormat(".zarray: chunks has rank " + std::to_string(m.chunk_shape.size()) +
