@@ -152,7 +152,6 @@ Result<std::vector<std::string>> RemoteStore::ReadRanges(const std::string& key,
   LSIO_ASSIGN_OR_RETURN(ObjectRef obj, http.Open(key));
   std::vector<std::string> out(ranges.size());
   std::vector<RangeRead> reads;
-  std::vector<size_t> which;
   reads.reserve(ranges.size());
   const bool pin = !version.empty() && http.AdoptVersion(*obj, version, size);
   for (size_t i = 0; i < ranges.size(); ++i) {
@@ -166,7 +165,6 @@ Result<std::vector<std::string>> RemoteStore::ReadRanges(const std::string& key,
     r.dst = reinterpret_cast<uint8_t*>(out[i].data());
     r.pin_version = pin;
     reads.push_back(r);
-    which.push_back(i);
   }
   if (!reads.empty()) http.Read(std::span<RangeRead>(reads.data(), reads.size()), [](size_t) {});
   for (const RangeRead& r : reads) {

@@ -14,9 +14,9 @@ How a dataset translates (what h5py reports -> Zarr v3):
   "chunk" of uncompressed bytes, so a crop reads only its rows); compact -> the bytes inline.
   Unallocated chunks and datasets read as the HDF5 fill value, as h5py returns them.
 - filters, in the file's pipeline order after the ``bytes`` codec (endianness from the
-  dtype): deflate -> ``numcodecs.zlib``, shuffle -> ``lsio.hdf5.shuffle`` (numcodecs' shuffle,
-  but the bytes after the last whole element stay in place, as HDF5's filter leaves them:
-  netCDF-C runs fletcher32 first), fletcher32 ->
+  dtype): deflate -> ``numcodecs.zlib``, shuffle -> ``numcodecs.shuffle``, or after another
+  filter ``lsio.hdf5.shuffle`` (the bytes after the last whole element stay in place, as
+  HDF5's filter leaves them: netCDF-C runs fletcher32 first), fletcher32 ->
   ``numcodecs.fletcher32`` (verified on every read), the hdf5plugin filters zstd (32015) ->
   ``zstd``, blosc (32001) -> ``blosc``, lz4 (32004) -> ``lsio.hdf5.lz4`` (the filter's own
   block framing, cpp/src/codec/hdf5_lz4.cc) and bitshuffle (32008, alone or with LZ4 or zstd
@@ -248,8 +248,9 @@ class _RangeFile(io.RawIOBase):
         size = len(node)  # the nodes of a tree are all of one size
         while children and level > 0:
             children = [c for c in children if c not in self._walked]
-            self._walked.update(children)
             self._fetch_nodes(children, size)
+            children = [c for c in children if c in self._nodes]  # the rest: h5py's own reads
+            self._walked.update(children)
             if level == 1:
                 return  # those were the leaves: their children are chunks
             below: List[int] = []
@@ -262,8 +263,8 @@ class _RangeFile(io.RawIOBase):
 
     def _fetch_nodes(self, addresses: List[int], size: int) -> None:
         """Reads the ``size`` bytes at each address into ``_nodes``, all in one batch of
-        concurrent range requests (the store's, with the GIL released: no Python thread
-        runs meanwhile, so none can free an h5py object while h5py holds its lock). Best
+        concurrent range requests made by the store in C++ (lsio starts no Python thread for
+        them: one could free an h5py object while h5py holds its lock, a deadlock). Best
         effort: a batch that fails, or nodes past _MAX_NODE_BYTES, are left to h5py's own
         reads (which raise the error, if it is one)."""
         room = max(0, (self._MAX_NODE_BYTES - self._node_bytes) // max(1, size))
@@ -329,9 +330,10 @@ def _attrs(obj: Any) -> Dict[str, Any]:
             v = obj.attrs[k]
         except (OSError, TypeError, ValueError):
             continue  # a type h5py cannot read (references, ...): not carried
-        if isinstance(v, h5py.Empty):  # an attribute of no values: an empty array (h5netcdf)
-            out[k] = []
-            types[k] = ["a", np.dtype(v.dtype).str]
+        if isinstance(v, h5py.Empty):  # no values: an empty array (h5netcdf), b"" for a string type
+            t = np.dtype(v.dtype)
+            out[k] = "" if t.kind == "S" else []
+            types[k] = ["s" if t.kind == "S" else "a", t.str]
             continue
         if isinstance(v, np.ndarray) and v.ndim == 1 and v.size == 1:
             v = v[0]  # NetCDF stores every attribute as an array: one value reads as a scalar, as in xarray
@@ -368,10 +370,10 @@ def typed_attrs(attrs: Dict[str, Any]) -> Dict[str, Any]:
             v = out[k]
             if dt.kind == "S":
                 v = np.array(str(v).encode("latin-1"), dtype=dt)[()]
-            elif dt.kind == "c":  # complex values as [re, im] pairs (_json_value)
-                pairs = np.asarray(v, dtype=np.float64).reshape(-1, 2)
-                c = (pairs[:, 0] + 1j * pairs[:, 1]).astype(dt)
-                v = c if spec[0] == "a" else c[0]
+            elif dt.kind == "c":  # complex values as [re, im] pairs (_json_value), any shape
+                pairs = np.asarray(v, dtype=np.float64)
+                c = (pairs[..., 0] + 1j * pairs[..., 1]).astype(dt)
+                v = c if spec[0] == "a" else c[()]
             else:
                 v = np.asarray(v, dtype=dt) if spec[0] == "a" else dt.type(v)
         except (TypeError, ValueError, OverflowError, IndexError):
@@ -394,13 +396,17 @@ _BLOSC_CNAMES = {0: "blosclz", 1: "lz4", 2: "lz4hc", 3: "snappy", 4: "zlib", 5: 
 _BLOSC_SHUFFLE = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
 
 
-def _codec(code: int, values: Tuple[int, ...], name: bytes, itemsize: int) -> Dict[str, Any]:
-    """One HDF5 filter as a Zarr v3 bytes-to-bytes codec (an unknown name if lsio has none)."""
+def _codec(code: int, values: Tuple[int, ...], name: bytes, itemsize: int, first: bool = True) -> Dict[str, Any]:
+    """One HDF5 filter as a Zarr v3 bytes-to-bytes codec (an unknown name if lsio has none);
+    ``first``: no filter runs before it."""
     if code == 1:
         return {"name": "numcodecs.zlib", "configuration": {"level": int(values[0]) if values else 6}}
     if code == 2:
-        # HDF5's shuffle keeps the bytes after the last whole element (numcodecs' refuses them)
-        return {"name": "lsio.hdf5.shuffle", "configuration": {"elementsize": int(values[0]) if values else itemsize}}
+        # After another filter (netCDF-C runs fletcher32 first) the bytes may end in a part of
+        # an element, which HDF5's shuffle leaves in place and numcodecs' refuses:
+        # lsio.hdf5.shuffle. First, it is numcodecs' (which zarr-python and xarray know).
+        size = int(values[0]) if values else itemsize
+        return {"name": "numcodecs.shuffle" if first else "lsio.hdf5.shuffle", "configuration": {"elementsize": size}}
     if code == 3:
         return {"name": "numcodecs.fletcher32", "configuration": {}}
     if code == 32015:
@@ -593,7 +599,7 @@ def _dataset(b: _Builder, key: str, dset: Any, encoders: Callable[[List[Dict[str
         chunks = tuple(int(c) for c in dset.chunks)
         for i in range(dcpl.get_nfilters()):
             code, _flags, values, name = dcpl.get_filter(i)
-            codecs.append(_codec(int(code), tuple(values), name, dt.itemsize))
+            codecs.append(_codec(int(code), tuple(values), name, dt.itemsize, first=i == 0))
     elif layout == h5py.h5d.COMPACT or ndim == 0:
         chunks = shape
     else:  # contiguous: whole leading-axis slices, cut where the leading extent divides evenly
@@ -637,7 +643,7 @@ def _dataset(b: _Builder, key: str, dset: Any, encoders: Callable[[List[Dict[str
                 edge = info.size == raw_chunk
             # A chunk across the end of a variable shorter than its dimension: what it holds
             # past the variable's extent is not data (h5py's read pads with the fill value).
-            straddles = shape != extent and any(o < e < o + c for o, c, e in zip(info.chunk_offset, grid_chunks, extent))
+            straddles = any(o < e < o + c for o, c, e, n in zip(info.chunk_offset, grid_chunks, extent, shape) if n != e)
             if straddles and unsupported:
                 continue  # unreadable anyway (the codec names why)
             if (info.filter_mask or edge or straddles) and not unsupported:
@@ -860,7 +866,7 @@ def build(f: Any, url: str, name: str, remote: Optional[_RangeFile] = None) -> A
     b.doc("zarr.json", {"zarr_format": 3, "node_type": "group", "attributes": _attrs(f)})
 
     datasets: List[Tuple[str, Any]] = []
-    _walk_links(b, f["/"], "", (f["/"].id,), datasets)
+    _walk_links(b, f["/"], "", datasets, {f["/"].id})
     dimids = _dimension_ids([d for _, d in datasets])
     lengths = _dimension_lengths([d for _, d in datasets], dimids)
     for path, obj in datasets:
@@ -875,14 +881,14 @@ def build(f: Any, url: str, name: str, remote: Optional[_RangeFile] = None) -> A
     return b.build(name)
 
 
-def _walk_links(b: _Builder, group: Any, prefix: str, ancestors: Tuple[Any, ...],
-                datasets: List[Tuple[str, Any]]) -> None:
+def _walk_links(b: _Builder, group: Any, prefix: str, datasets: List[Tuple[str, Any]], entered: set) -> None:
     """Every link below ``group``, as h5py's keys and h5netcdf list them (visititems would
     visit an object once and follow no soft link): groups become group nodes, datasets are
     collected; a dataset linked twice is two arrays; external and dangling soft links are
-    left out; a group inside itself is not entered again. (A module function, not a closure
-    calling itself: that cycle would keep h5py objects for the garbage collector, which may
-    free them on another thread while this one holds h5py's lock.)"""
+    left out; a group reached again (a link to itself, an ancestor or a group seen before)
+    is listed, not entered again, so the walk is once per group. (A module function, not a
+    closure calling itself: that cycle would keep h5py objects for the garbage collector,
+    which may free them on another thread while this one holds h5py's lock.)"""
     import h5py
 
     for name in group:
@@ -895,10 +901,10 @@ def _walk_links(b: _Builder, group: Any, prefix: str, ancestors: Tuple[Any, ...]
             continue
         path = f"{prefix}{name}"
         if isinstance(obj, h5py.Group):
-            if obj.id in ancestors:
-                continue
             b.doc(f"{path}/zarr.json", {"zarr_format": 3, "node_type": "group", "attributes": _attrs(obj)})
-            _walk_links(b, obj, f"{path}/", ancestors + (obj.id,), datasets)
+            if obj.id not in entered:
+                entered.add(obj.id)
+                _walk_links(b, obj, f"{path}/", datasets, entered)
         elif isinstance(obj, h5py.Dataset):
             datasets.append((path, obj))
 

@@ -802,3 +802,60 @@ def test_remote_store_read_ranges_is_pinned_like_read_range(nginx_server, tmp_pa
     with pytest.raises(lsio.StorageError) as e:
         store.read_ranges(key, [(0, 10), (1000, 10)], version, size)
     assert e.value.errno == errno.ESTALE
+
+
+def test_padding_touches_only_the_padded_axis(tmp_path):
+    # `w` is shorter than `time` and has a partial edge chunk along the fixed axis `x` (7 by
+    # 3): only chunks across its end along `time` are read through h5py; those along `x` are
+    # references as before, so a filter lsio cannot re-encode (LZ4) still reads.
+    netCDF4 = pytest.importorskip("netCDF4")
+    hdf5plugin = pytest.importorskip("hdf5plugin")
+    p = tmp_path / "s.h5"
+
+    def fill(f):
+        f.create_dataset("t", data=np.arange(8), maxshape=(None,), chunks=(4,))
+        f["t"].make_scale("t")
+        f.create_dataset("x", data=np.arange(7))
+        f["x"].make_scale("x")
+        w = f.create_dataset("w", data=np.ones((8, 7), "f4"), maxshape=(None, 7), chunks=(4, 3),
+                             **hdf5plugin.LZ4())
+        w.resize((4, 7))
+        w.dims[0].attach_scale(f["t"])
+        w.dims[1].attach_scale(f["x"])
+
+    del netCDF4
+    _write(p, fill)
+    a = lsio.open(str(p), "w")
+    assert a.shape == (8, 7)
+    got = a[...]
+    np.testing.assert_array_equal(got[:4], np.ones((4, 7), "f4"))
+    assert (got[4:] == a.fill_value).all()
+
+
+def test_odd_attributes_keep_their_types(tmp_path):
+    p = tmp_path / "a.h5"
+
+    def fill(f):
+        d = f.create_dataset("v", data=np.arange(3))
+        d.attrs["e_s1"] = h5py.Empty("S1")
+        d.attrs["c2"] = np.array([[1 + 2j, 3 - 4j], [5j, 6]], "c8")
+        d.attrs["c0"] = np.complex128(1 - 1j)
+
+    _write(p, fill)
+    at = lsio.open(str(p), "v").attrs
+    assert at["e_s1"] == b"" and isinstance(at["e_s1"], np.bytes_)
+    assert at["c2"].dtype == np.complex64 and at["c2"].shape == (2, 2) and at["c2"][1, 0] == 5j
+    assert type(at["c0"]) is np.complex128 and at["c0"] == 1 - 1j
+
+
+def test_netcdf_encoding_names_the_filters(tmp_path):
+    # shuffle first in the pipeline (netCDF4's default zlib + shuffle) is numcodecs' shuffle,
+    # which zarr-python knows: xarray's encoding carries the compressors.
+    netCDF4 = pytest.importorskip("netCDF4")
+    p = tmp_path / "e.nc"
+    with netCDF4.Dataset(p, "w") as d:
+        d.createDimension("x", 8)
+        d.createVariable("v", "f4", ("x",), zlib=True, complevel=4)[:] = np.arange(8)
+    with _xr_pair(p) as (mine, _):
+        names = [getattr(c, "codec_name", type(c).__name__) for c in mine.v.encoding.get("compressors", ())]
+        assert names == ["numcodecs.shuffle", "numcodecs.zlib"]

@@ -296,3 +296,20 @@ def test_empty_dataset_with_zero_chunks(tmp_path):
     got = lsio.open(str(refs), "empty")[...]
     assert got.shape == (0,) and got.dtype == np.float32
     np.testing.assert_array_equal(lsio.open(str(refs), "full")[...], np.arange(3.0))
+
+
+def test_a_path_with_dotdot_to_a_symlinked_reference_file(tmp_path):
+    # "sub/.." is resolved as the OS walks it, but the reference file stays where its name is
+    # (a symlink to a cached blob): its relative targets are beside the link.
+    (tmp_path / "proj" / "sub").mkdir(parents=True)
+    (tmp_path / "blobs").mkdir()
+    np.arange(4, dtype="<i4").tofile(tmp_path / "proj" / "data.bin")
+    refs = {"version": 1, "refs": {
+        ".zgroup": '{"zarr_format":2}',
+        "a/.zarray": json.dumps({"zarr_format": 2, "shape": [4], "chunks": [4], "dtype": "<i4", "compressor": None,
+                                 "fill_value": 0, "filters": None, "order": "C"}),
+        "a/0": ["data.bin", 0, 16]}}
+    (tmp_path / "blobs" / "abc").write_text(json.dumps(refs))
+    os.symlink("../blobs/abc", tmp_path / "proj" / "refs.json")
+    for p in (tmp_path / "proj" / "refs.json", f"{tmp_path}/proj/sub/../refs.json"):
+        np.testing.assert_array_equal(lsio.open(str(p), "a")[...], np.arange(4))

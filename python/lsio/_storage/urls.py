@@ -78,8 +78,12 @@ def local_path(path: Any) -> str:
     p = os.path.expanduser(p)
     if ".." in p.split(os.sep):
         # "link/.." is the parent of the link's target for the OS; abspath would drop the
-        # pair as text and name another directory.
-        return os.path.realpath(p)
+        # pair as text and name another directory. The directory part is resolved as the OS
+        # walks it; the last name stays as given (a symlinked reference file keeps its place).
+        head, tail = os.path.split(p.rstrip(os.sep) or os.sep)
+        if tail in ("", ".", ".."):
+            return os.path.realpath(p)
+        return os.path.join(os.path.realpath(head or "."), tail)
     return os.path.abspath(p)
 
 
