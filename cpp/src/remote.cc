@@ -179,30 +179,8 @@ Result<std::vector<std::string>> RemoteStore::ReadRanges(const std::string& key,
 
 Result<std::string> RemoteStore::ReadRange(const std::string& key, uint64_t offset, uint64_t length,
                                            const std::string& version, uint64_t size) {
-  ObjectStore& http = *impl_->http;
-  LSIO_ASSIGN_OR_RETURN(ObjectRef obj, http.Open(key));
-  std::string out(static_cast<size_t>(length), '\0');
-  if (length == 0) return out;
-  RangeRead r;
-  r.object = obj.get();
-  r.kind = ReadKind::kRange;
-  r.offset = offset;
-  r.length = length;
-  r.dst = reinterpret_cast<uint8_t*>(out.data());
-  if (!version.empty()) {
-    // The version Stat saw; ObjectStore pins the read to it (If-Match, or the answer's
-    // validators compared), so the object cannot change under a multi-range reader unseen.
-    r.pin_version = http.AdoptVersion(*obj, version, size);
-  }
-  http.Read(std::span<RangeRead>(&r, 1), [](size_t) {});
-  if (!r.status.ok()) return Status(r.status).WithPath(http.Location(key)).WithRange(offset, length);
-  if (r.missing) {
-    return Status::IoError("no such object", ENOENT).WithPath(http.Location(key));
-  }
-  if (r.transferred != length) {
-    return Status::IoError("object ends before the range", EIO).WithPath(http.Location(key)).WithRange(offset, length);
-  }
-  return out;
+  LSIO_ASSIGN_OR_RETURN(std::vector<std::string> one, ReadRanges(key, {{offset, length}}, version, size));
+  return std::move(one[0]);
 }
 
 Result<std::vector<std::string>> RemoteStore::ListChildren(const std::string& prefix) {
