@@ -75,6 +75,7 @@ py::dict CountersDict(const lsio::StoreCounters& c) {
   d["disk_cache_bytes"] = c.disk_cache_bytes;
   d["direct_reads"] = c.direct_reads;
   d["page_cache_reads"] = c.page_cache_reads;
+  d["mapped_reads"] = c.mapped_reads;
   if (c.max_gap != 0) {
     d["max_gap"] = c.max_gap;
     d["max_request"] = c.max_request;

@@ -298,7 +298,8 @@ class Array:
         local arrays report zeros there, and count ``direct_reads`` (reads sent with
         ``O_DIRECT``) and ``page_cache_reads`` (ranges of such files found in the page cache
         and read from it) when they read with ``O_DIRECT`` (``direct=True``, or ``"auto"``
-        on an array larger than the page cache room)."""
+        on an array larger than the page cache room), and ``mapped_reads`` (ranges the page
+        cache held, decoded in place from a mapping of the file, with ``io="auto"``)."""
         return dict(self._native().stats())
 
     def __len__(self) -> int:

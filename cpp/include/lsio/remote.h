@@ -80,6 +80,9 @@ struct StoreCounters {
   /// cache): reads sent with O_DIRECT, and ranges served from the page cache instead.
   uint64_t direct_reads = 0;
   uint64_t page_cache_reads = 0;
+  /// Local files read in place from the page cache through a mapping of the file (io="auto"):
+  /// ranges, counted per worker batch.
+  uint64_t mapped_reads = 0;
   /// Array::Stats only: the coalescing the next read uses (measured when adaptive).
   uint64_t max_gap = 0;
   uint64_t max_request = 0;

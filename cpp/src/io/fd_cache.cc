@@ -64,6 +64,13 @@ OpenFile::~OpenFile() {
   if (cache_fd >= 0) close(cache_fd);
 }
 
+const FileMap* OpenFile::Map() const {
+  std::call_once(map_once_, [this] {
+    if (!direct && !network) map_ = FileMap::Create(fd, size, id.mtime_ns, id.ctime_ns);
+  });
+  return map_.get();
+}
+
 FdCache::FdCache(size_t capacity) : fixed_capacity_(capacity) {}
 
 size_t FdCache::capacity() const {
@@ -142,7 +149,8 @@ Result<FileRef> FdCache::Open(const std::string& path, DirectMode mode) {
   // crops read 1.10x faster buffered (A/B in one process, 9 rounds), level with O_DIRECT.
   // Network and FUSE file systems keep it: there a read is a round trip, and a caller
   // walking a file in small calls (one time step each) leans on the client's readahead.
-  if (!file->direct && !OnNetworkFileSystem(fd)) posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+  file->network = OnNetworkFileSystem(fd);
+  if (!file->direct && !file->network) posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
   file->id = IdentityOf(st);
   if (mode == DirectMode::kMisses && file->direct) {
     // The buffered twin. Opened by path, so it must be the same file: one renamed over the

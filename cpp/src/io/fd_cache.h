@@ -55,6 +55,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "io/file_map.h"
 #include "lsio/status.h"
 
 struct stat;
@@ -90,7 +91,16 @@ struct OpenFile {
   /// kMisses (and O_DIRECT took): a buffered descriptor of the same file, else -1.
   int cache_fd = -1;
   FileIdentity id;      ///< taken with fstat right after open
+  bool network = false; ///< on a network or FUSE file system (fstatfs)
   ~OpenFile();
+
+  /// The whole file mapped for reads in place (io/file_map.h), made on first use; null for
+  /// O_DIRECT descriptors, network and FUSE file systems, and where FileMap::Create refuses.
+  const FileMap* Map() const;
+
+ private:
+  mutable std::once_flag map_once_;
+  mutable std::unique_ptr<FileMap> map_;
 };
 
 using FileRef = std::shared_ptr<const OpenFile>;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "codec/codec.h"
+#include "io/file_map.h"
 #include "read/scatter.h"
 #include "read/stage.h"
 #include "source/sharded.h"
@@ -56,8 +57,9 @@ void ServeCached(const CallState& cs, const ChunkTask& t) {
   Scatter(cs, t, chunk.data());
 }
 
-// Decodes the tasks of `unit` from its bytes, which start at object offset `base_offset`.
-void DecodeUnit(CallState& cs, const IoUnit& unit, const uint8_t* base, uint64_t base_offset) {
+// Decodes the tasks of `unit` from its bytes, which start at object offset `base_offset`;
+// the first failure, with its file, chunk and range.
+Status DecodeUnitTasks(CallState& cs, const IoUnit& unit, const uint8_t* base, uint64_t base_offset) {
   const Plan& plan = *cs.plan;
   for (uint32_t k = 0; k < unit.num_tasks; ++k) {
     const uint32_t ti = plan.unit_tasks[unit.first_task + k];
@@ -65,11 +67,14 @@ void DecodeUnit(CallState& cs, const IoUnit& unit, const uint8_t* base, uint64_t
     if (cs.traits.remote) cs.ctx->store->stats().bytes_used.fetch_add(t.nbytes, std::memory_order_relaxed);
     std::span<const uint8_t> bytes(base + (t.offset - base_offset), t.nbytes);
     Status st = DecodeTask(cs, ti, bytes);
-    if (!st.ok()) {
-      cs.Fail(WithContext(std::move(st), plan, t));
-      return;
-    }
+    if (!st.ok()) return WithContext(std::move(st), plan, t);
   }
+  return Status::Ok();
+}
+
+void DecodeUnit(CallState& cs, const IoUnit& unit, const uint8_t* base, uint64_t base_offset) {
+  Status st = DecodeUnitTasks(cs, unit, base, base_offset);
+  if (!st.ok()) cs.Fail(std::move(st));
 }
 
 // A finished read of a chunk file opened by the read itself (unit = that one task, read into
@@ -175,6 +180,34 @@ bool ServeWithoutRead(CallState& cs, const IoUnit& unit) {
   }
   DecodeUnit(cs, unit, bytes, unit.offset);
   return true;
+}
+
+InPlace ServeMapped(CallState& cs, const IoUnit& unit) {
+  // Staged (GPU) calls and calls with a chunk cache read: the map is checked once the whole
+  // unit is decoded, and by then they would have staged or cached its chunks.
+  if (cs.ctx->stage != nullptr || cs.ctx->chunk_cache != nullptr) return InPlace::kNo;
+  const Plan& plan = *cs.plan;
+  StoreObject& file = *plan.file_refs[static_cast<size_t>(unit.file)];
+  const MappedRange m = cs.ctx->store->Mapped(file, unit.offset, unit.length);
+  if (m.bytes == nullptr) return InPlace::kNo;
+  Status st;
+  {
+    MapAccessGuard guard(*m.map);
+    const uint8_t* bytes = m.bytes;
+    if (unit.dst != nullptr) {  // uncompressed, straight into the output as a read would
+      std::memcpy(unit.dst, bytes, unit.length);
+      bytes = unit.dst;
+    }
+    st = DecodeUnitTasks(cs, unit, bytes, unit.offset);
+  }
+  if (!m.map->Unchanged()) {
+    // What was decoded may hold zeros for a part of the file that went: void. The read
+    // decodes the unit again over the same parts of the output.
+    m.map->Retire();
+    return InPlace::kRead;
+  }
+  if (!st.ok()) cs.Fail(std::move(st));
+  return InPlace::kServed;
 }
 
 }  // namespace lsio

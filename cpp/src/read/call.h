@@ -79,4 +79,11 @@ void FinishRead(CallState& cs, const IoUnit& unit, const RangeRead& r);
 // unsharded chunks). Returns false when `unit` needs a read.
 bool ServeWithoutRead(CallState& cs, const IoUnit& unit);
 
+// Units whose bytes the store has in place (Store::Mapped: a page-cached range of a mapped
+// local file), decoded from there under a MapAccessGuard: kServed; kNo when the store has
+// none; kRead when the file changed under the map meanwhile (FileMap::Unchanged), so that
+// what was decoded is void and `unit` must be read (and decoded again) as any other.
+enum class InPlace { kNo, kServed, kRead };
+InPlace ServeMapped(CallState& cs, const IoUnit& unit);
+
 }  // namespace lsio

@@ -1,5 +1,6 @@
 // The worker loop of local stores: batches of units read with the I/O backend (pread, or
-// io_uring with several reads in flight), each decoded as its read completes; see worker.h.
+// io_uring with several reads in flight), each decoded as its read completes, and ranges the
+// page cache holds decoded in place from the file's mapping (ServeMapped); see worker.h.
 #include <algorithm>
 #include <functional>
 #include <string>
@@ -35,17 +36,37 @@ void LocalWorkerLoop(CallState& cs) {
   // small-buffer size), and batches are single units while reads hit the page cache.
   const std::function<void(size_t)> on_done = [&](size_t i) { FinishRead(cs, plan.units[req_unit[i]], reqs[i]); };
 
+  // Units decoded in place from a mapping (ServeMapped), counted once per call and worker.
+  struct MappedTally {
+    StoreStats& stats;
+    uint64_t n = 0;
+    ~MappedTally() {
+      if (n != 0) stats.mapped_reads.fetch_add(n, std::memory_order_relaxed);
+    }
+  } mapped{ctx.store->stats()};
+
   // Between batches this thread holds no arena, scratch or ring state: the one place
   // where the interrupt poll (and whatever Python signal handler it runs) may happen.
   while (!cs.failed.load(std::memory_order_relaxed) && !cs.Interrupted()) {
     reqs.clear();
     req_unit.clear();
     uint64_t buffered = 0;
+    bool served_in_place = false;
     while (reqs.size() < batch_limit && buffered < cs.batch_bytes) {
       const size_t u = cs.next.fetch_add(1, std::memory_order_relaxed);
       if (u >= n) break;
       const IoUnit& unit = plan.units[u];
       if (ServeWithoutRead(cs, unit)) continue;
+      if (ServeMapped(cs, unit) == InPlace::kServed) {
+        ++mapped.n;
+        // Back to the poll above after each one, as after a hit read inline: a call served
+        // all from the mapping must still see Ctrl-C and another worker's failure.
+        if (reqs.empty()) {
+          served_in_place = true;
+          break;
+        }
+        continue;
+      }
       StoreObject& file = *plan.file_refs[static_cast<size_t>(unit.file)];
       RangeRead r;
       r.object = &file;
@@ -67,7 +88,10 @@ void LocalWorkerLoop(CallState& cs) {
       reqs.push_back(r);
       req_unit.push_back(u);
     }
-    if (reqs.empty()) break;
+    if (reqs.empty()) {
+      if (served_in_place) continue;
+      break;
+    }
 
     AlignedBuffer& arena = ThreadIoArena();
     if (!arena.Reserve(buffered)) {

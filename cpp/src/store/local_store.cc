@@ -137,6 +137,13 @@ StoreTraits LocalStore::traits() {
   return t;
 }
 
+MappedRange LocalStore::Mapped(StoreObject& obj, uint64_t offset, uint64_t length) {
+  if (options_.mode != IoMode::kAuto || options_.backend != nullptr || obj.open_on_read || obj.direct) return {};
+  const FileMap* map = static_cast<const LocalObject&>(obj).file->Map();
+  if (map == nullptr || !map->Resident(offset, length)) return {};
+  return {map->data() + offset, map};
+}
+
 void LocalStore::Close() { files().DropPrefix(root_); }
 
 Result<ObjectRef> LocalStore::Open(std::string_view key) {

@@ -84,6 +84,9 @@ class LocalStore final : public Store {
   void Read(std::span<RangeRead> reads, const std::function<void(size_t)>& on_done,
             const std::function<bool()>& cancelled = {}) override;
   StoreTraits traits() override;
+  /// io="auto" only (io="uring" and "pread" always read, and so does a store given its own
+  /// backend: tests interposing faults), files opened by Open, not O_DIRECT ones.
+  MappedRange Mapped(StoreObject& obj, uint64_t offset, uint64_t length) override;
   void Close() override;
   Result<std::string> TransportName() override;
 

@@ -642,6 +642,14 @@ int64_t ManifestStore::ObjectNumber(std::string_view key) const {
   return e.kind == Manifest::Kind::kRange || e.kind == Manifest::Kind::kWhole ? static_cast<int64_t>(e.url) : -1;
 }
 
+MappedRange ManifestStore::Mapped(StoreObject& obj, uint64_t offset, uint64_t length) {
+  auto* s = dynamic_cast<SliceObject*>(&obj);
+  if (s == nullptr) return obj.resident ? MappedRange{} : targets_[0]->Mapped(obj, offset, length);
+  if (s->whole) return targets_[s->store]->Mapped(*s->target, offset, length);
+  if (offset > s->size || length > s->size - offset) return {};
+  return targets_[s->store]->Mapped(*s->target, s->base + offset, length);
+}
+
 StoreTraits ManifestStore::traits() {
   StoreTraits t = Primary().traits();
   for (const auto& other : targets_) {  // several targets: what every one of them can take

@@ -142,6 +142,8 @@ class ManifestStore final : public Store {
   void ReadStream(const std::function<RangeRead*()>& next, const std::function<void(RangeRead&)>& on_done,
                   const std::function<bool()>& cancelled = {}, std::span<const ObjectRef> confirm = {}) override;
   StoreTraits traits() override;
+  /// The target's mapping of the referenced range (a slice's range inside its target).
+  MappedRange Mapped(StoreObject& obj, uint64_t offset, uint64_t length) override;
   bool LocatesKeys() const override { return true; }
   int64_t ObjectNumber(std::string_view key) const override;
   /// Ranges resolve to the target's objects (each opened once per call), inline values to

@@ -58,6 +58,8 @@
 
 namespace lsio {
 
+class FileMap;  // io/file_map.h
+
 /// What a store knows about one key.
 struct ObjectInfo {
   bool found = false;   ///< false: no object under the key (size and version are then empty)
@@ -145,6 +147,13 @@ struct RangeRead {
   double total_s = 0;
 };
 
+/// A range of an object readable in place (Store::Mapped): `bytes` are the range's first
+/// byte, inside `map`; null bytes: read the range instead.
+struct MappedRange {
+  const uint8_t* bytes = nullptr;
+  const FileMap* map = nullptr;
+};
+
 /// What the executor tunes by (never which store it is).
 struct StoreTraits {
   bool remote = false;          ///< high latency per request: batch wide, coalesce wide
@@ -183,6 +192,7 @@ struct StoreStats {
   std::atomic<uint64_t> disk_cache_bytes{0};  ///< bytes they served
   std::atomic<uint64_t> direct_reads{0};      ///< local reads with O_DIRECT
   std::atomic<uint64_t> page_cache_reads{0};  ///< ranges of O_DIRECT files read from the page cache
+  std::atomic<uint64_t> mapped_reads{0};      ///< ranges read in place from the page cache (Mapped)
 };
 
 /// A plain copy of the counters (lsio/remote.h's StoreCounters, public).
@@ -197,6 +207,7 @@ inline StoreCounters Snapshot(const StoreStats& s) {
   c.disk_cache_bytes = s.disk_cache_bytes.load(std::memory_order_relaxed);
   c.direct_reads = s.direct_reads.load(std::memory_order_relaxed);
   c.page_cache_reads = s.page_cache_reads.load(std::memory_order_relaxed);
+  c.mapped_reads = s.mapped_reads.load(std::memory_order_relaxed);
   return c;
 }
 
@@ -255,6 +266,16 @@ class Store {
   }
 
   virtual StoreTraits traits() = 0;
+
+  /// [offset, offset + length) of `obj` (opened in this call) readable in place, without a
+  /// read: a local file's range the page cache holds, through the file's mapping
+  /// (io/file_map.h). The bytes stay valid while the call holds `obj`. Callers read them only
+  /// inside a MapAccessGuard(*map) and treat everything read as lost if map->faulted()
+  /// afterwards (read/call.cc). Default: nothing is mapped.
+  virtual MappedRange Mapped(StoreObject& obj, uint64_t offset, uint64_t length) {
+    (void)obj, (void)offset, (void)length;
+    return {};
+  }
 
   /// Whether `obj` (opened in this call, size not known yet) may take a version and size
   /// this process learned earlier (a cached shard index's) instead of reading the object to

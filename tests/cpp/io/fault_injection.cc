@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
+#include <cstring>
 #include <functional>
 #include <new>
 #include <utility>
@@ -36,6 +37,7 @@ void ResetFaults() {
   f.nowait_budget = -1;
   f.pread_calls = 0;
   f.preadv2_calls = 0;
+  f.mincore_calls = 0;
   f.uring_max_bytes = 0;
   f.uring_eintr_every = 0;
   f.uring_eagain_every = 0;
@@ -158,6 +160,17 @@ extern "C" ssize_t preadv2(int fd, const struct iovec* iov, int iovcnt, off_t of
   const long r = syscall(SYS_preadv2, fd, iovcnt == 1 ? &one : iov, iovcnt, static_cast<long>(off), 0L, flags);
   if (r > 0 && (flags & RWF_NOWAIT) != 0 && f.nowait_budget.load() > 0) f.nowait_budget.fetch_sub(r);
   return r;
+}
+
+extern "C" int mincore(void* addr, size_t length, unsigned char* vec) {
+  lsio_test::Faults& f = lsio_test::GetFaults();
+  f.mincore_calls.fetch_add(1);
+  const long r = syscall(SYS_mincore, addr, length, vec);
+  if (r == 0 && f.nowait_budget.load() == 0) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    std::memset(vec, 0, (length + page - 1) / page);
+  }
+  return static_cast<int>(r);
 }
 
 namespace lsio_test {

@@ -1,5 +1,5 @@
 // Fault injection for the I/O and read tests. A test binary that links fault_injection.cc
-// defines pread(), preadv2(), io_uring_submit(), io_uring_submit_and_wait(),
+// defines pread(), preadv2(), mincore(), io_uring_submit(), io_uring_submit_and_wait(),
 // posix_memalign() and pthread_create(), and replaces the global operator new / delete; the
 // engine's static libraries then call those instead of libc's / liburing's / libstdc++'s (a
 // definition in the executable wins at link time; the real functions are found with
@@ -14,6 +14,10 @@
 //   nowait_budget    >= 0: preadv2(RWF_NOWAIT) serves this many bytes in total, then
 //                    fails with EAGAIN (a partly cached file); -1 = unlimited
 // Counters: pread_calls, preadv2_calls (calls that reached the interposer).
+//
+// mincore (FileMap::Resident, the check before a range is read in place from a mapping):
+// while nowait_budget is 0 it reports no page resident, so a page cache that refuses inline
+// reads refuses mapped ones too, and those reads reach the backend. Counter: mincore_calls.
 //
 // io_uring knobs. The engine reaps completions with liburing's inline peek functions, which
 // read the CQ ring directly and cannot be interposed; so faults are injected at submission:
@@ -71,6 +75,7 @@ struct Faults {
   std::atomic<int64_t> nowait_budget{-1};
   std::atomic<uint64_t> pread_calls{0};
   std::atomic<uint64_t> preadv2_calls{0};
+  std::atomic<uint64_t> mincore_calls{0};
 
   std::atomic<uint32_t> uring_max_bytes{0};
   std::atomic<int> uring_eintr_every{0};
