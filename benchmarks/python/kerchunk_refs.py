@@ -81,6 +81,10 @@ def warm(paths) -> None:
 
 
 def drop(path: Path) -> None:
+    # lsio's mappings of the file (hot reads in place) would keep the pages they touched.
+    import lsio
+
+    lsio.close_files()
     fd = os.open(path, os.O_RDONLY)
     try:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)

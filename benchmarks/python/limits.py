@@ -19,6 +19,7 @@ import ctypes
 import json
 import mmap
 import os
+import sys
 import platform
 import shutil
 import subprocess
@@ -36,8 +37,18 @@ def _limits():
 # ----------------------------------------------------------------------------- page cache
 
 
+def release_lsio_files() -> None:
+    """lsio keeps local files open between reads, mapped for hot reads in place; pages a
+    mapping touched cannot be dropped from the page cache while it lasts. Close them first."""
+    lsio = sys.modules.get("lsio")
+    if lsio is not None and hasattr(lsio, "close_files"):
+        lsio.close_files()
+
+
 def drop_cache(paths) -> None:
-    """Evict every file in `paths` from the page cache (flushes dirty pages first)."""
+    """Evict every file in `paths` from the page cache (flushes dirty pages first; lsio's
+    open files and their mappings are closed before)."""
+    release_lsio_files()
     for p in paths:
         fd = os.open(p, os.O_RDONLY)
         try:

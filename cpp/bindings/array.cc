@@ -466,6 +466,7 @@ void BindArray(py::module_& m) {
     return d;
   });
   m.def("cache_clear", &lsio::ClearChunkCache);
+  m.def("close_files", &lsio::CloseLocalFiles, py::call_guard<py::gil_scoped_release>());
   // Private: benchmarks/python/scaling.py measures the serial share of a call with it.
   m.def("_last_call_profile", [] {
     const lsio::CallProfile p = lsio::GetLastCallProfile();

@@ -14,6 +14,7 @@
 #include <new>
 #include <stdexcept>
 
+#include "io/fd_cache.h"
 #include "io/page_cache.h"
 #include "io/select_backend.h"
 #include "lsio/node.h"
@@ -462,6 +463,8 @@ ChunkCacheStats GetChunkCacheStats() {
 }
 
 void ClearChunkCache() { ProcessChunkCache().Clear(); }
+
+void CloseLocalFiles() { ProcessFdCache().Clear(); }
 
 CallProfile GetLastCallProfile() { return LastCallProfile(); }
 

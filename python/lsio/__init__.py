@@ -56,6 +56,7 @@ __all__ = [
     "io_backend_info",
     "cache_info",
     "cache_clear",
+    "close_files",
     "Error",
     "FormatError",
     "UnsupportedError",
@@ -85,6 +86,15 @@ def cache_info() -> dict:
     forked child starts with an empty cache.
     """
     return dict(_core.cache_info())
+
+
+def close_files() -> None:
+    """Closes the local files lsio keeps open between reads in this process (its descriptor
+    cache), and with them the mappings that hot reads decode from (``io="auto"``). Pages a
+    mapping touched stay in the process's page tables, where ``posix_fadvise(DONTNEED)`` and
+    ``drop_caches`` cannot drop them: call this first to measure cold reads, or before
+    unmounting a file system. Later reads reopen the files (arrays stay usable)."""
+    _core.close_files()
 
 
 def cache_clear() -> None:

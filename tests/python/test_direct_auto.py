@@ -57,6 +57,7 @@ def _files(path: Path):
 
 
 def _drop(path: Path, files=None):
+    lsio.close_files()  # pages lsio's mappings touched cannot be dropped while mapped
     for f in files if files is not None else _files(path):
         fd = os.open(f, os.O_RDONLY)
         try:

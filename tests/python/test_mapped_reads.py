@@ -29,9 +29,21 @@ from zarr.codecs import ZstdCodec
 import lsio
 
 
-def _on_tmpfs(path) -> bool:
+def _fs_type(path) -> str:
     out = subprocess.run(["stat", "-f", "-c", "%T", str(path)], capture_output=True, text=True)
-    return out.stdout.strip() == "tmpfs"
+    return out.stdout.strip()
+
+
+def _on_tmpfs(path) -> bool:
+    return _fs_type(path) == "tmpfs"
+
+
+def _mapping_applies(path) -> None:
+    """Skips where lsio never maps (network and FUSE file systems) or the page cache is not
+    where the file's pages live (ZFS keeps its own cache)."""
+    t = _fs_type(path)
+    if t.startswith(("nfs", "fuse", "cifs", "smb", "ceph", "lustre", "9p", "zfs", "gpfs")):
+        pytest.skip(f"{t}: no reads in place here")
 
 
 def _drop(paths):
@@ -69,6 +81,7 @@ def _io_ok(io):
 def test_hot_crops_are_decoded_in_place_only_with_auto(store, io, threads):
     _io_ok(io)
     path, data = store
+    _mapping_applies(path)
     a = lsio.open(path, io=io, threads=threads)
     zarr.open_array(path)[:1]  # touch: the store is hot either way
     rng = np.random.default_rng(threads)
@@ -86,6 +99,7 @@ def test_hot_crops_are_decoded_in_place_only_with_auto(store, io, threads):
 
 
 def test_cold_ranges_are_read_then_mapped(tmp_path):
+    _mapping_applies(tmp_path)
     if _on_tmpfs(tmp_path):
         pytest.skip("tmpfs pages are always in memory: nothing is cold there")
     path = tmp_path / "cold.zarr"
@@ -105,6 +119,7 @@ def test_cold_ranges_are_read_then_mapped(tmp_path):
 
 
 def test_netcdf_file_hot_crops_from_the_mapping(tmp_path):
+    _mapping_applies(tmp_path)
     h5py = pytest.importorskip("h5py")
     path = str(tmp_path / "f.nc")
     rng = np.random.default_rng(9)
@@ -115,6 +130,52 @@ def test_netcdf_file_hot_crops_from_the_mapping(tmp_path):
     for _ in range(2):
         got = a[1:5, 10:150, 20:290]
     np.testing.assert_array_equal(got, data[1:5, 10:150, 20:290])
+    assert a.stats()["mapped_reads"] > 0
+
+
+def test_uncompressed_chunks_straight_into_the_output(tmp_path):
+    """Uncompressed inner chunks go from the mapping straight into the caller's array (one
+    contiguous run: the read's unit.dst path) or through the scatter."""
+    _mapping_applies(tmp_path)
+    path = str(tmp_path / "raw.zarr")
+    rng = np.random.default_rng(12)
+    data = rng.integers(-(2**15), 2**15, (16, 64, 96), dtype=np.int16)
+    z = zarr.create_array(path, shape=data.shape, dtype=data.dtype, chunks=(1, 64, 96), shards=(8, 64, 96),
+                          compressors=None)
+    z[...] = data
+    a = lsio.open(path, threads=2)
+    for _ in range(2):
+        whole = a[3:11]  # whole inner chunks: each one contiguous in the output
+        part = a[2:14, 5:60, 7:90]
+    np.testing.assert_array_equal(whole, data[3:11])
+    np.testing.assert_array_equal(part, data[2:14, 5:60, 7:90])
+    out = np.full((20, 64, 96), -7, np.int16)
+    a.read(np.s_[3:11], out=out[5:13])
+    np.testing.assert_array_equal(out[5:13], data[3:11])
+    assert (out[:5] == -7).all() and (out[13:] == -7).all(), "written outside the selection"
+    assert a.stats()["mapped_reads"] > 0
+
+
+def test_kerchunk_references_read_in_place(tmp_path):
+    """References resolve to byte ranges of the files they name (ManifestStore over the local
+    store): mapped reads there land at each reference's offset."""
+    _mapping_applies(tmp_path)
+    h5py = pytest.importorskip("h5py")
+    kerchunk_hdf = pytest.importorskip("kerchunk.hdf")
+    import json
+
+    nc = str(tmp_path / "f.h5")
+    rng = np.random.default_rng(13)
+    data = rng.normal(size=(5, 90, 70)).astype(np.float32)
+    with h5py.File(nc, "w") as f:
+        f.create_dataset("v", data=data, chunks=(1, 32, 32), compression="gzip", compression_opts=1)
+    refs = kerchunk_hdf.SingleHdf5ToZarr(nc).translate()
+    rpath = tmp_path / "refs.json"
+    rpath.write_text(json.dumps(refs))
+    a = lsio.open(str(rpath), "v", threads=2)
+    for _ in range(2):
+        got = a[1:4, 10:80, 3:69]
+    np.testing.assert_array_equal(got, data[1:4, 10:80, 3:69])
     assert a.stats()["mapped_reads"] > 0
 
 
@@ -175,3 +236,31 @@ def test_a_file_cut_while_read_never_crashes_nor_reads_zeros(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, f"rc {r.returncode}\n{r.stdout}\n{r.stderr[-3000:]}"
     assert r.stdout.startswith("ok"), r.stdout
+
+
+def test_close_files_lets_the_page_cache_drop_mapped_pages(tmp_path):
+    _mapping_applies(tmp_path)
+    if _on_tmpfs(tmp_path):
+        pytest.skip("tmpfs pages are always in memory: nothing is cold there")
+    path = tmp_path / "pin.zarr"
+    rng = np.random.default_rng(6)
+    data = rng.integers(0, 2**31, (8, 512, 512), dtype=np.int32).view(np.float32)
+    z = zarr.create_array(str(path), shape=data.shape, dtype=data.dtype, chunks=(1, 128, 128),
+                          shards=(8, 512, 512), compressors=[ZstdCodec(level=1)])
+    z[...] = data
+    a = lsio.open(str(path), io="auto", threads=1)
+    sel = (slice(0, 1), slice(0, 100), slice(0, 100))
+    np.testing.assert_array_equal(a[sel], data[sel])
+    np.testing.assert_array_equal(a[sel], data[sel])
+    served = a.stats()["mapped_reads"]
+    assert served > 0
+    # The mapping holds the pages it touched: DONTNEED leaves them, the next read maps again.
+    _drop(_shard_files(path))
+    np.testing.assert_array_equal(a[sel], data[sel])
+    assert a.stats()["mapped_reads"] > served
+    served = a.stats()["mapped_reads"]
+    # Closed, the pages go with DONTNEED: the next read is a read, not a mapping.
+    lsio.close_files()
+    _drop(_shard_files(path))
+    np.testing.assert_array_equal(a[sel], data[sel])
+    assert a.stats()["mapped_reads"] == served

@@ -185,6 +185,12 @@ ChunkCacheStats GetChunkCacheStats();
 /// with cache_bytes sets it again (counters stay).
 void ClearChunkCache();
 
+/// Closes the local files this process keeps open between reads (the descriptor cache) and
+/// with them their mappings for reads in place (io/file_map.h): pages a mapping touched stay
+/// in the process's page tables, where posix_fadvise(DONTNEED) and drop_caches cannot drop
+/// them. Reads in flight keep what they hold; later reads reopen the files.
+void CloseLocalFiles();
+
 /// Timing of the last read call made on the calling thread (lsio/profile.h).
 CallProfile GetLastCallProfile();
 

@@ -15,7 +15,7 @@
 
 namespace lsio {
 
-void OnMapFault(FileMap* map, void* addr);
+bool OnMapFault(FileMap* map, void* addr);
 
 namespace {
 
@@ -24,9 +24,14 @@ struct sigaction g_previous;
 std::once_flag g_install_once;
 bool g_installed = false;
 
-// initial-exec: read from the signal handler, which must not allocate (a global-dynamic
-// thread_local may, on a thread's first use of this library's TLS).
-__attribute__((tls_model("initial-exec"))) thread_local const FileMap* t_guarded = nullptr;
+// The map of this thread's active guard. Global-dynamic like the rest of the extension's
+// TLS (initial-exec would move all of it into glibc's small static TLS reserve, which
+// torch's and sklearn's libraries also draw on). A thread's first access may allocate it, so
+// the handler reads it only while some guard is active (g_guards) and every thread that
+// holds a guard has accessed it already; a foreign thread's SIGBUS in that window is the one
+// case that can reach the lazy allocation.
+thread_local const FileMap* t_guarded = nullptr;
+std::atomic<int> g_guards{0};
 
 // Whatever SIGBUS did before this handler was installed.
 void Chain(int sig, siginfo_t* info, void* context) {
@@ -38,6 +43,8 @@ void Chain(int sig, siginfo_t* info, void* context) {
     g_previous.sa_handler(sig);
     return;
   }
+  const bool sent = info == nullptr || info->si_code <= 0;
+  if (sent && g_previous.sa_handler == SIG_IGN) return;  // ignored, as it was
   // The default action (a synchronous SIGBUS cannot be ignored): reset it and let it happen,
   // on return for a fault (the access repeats) or now for a signal someone sent.
   struct sigaction dfl;
@@ -45,17 +52,16 @@ void Chain(int sig, siginfo_t* info, void* context) {
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
   sigaction(sig, &dfl, nullptr);
-  if (info == nullptr || info->si_code <= 0) raise(sig);
+  if (sent) raise(sig);
 }
 
 void OnSigbus(int sig, siginfo_t* info, void* context) {
   const int saved_errno = errno;
-  const FileMap* m = t_guarded;
+  const FileMap* m = g_guards.load(std::memory_order_acquire) > 0 ? t_guarded : nullptr;
   if (m != nullptr && info != nullptr) {
     if (info->si_code > 0) {  // raised by the kernel for an access
       const auto* a = static_cast<const uint8_t*>(info->si_addr);
-      if (a >= m->data() && a < m->data() + m->size()) {
-        OnMapFault(const_cast<FileMap*>(m), info->si_addr);
+      if (a >= m->data() && a < m->data() + m->size() && OnMapFault(const_cast<FileMap*>(m), info->si_addr)) {
         errno = saved_errno;
         return;
       }
@@ -93,12 +99,21 @@ bool ResidencyVisible(int fd, const struct stat& st) {
 
 }  // namespace
 
-void OnMapFault(FileMap* map, void* addr) {
+bool OnMapFault(FileMap* map, void* addr) {
   map->faulted_.store(true, std::memory_order_release);
-  // Zeros over the page that is gone, so the access completes; if even that fails, the fault
-  // repeats and the process gets the default action, as it would without the guard.
+  // Zeros over the page that is gone, so the access completes. If even that fails (no room
+  // for another mapping: vm.max_map_count), the caller chains to the previous handler or the
+  // default action, as without the guard: returning would repeat the fault forever.
   void* page = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(addr) & ~(g_page - 1));
-  mmap(page, g_page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+  return mmap(page, g_page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED;
+}
+
+bool FileMap::GuardReady() {
+  std::call_once(g_install_once, InstallHandler);
+  if (!g_installed) return false;
+  struct sigaction now;
+  if (sigaction(SIGBUS, nullptr, &now) != 0) return false;
+  return (now.sa_flags & SA_SIGINFO) != 0 && now.sa_sigaction == OnSigbus;
 }
 
 std::unique_ptr<FileMap> FileMap::Create(int fd, uint64_t size, int64_t mtime_ns, int64_t ctime_ns) {
@@ -138,8 +153,14 @@ bool FileMap::Resident(uint64_t offset, uint64_t length) const {
   return true;
 }
 
-MapAccessGuard::MapAccessGuard(const FileMap& map) : previous_(t_guarded) { t_guarded = &map; }
+MapAccessGuard::MapAccessGuard(const FileMap& map) : previous_(t_guarded) {
+  t_guarded = &map;
+  g_guards.fetch_add(1, std::memory_order_acq_rel);
+}
 
-MapAccessGuard::~MapAccessGuard() { t_guarded = previous_; }
+MapAccessGuard::~MapAccessGuard() {
+  g_guards.fetch_sub(1, std::memory_order_acq_rel);
+  t_guarded = previous_;
+}
 
 }  // namespace lsio

@@ -24,11 +24,15 @@
 // have met the end of the file). The guard's handler (installed once, chained to whatever
 // handler was there, e.g. Python's faulthandler) recognises a fault in the mapping of the
 // calling thread's active guard, maps a page of zeros over the faulting page, marks the
-// FileMap faulted and returns, so the access completes. After the access the reader asks
+// FileMap faulted and returns, so the access completes (if that mmap fails, it chains on as
+// for any other SIGBUS rather than repeat the fault forever). A SIGBUS sent (not raised by
+// an access) to a thread inside a guard is absorbed: Python's faulthandler, enabled after
+// this handler, prints its "Bus error" report and re-raises that way after putting this
+// handler back; the access then repeats and faults here. After the access the reader asks
 // Unchanged(): not faulted, and fstat(2) still gives the size, mtime and ctime the file was
 // opened with. If not, whatever it decoded is void and it reads the range instead, as it
 // would have without the map (a file cut short then fails that read: end of file; one only
-// appended to reads correctly), and Retire()s the map for the rest of the call; the next
+// appended to reads correctly), and Retire()s the map for as long as its file stays open; the next
 // call's FdCache revalidation opens the file afresh. The check shares FileIdentity's limit
 // (fd_cache.h): a file cut and grown back to its size in place (same inode) within the file
 // system's timestamp granularity (a few ms) is not seen, and a call reading it meanwhile can
@@ -42,11 +46,19 @@
 // revalidate cached pages on read(2), not on a page fault, so a mapping could show bytes a
 // read would have refreshed.
 //
+// Why one map per open file, kept across calls: page faults on first touch are what a map
+// costs instead of the copy, and a process pays them once per page. Mapping per call (and
+// unmapping at its end) lost the gain: hot W11 947-968 crops/s against 1,079-1,116 kept
+// (one build, A/B by process; ~1,000 reading). The price: pages a map touched stay in the
+// process's page tables while the file is open, where posix_fadvise(DONTNEED) and
+// drop_caches cannot drop them (memory pressure still can: the kernel unmaps them), and they
+// count in RSS (RssFile). lsio.close_files() (CloseLocalFiles) closes the cached files and
+// their maps: the benchmarks' cold rounds call it before dropping the page cache.
+//
 // Thread-safety: a FileMap is immutable but for its faulted and retired flags; guards are per
-// thread. Fork: a
-// child inherits the maps with the parent's abandoned FdCache entries and never looks them up
-// (its FdCache starts empty); they stay mapped, so nothing the child still holds dangles. The
-// handler is inherited with the process.
+// thread. Fork: a child inherits the maps with the parent's abandoned FdCache entries and
+// never looks them up (its FdCache starts empty); they stay mapped, so nothing the child
+// still holds dangles. The handler is inherited with the process.
 #pragma once
 
 #include <atomic>
@@ -74,6 +86,13 @@ class FileMap {
   /// no I/O). False for ranges outside the file and when mincore fails.
   bool Resident(uint64_t offset, uint64_t length) const;
 
+  /// Whether the SIGBUS handler is installed (installing it on first use) and still in place:
+  /// something installed later (Python's faulthandler.enable(), another library) or a
+  /// faulthandler.disable() that put back what it found may have displaced it, and then no
+  /// access is guarded. Readers map nothing while it is not (read/worker_local.cc asks once
+  /// per call and worker: a sigaction(2) query).
+  static bool GuardReady();
+
   /// A guarded access to this map faulted: bytes read from it since may be zeros.
   bool faulted() const { return faulted_.load(std::memory_order_acquire); }
 
@@ -88,7 +107,7 @@ class FileMap {
   FileMap(const uint8_t* base, int fd, uint64_t size, int64_t mtime_ns, int64_t ctime_ns)
       : base_(base), fd_(fd), size_(size), mtime_ns_(mtime_ns), ctime_ns_(ctime_ns) {}
   friend class MapAccessGuard;
-  friend void OnMapFault(FileMap* map, void* addr);
+  friend bool OnMapFault(FileMap* map, void* addr);
 
   const uint8_t* base_;
   int fd_;

@@ -182,7 +182,7 @@ bool ServeWithoutRead(CallState& cs, const IoUnit& unit) {
   return true;
 }
 
-InPlace ServeMapped(CallState& cs, const IoUnit& unit) {
+InPlace ServeMapped(CallState& cs, const IoUnit& unit, int* guard) {
   // Staged (GPU) calls and calls with a chunk cache read: the map is checked once the whole
   // unit is decoded, and by then they would have staged or cached its chunks.
   if (cs.ctx->stage != nullptr || cs.ctx->chunk_cache != nullptr) return InPlace::kNo;
@@ -190,6 +190,8 @@ InPlace ServeMapped(CallState& cs, const IoUnit& unit) {
   StoreObject& file = *plan.file_refs[static_cast<size_t>(unit.file)];
   const MappedRange m = cs.ctx->store->Mapped(file, unit.offset, unit.length);
   if (m.bytes == nullptr) return InPlace::kNo;
+  if (*guard < 0) *guard = FileMap::GuardReady() ? 1 : 0;
+  if (*guard == 0) return InPlace::kNo;
   Status st;
   {
     MapAccessGuard guard(*m.map);

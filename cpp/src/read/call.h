@@ -83,7 +83,9 @@ bool ServeWithoutRead(CallState& cs, const IoUnit& unit);
 // local file), decoded from there under a MapAccessGuard: kServed; kNo when the store has
 // none; kRead when the file changed under the map meanwhile (FileMap::Unchanged), so that
 // what was decoded is void and `unit` must be read (and decoded again) as any other.
+// `guard`: the worker's -1 (not asked yet), then whether FileMap::GuardReady (asked at the
+// first unit the store has mapped in this call: a syscall); without the guard, kNo.
 enum class InPlace { kNo, kServed, kRead };
-InPlace ServeMapped(CallState& cs, const IoUnit& unit);
+InPlace ServeMapped(CallState& cs, const IoUnit& unit, int* guard);
 
 }  // namespace lsio

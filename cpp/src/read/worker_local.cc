@@ -36,6 +36,8 @@ void LocalWorkerLoop(CallState& cs) {
   // small-buffer size), and batches are single units while reads hit the page cache.
   const std::function<void(size_t)> on_done = [&](size_t i) { FinishRead(cs, plan.units[req_unit[i]], reqs[i]); };
 
+  // Whether the SIGBUS guard is in place (ServeMapped asks once, at the first unit mapped).
+  int guard = -1;
   // Units decoded in place from a mapping (ServeMapped), counted once per call and worker.
   struct MappedTally {
     StoreStats& stats;
@@ -57,8 +59,9 @@ void LocalWorkerLoop(CallState& cs) {
       if (u >= n) break;
       const IoUnit& unit = plan.units[u];
       if (ServeWithoutRead(cs, unit)) continue;
-      if (ServeMapped(cs, unit) == InPlace::kServed) {
+      if (ServeMapped(cs, unit, &guard) == InPlace::kServed) {
         ++mapped.n;
+        if (cs.failed.load(std::memory_order_relaxed)) break;
         // Back to the poll above after each one, as after a hit read inline: a call served
         // all from the mapping must still see Ctrl-C and another worker's failure.
         if (reqs.empty()) {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,8 @@ struct Fd {
     if (fd >= 0) close(fd);
   }
 };
+
+void ExitOnSigbus(int) { _exit(42); }
 
 // The file open at `fd` mapped as OpenFile::Map maps it: with its size and times now.
 std::unique_ptr<FileMap> MapNow(int fd, uint64_t size) {
@@ -139,6 +142,10 @@ TEST(FileMapTest, UnchangedUntilTheFileIsWrittenOrCut) {
   TempDir dir;
   const Bytes data = lsio_test::PatternBytes(4 * kPage + 10, 2);
   const std::string path = dir.Write("f", data);
+  // Times an hour old, so that a write now moves them on every kernel (before 6.13 a write
+  // within the same coarse tick as the file's creation would leave them as they were).
+  const struct timespec old[2] = {{time(nullptr) - 3600, 0}, {time(nullptr) - 3600, 0}};
+  ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), old, 0), 0);
   Fd f(path);
   auto m = MapNow(f.fd, data.size());
   ASSERT_NE(m, nullptr);
@@ -184,11 +191,25 @@ TEST(FileMapTest, ASignalSentInsideAGuardIsAbsorbed) {
   EXPECT_EQ(rc, 0);
 }
 
-void ExitOnSigbus(int) { _exit(42); }
+TEST(FileMapTest, TheGuardIsReadyOnlyWhileItsHandlerIsInPlace) {
+  const int rc = lsio_test::RunInChild([] {
+    if (!FileMap::GuardReady()) return 2;
+    struct sigaction other, mine;
+    std::memset(&other, 0, sizeof other);
+    other.sa_handler = ExitOnSigbus;
+    sigemptyset(&other.sa_mask);
+    sigaction(SIGBUS, &other, &mine);  // as faulthandler.enable() after lsio would
+    if (FileMap::GuardReady()) return 3;
+    sigaction(SIGBUS, &mine, nullptr);  // as faulthandler.disable() puts it back
+    return FileMap::GuardReady() ? 0 : 4;
+  });
+  EXPECT_EQ(rc, 0);
+}
 
 TEST(FileMapDeathTest, OtherFaultsGoToTheHandlerThatWasThere) {
   // threadsafe: the child runs this test alone in a fresh process, where the handler is
-  // installed by the FileMap below, after ExitOnSigbus.
+  // installed by the FileMap below, after ExitOnSigbus. The style is put back afterwards.
+  const std::string style = GTEST_FLAG_GET(death_test_style);
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
@@ -204,6 +225,7 @@ TEST(FileMapDeathTest, OtherFaultsGoToTheHandlerThatWasThere) {
         _exit(0);
       },
       testing::ExitedWithCode(42), "");
+  GTEST_FLAG_SET(death_test_style, style);
 }
 
 }  // namespace
