@@ -81,7 +81,8 @@ struct StoreCounters {
   uint64_t direct_reads = 0;
   uint64_t page_cache_reads = 0;
   /// Local files read in place from the page cache through a mapping of the file (io="auto"):
-  /// ranges, counted per worker batch.
+  /// read units (one range each, maybe several chunks), added up per worker at the end of
+  /// each call.
   uint64_t mapped_reads = 0;
   /// Array::Stats only: the coalescing the next read uses (measured when adaptive).
   uint64_t max_gap = 0;
