@@ -167,6 +167,22 @@ TEST(FileMapTest, UnchangedUntilTheFileIsWrittenOrCut) {
   EXPECT_FALSE(m2->Unchanged());
 }
 
+// Sanitizers take SIGBUS themselves (the handler chains to theirs): ASan reports it and
+// exits 1, TSan exits 66. The process still dies of the fault, by their hand.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+bool DiedOfSigbus(int rc) { return rc == 1000 + SIGBUS || (kSanitized && (rc == 1 || rc == 66)); }
+
 TEST(FileMapTest, AnUnguardedFaultStillKillsTheProcess) {
   const int rc = lsio_test::RunInChild([] {
     Truncated t;
@@ -175,7 +191,7 @@ TEST(FileMapTest, AnUnguardedFaultStillKillsTheProcess) {
     (void)b;
     return 0;
   });
-  EXPECT_EQ(rc, 1000 + SIGBUS);
+  EXPECT_TRUE(DiedOfSigbus(rc)) << "child ended with " << rc;
 }
 
 TEST(FileMapTest, ASignalSentInsideAGuardIsAbsorbed) {
