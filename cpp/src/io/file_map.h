@@ -43,7 +43,7 @@
 // or only append are safe; one that rewrites a file in place while it is read gives every
 // reader torn bytes anyway.
 //
-// Network and FUSE file systems are never mapped (read/fd_cache.cc decides): their clients
+// Network and FUSE file systems are never mapped (OpenFile::Map in io/fd_cache.cc): their clients
 // revalidate cached pages on read(2), not on a page fault, so a mapping could show bytes a
 // read would have refreshed.
 //
@@ -90,8 +90,8 @@ class FileMap {
   /// Whether the SIGBUS handler is installed (installing it on first use) and still in place:
   /// something installed later (Python's faulthandler.enable(), another library) or a
   /// faulthandler.disable() that put back what it found may have displaced it, and then no
-  /// access is guarded. Readers map nothing while it is not (read/worker_local.cc asks once
-  /// per call and worker: a sigaction(2) query).
+  /// access is guarded. Readers map nothing while it is not (read/call.cc ServeMapped asks
+  /// at each worker's first mapped unit of a call: a sigaction(2) query).
   static bool GuardReady();
 
   /// A guarded access to this map faulted: bytes read from it since may be zeros.
