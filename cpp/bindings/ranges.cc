@@ -3,7 +3,8 @@
 // source index, offset and length as flat arrays. Output buffers are taken through the
 // buffer protocol as writeable and C-contiguous, and held (so they cannot be resized or
 // freed) until the call returns; each range's room and the buffers' disjointness are
-// checked with the GIL held, before the engine runs without it.
+// checked with the GIL held, before the engine runs without it (PrepareRangeCall, shared
+// with records_gather: ranges.h).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -14,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "ranges.h"
+
 #include "buffer.h"
 #include "errors.h"
 #include "gil.h"
@@ -23,20 +26,16 @@
 namespace py = pybind11;
 
 namespace lsio_py {
-namespace {
 
-using U64 = py::array_t<uint64_t, py::array::c_style | py::array::forcecast>;
-using U32 = py::array_t<uint32_t, py::array::c_style | py::array::forcecast>;
-
-// Returns the call's counts (lsio::RangeStats) as a dict.
-py::dict ReadRangesPy(const py::list& sources, const U32& source_index, const U64& offsets, const U64& lengths,
-                  const py::object& out, const py::object& out_offsets, int threads, const std::string& io,
-                  unsigned queue_depth, std::optional<uint64_t> max_gap, uint64_t max_request) {
+RangeCall PrepareRangeCall(const py::list& sources, const U32& source_index, const U64& offsets, const U64& lengths,
+                           const py::object& out, const py::object& out_offsets, int threads, const std::string& io,
+                           unsigned queue_depth, std::optional<uint64_t> max_gap, uint64_t max_request) {
+  RangeCall call;
   const size_t n = static_cast<size_t>(offsets.size());
   if (static_cast<size_t>(lengths.size()) != n || static_cast<size_t>(source_index.size()) != n) {
     ThrowStatus(lsio::Status::InvalidArgument("source_index, offsets and lengths differ in length"));
   }
-  std::vector<lsio::RangeSource> srcs;
+  std::vector<lsio::RangeSource>& srcs = call.sources;
   srcs.reserve(sources.size());
   for (const py::handle& s : sources) {
     if (py::isinstance<py::str>(s)) {
@@ -50,8 +49,9 @@ py::dict ReadRangesPy(const py::list& sources, const U32& source_index, const U6
   const uint32_t* src = source_index.data();
   const uint64_t* off = offsets.data();
   const uint64_t* len = lengths.data();
-  std::vector<lsio::ByteRange> ranges(n);
-  std::vector<std::unique_ptr<BufferView>> held;
+  std::vector<lsio::ByteRange>& ranges = call.ranges;
+  ranges.resize(n);
+  std::vector<std::unique_ptr<BufferView>>& held = call.held;
   if (py::isinstance<py::list>(out)) {
     const py::list bufs = out;
     if (bufs.size() != n) {
@@ -97,15 +97,26 @@ py::dict ReadRangesPy(const py::list& sources, const U32& source_index, const U6
                                                 " and " + std::to_string(order[k]) + " overlap"));
     }
   }
-  lsio::RangeOptions o;
+  lsio::RangeOptions& o = call.options;
   o.threads = threads;
   o.io = io;
   o.queue_depth = queue_depth;
   o.max_gap = max_gap.value_or(lsio::RangeOptions::kStoreDefault);  // None: by store kind
   o.max_request = max_request;
+  return call;
+}
+
+namespace {
+
+// Returns the call's counts (lsio::RangeStats) as a dict.
+py::dict ReadRangesPy(const py::list& sources, const U32& source_index, const U64& offsets, const U64& lengths,
+                  const py::object& out, const py::object& out_offsets, int threads, const std::string& io,
+                  unsigned queue_depth, std::optional<uint64_t> max_gap, uint64_t max_request) {
+  const RangeCall call = PrepareRangeCall(sources, source_index, offsets, lengths, out, out_offsets, threads, io,
+                                          queue_depth, max_gap, max_request);
   lsio::RangeStats stats;
   const lsio::Status st = WithoutGil([&](const std::function<bool()>& interrupted) {
-    return lsio::ReadRanges(srcs, ranges, o, interrupted, &stats);
+    return lsio::ReadRanges(call.sources, call.ranges, call.options, interrupted, &stats);
   });
   if (!st.ok()) ThrowStatus(st);
   py::dict counts;

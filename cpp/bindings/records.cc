@@ -5,12 +5,16 @@
 #include <fcntl.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +22,7 @@
 #include "errors.h"
 #include "gil.h"
 #include "lsio/records.h"
+#include "ranges.h"
 
 namespace py = pybind11;
 
@@ -25,8 +30,6 @@ namespace lsio_py {
 namespace {
 
 using I64 = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
-using U64 = py::array_t<uint64_t, py::array::c_style | py::array::forcecast>;
-using U32 = py::array_t<uint32_t, py::array::c_style | py::array::forcecast>;
 using U8 = py::array_t<uint8_t, py::array::c_style | py::array::forcecast>;
 
 lsio::RecordCompression Kind(int kind) {
@@ -134,6 +137,75 @@ py::tuple Decode(int kind, const py::object& src_obj, const U64& src_offsets, co
   return py::make_tuple(static_cast<int64_t>(failed), st.message());
 }
 
+// Records read by records_gather (some decoded already), until place() lays them out in
+// the caller's array (sized from sizes()). Holds the payload buffer they were read into.
+class Gathered {
+ public:
+  lsio::GatheredRecords records;
+  py::object payload_buffer;
+
+  py::array_t<uint64_t> Sizes() const {
+    py::array_t<uint64_t> out(static_cast<py::ssize_t>(records.sizes.size()));
+    if (!records.sizes.empty()) {
+      std::memcpy(out.mutable_data(), records.sizes.data(), records.sizes.size() * sizeof(uint64_t));
+    }
+    return out;
+  }
+
+  // (failed position or -1, message), as records_decode.
+  py::tuple Place(const py::object& out, const U64& offsets, int threads) const {
+    const size_t n = records.sizes.size();
+    if (static_cast<size_t>(offsets.size()) != n) {
+      ThrowStatus(lsio::Status::InvalidArgument("offsets has " + std::to_string(offsets.size()) + " entries for " +
+                                                std::to_string(n) + " records"));
+    }
+    BufferView dst(out, "out", true);
+    // Places must lie inside out and not overlap (two workers would write the same bytes).
+    std::vector<size_t> order;
+    order.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t a = offsets.data()[i];
+      if (a > dst.size() || records.sizes[i] > dst.size() - a) {
+        ThrowStatus(lsio::Status::InvalidArgument("record " + std::to_string(i) + " lies outside out"));
+      }
+      if (records.sizes[i] > 0) order.push_back(i);
+    }
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return offsets.data()[a] < offsets.data()[b]; });
+    for (size_t k = 1; k < order.size(); ++k) {
+      if (offsets.data()[order[k - 1]] + records.sizes[order[k - 1]] > offsets.data()[order[k]]) {
+        ThrowStatus(lsio::Status::InvalidArgument("the places of records " + std::to_string(order[k - 1]) + " and " +
+                                                  std::to_string(order[k]) + " overlap"));
+      }
+    }
+    size_t failed = 0;
+    const lsio::Status st =
+        WithoutGil([&] { return lsio::PlaceRecords(records, dst.data(), {offsets.data(), n}, threads, &failed); });
+    if (st.ok()) return py::make_tuple(int64_t{-1}, std::string());
+    if (st.code() != lsio::StatusCode::kDataLoss) ThrowStatus(st);
+    return py::make_tuple(static_cast<int64_t>(failed), st.message());
+  }
+};
+
+// Reads the payloads (as read_ranges, into `out` at out_offsets), decoding those that come
+// from the disk as they land: (Gathered, -1, "") or (None, failed position, message) for a
+// corrupt payload.
+py::tuple Gather(int kind, const py::list& sources, const U32& source_index, const U64& offsets, const U64& lengths,
+                 const py::object& out, const py::object& out_offsets, int threads, const std::string& io,
+                 unsigned queue_depth, std::optional<uint64_t> max_gap, uint64_t max_request) {
+  const lsio::RecordCompression k = Kind(kind);
+  const RangeCall call = PrepareRangeCall(sources, source_index, offsets, lengths, out, out_offsets, threads, io,
+                                          queue_depth, max_gap, max_request);
+  auto gathered = std::make_unique<Gathered>();
+  gathered->payload_buffer = out;
+  size_t failed = 0;
+  const lsio::Status st = WithoutGil([&](const std::function<bool()>& interrupted) {
+    return lsio::GatherRecords(k, call.sources, call.ranges, call.options, interrupted, &gathered->records, &failed);
+  });
+  if (st.ok()) return py::make_tuple(py::cast(std::move(gathered)), int64_t{-1}, std::string());
+  if (st.code() != lsio::StatusCode::kDataLoss || failed >= call.ranges.size()) ThrowStatus(st);
+  return py::make_tuple(py::none(), static_cast<int64_t>(failed), st.message());
+}
+
 // A whole file mapped read-only, its descriptor closed at once: Python's mmap keeps a
 // duplicate descriptor per mapping (before 3.13), and a store's views could then exhaust the
 // process's descriptors, one per chunk file.
@@ -196,6 +268,16 @@ void BindRecords(py::module_& m) {
         py::arg("threads") = 0, "Compresses records in parallel: (payloads uint8, payload offsets uint64).");
   m.def("records_decoded_sizes", &DecodedSizes, py::arg("kind"), py::arg("payloads"), py::arg("offsets"),
         py::arg("lengths"), "Each payload's checked decoded size: (sizes, failed position or -1, message).");
+  py::class_<Gathered>(m, "GatheredRecords", "Records decoded by records_gather, not yet laid out.")
+      .def("sizes", &Gathered::Sizes, "Each record's decoded size in bytes.")
+      .def("place", &Gathered::Place, py::arg("out"), py::arg("offsets"), py::arg("threads") = 0,
+           "Lays record i out at out[offsets[i]:] (copied, or decoded there), in parallel, GIL released: "
+           "(failed position or -1, message).");
+  m.def("records_gather", &Gather, py::arg("kind"), py::arg("sources"), py::arg("source_index"), py::arg("offsets"),
+        py::arg("lengths"), py::arg("out"), py::arg("out_offsets"), py::arg("threads") = 0, py::arg("io") = "auto",
+        py::arg("queue_depth") = 64, py::arg("max_gap") = py::none(), py::arg("max_request") = 0,
+        "Reads payloads (as read_ranges), decoding those the disk delivers as they land, GIL released: "
+        "(GatheredRecords, -1, '') or (None, failed position, message).");
   m.def("records_decode", &Decode, py::arg("kind"), py::arg("payloads"), py::arg("offsets"), py::arg("lengths"),
         py::arg("out"), py::arg("out_offsets"), py::arg("out_lengths"), py::arg("threads") = 0,
         "Decodes payloads in parallel, GIL released: (failed position or -1, message).");

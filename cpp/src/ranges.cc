@@ -59,7 +59,8 @@ Result<std::string> LocalKey(const std::string& path) {
 }  // namespace
 
 Status ReadRanges(const std::vector<RangeSource>& sources, std::span<const ByteRange> ranges,
-                  const RangeOptions& options, const std::function<bool()>& interrupted, RangeStats* stats) {
+                  const RangeOptions& options, const std::function<bool()>& interrupted, RangeStats* stats,
+                  const std::function<Status(size_t, bool)>& on_range) {
   try {
     if (options.threads < 0) return Status::InvalidArgument("threads must be >= 0");
     if (options.queue_depth == 0 || options.queue_depth > 4096) {
@@ -97,6 +98,7 @@ Status ReadRanges(const std::vector<RangeSource>& sources, std::span<const ByteR
     ctx.interrupted = interrupted;
     ctx.interrupt_probe = CurrentInterruptProbe();
     ctx.stats = stats;
+    ctx.on_target = on_range;
     return ExecuteRanges(ctx, objects, targets);
   } catch (const std::bad_alloc&) {
     return Status::ResourceExhausted("cannot allocate memory for the range read (std::bad_alloc)");

@@ -292,42 +292,138 @@ Result<uint64_t> RecordDecodedSize(RecordCompression compression, std::span<cons
   return claim;
 }
 
+namespace {
+
+// Decodes one payload (prefix included) into exactly w.dst_size bytes, checking it whole.
+Status DecodeOne(RecordCompression compression, const RecordDecode& w) {
+  if (w.src_size < kRecordPrefixBytes || ReadU32(w.src) != w.dst_size) {
+    return Status::DataLoss("compressed record: length prefix does not match " + std::to_string(w.dst_size) + " bytes");
+  }
+  const uint8_t* frame = w.src + kRecordPrefixBytes;
+  const size_t frame_size = w.src_size - kRecordPrefixBytes;
+  if (compression == RecordCompression::kZstd) {
+    if (t_zstd.d == nullptr && (t_zstd.d = ZSTD_createDCtx()) == nullptr) throw std::bad_alloc();
+    const size_t r = ZSTD_decompressDCtx(t_zstd.d, w.dst, w.dst_size, frame, frame_size);
+    if (ZSTD_isError(r)) return Status::DataLoss(std::string("zstd: corrupt record: ") + ZSTD_getErrorName(r));
+    if (r != w.dst_size) {
+      return Status::DataLoss("zstd: record decodes to " + std::to_string(r) + " bytes, expected " +
+                              std::to_string(w.dst_size));
+    }
+    return Status::Ok();
+  }
+  if (t_deflate.d == nullptr && (t_deflate.d = libdeflate_alloc_decompressor()) == nullptr) throw std::bad_alloc();
+  size_t in_used = 0, out_got = 0;
+  const libdeflate_result r =
+      libdeflate_zlib_decompress_ex(t_deflate.d, frame, frame_size, w.dst, w.dst_size, &in_used, &out_got);
+  if (r != LIBDEFLATE_SUCCESS) {
+    return Status::DataLoss(r == LIBDEFLATE_INSUFFICIENT_SPACE ? "deflate: record decodes to more than its declared " +
+                                                                     std::to_string(w.dst_size) + " bytes"
+                                                               : std::string("deflate: corrupt record (bad stream or "
+                                                                             "Adler-32 mismatch)"));
+  }
+  if (out_got != w.dst_size || in_used != frame_size) {
+    return Status::DataLoss("deflate: record decodes to " + std::to_string(out_got) + " bytes from " +
+                            std::to_string(in_used) + " of " + std::to_string(frame_size) + " stored, expected " +
+                            std::to_string(w.dst_size) + " from all");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status DecodeRecords(RecordCompression compression, std::span<const RecordDecode> work, int threads,
                      size_t* failed_index) {
   if (compression == RecordCompression::kNone) return Status::InvalidArgument("DecodeRecords: no compression named");
-  return ParallelFor(work.size(), threads, [&](size_t i) -> Status {
-    const RecordDecode& w = work[i];
-    if (w.src_size < kRecordPrefixBytes || ReadU32(w.src) != w.dst_size) {
-      return Status::DataLoss("compressed record: length prefix does not match " + std::to_string(w.dst_size) + " bytes");
+  return ParallelFor(work.size(), threads, [&](size_t i) { return DecodeOne(compression, work[i]); }, failed_index);
+}
+
+Status GatherRecords(RecordCompression compression, const std::vector<RangeSource>& sources,
+                     std::span<const ByteRange> payloads, const RangeOptions& options,
+                     const std::function<bool()>& interrupted, GatheredRecords* out, size_t* failed_index,
+                     RangeStats* stats) {
+  if (compression == RecordCompression::kNone) return Status::InvalidArgument("GatherRecords: no compression named");
+  const size_t n = payloads.size();
+  try {
+    out->compression = compression;
+    out->payloads.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      out->payloads[i] = {static_cast<const uint8_t*>(payloads[i].dst), static_cast<size_t>(payloads[i].length)};
     }
-    const uint8_t* frame = w.src + kRecordPrefixBytes;
-    const size_t frame_size = w.src_size - kRecordPrefixBytes;
-    if (compression == RecordCompression::kZstd) {
-      if (t_zstd.d == nullptr && (t_zstd.d = ZSTD_createDCtx()) == nullptr) throw std::bad_alloc();
-      const size_t r = ZSTD_decompressDCtx(t_zstd.d, w.dst, w.dst_size, frame, frame_size);
-      if (ZSTD_isError(r)) return Status::DataLoss(std::string("zstd: corrupt record: ") + ZSTD_getErrorName(r));
-      if (r != w.dst_size) {
-        return Status::DataLoss("zstd: record decodes to " + std::to_string(r) + " bytes, expected " +
-                                std::to_string(w.dst_size));
-      }
+    out->decoded.clear();
+    out->decoded.resize(n);
+    out->sizes.assign(n, 0);
+  } catch (const std::bad_alloc&) {
+    return Status::ResourceExhausted("cannot allocate memory for the gathered records");
+  }
+  // The first corrupt payload by position (workers meet them in any order).
+  std::mutex mu;
+  bool corrupt = false;
+  size_t corrupt_index = 0;
+  Status corrupt_status;
+  auto note_corrupt = [&](size_t i, const Status& st) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!corrupt || i < corrupt_index) {
+      corrupt = true;
+      corrupt_index = i;
+      corrupt_status = st;
+    }
+  };
+  auto decode_payload = [&](size_t i) -> Status {
+    Result<uint64_t> size = RecordDecodedSize(compression, out->payloads[i]);
+    if (!size.ok()) return size.status();
+    std::unique_ptr<uint8_t[]> dst(new (std::nothrow) uint8_t[std::max<uint64_t>(1, size.value())]);
+    if (dst == nullptr) return Status::ResourceExhausted("cannot allocate memory for a decoded record");
+    LSIO_RETURN_IF_ERROR(DecodeOne(compression, {out->payloads[i].data(), out->payloads[i].size(), dst.get(),
+                                                 size.value()}));
+    out->decoded[i] = std::move(dst);
+    out->sizes[i] = size.value();
+    return Status::Ok();
+  };
+  // Runs inside the reader's completion loop, which must not be unwound (reads in flight
+  // write into the payload buffers): failures are returned, never thrown.
+  auto on_range = [&](size_t i, bool waited) -> Status {
+    // A page-cache hit is decoded in place by PlaceRecords. So is a remote payload: remote
+    // reads finish on the one thread that streams them, where decoding would serialise
+    // what PlaceRecords spreads over the workers once the (usually slower) transfer is done.
+    if (!waited || sources[payloads[i].source].remote != nullptr) return Status::Ok();
+    Status st;
+    try {
+      st = decode_payload(i);
+    } catch (const std::bad_alloc&) {
+      st = Status::ResourceExhausted("cannot allocate memory for a record codec");
+    }
+    if (st.code() == StatusCode::kDataLoss) note_corrupt(i, st);
+    return st;
+  };
+  Status st = ReadRanges(sources, payloads, options, interrupted, stats, on_range);
+  // A corrupt payload is reported even when another worker's I/O error stopped the call
+  // first: both are true, and the caller can name the record.
+  if (corrupt) {
+    if (failed_index != nullptr) *failed_index = corrupt_index;
+    return corrupt_status;
+  }
+  LSIO_RETURN_IF_ERROR(st);
+  for (size_t i = 0; i < n; ++i) {
+    if (out->decoded[i] != nullptr) continue;
+    Result<uint64_t> size = RecordDecodedSize(compression, out->payloads[i]);
+    if (!size.ok()) {
+      if (failed_index != nullptr) *failed_index = i;
+      return size.status();
+    }
+    out->sizes[i] = size.value();
+  }
+  return Status::Ok();
+}
+
+Status PlaceRecords(const GatheredRecords& records, uint8_t* dst, std::span<const uint64_t> offsets, int threads,
+                    size_t* failed_index) {
+  return ParallelFor(offsets.size(), threads, [&](size_t i) -> Status {
+    if (records.decoded[i] != nullptr) {
+      std::memcpy(dst + offsets[i], records.decoded[i].get(), records.sizes[i]);
       return Status::Ok();
     }
-    if (t_deflate.d == nullptr && (t_deflate.d = libdeflate_alloc_decompressor()) == nullptr) throw std::bad_alloc();
-    size_t in_used = 0, out_got = 0;
-    const libdeflate_result r =
-        libdeflate_zlib_decompress_ex(t_deflate.d, frame, frame_size, w.dst, w.dst_size, &in_used, &out_got);
-    if (r != LIBDEFLATE_SUCCESS) {
-      return Status::DataLoss(r == LIBDEFLATE_INSUFFICIENT_SPACE ? "deflate: record decodes to more than its declared " +
-                                                                       std::to_string(w.dst_size) + " bytes"
-                                                                 : std::string("deflate: corrupt record (bad stream or "
-                                                                               "Adler-32 mismatch)"));
-    }
-    if (out_got != w.dst_size || in_used != frame_size) {
-      return Status::DataLoss("deflate: record decodes to " + std::to_string(out_got) + " bytes from " +
-                              std::to_string(in_used) + " of " + std::to_string(frame_size) + " stored, expected " +
-                              std::to_string(w.dst_size) + " from all");
-    }
-    return Status::Ok();
+    return DecodeOne(records.compression,
+                     {records.payloads[i].data(), records.payloads[i].size(), dst + offsets[i], records.sizes[i]});
   }, failed_index);
 }
 

@@ -180,26 +180,44 @@ def read_into(sources: Sequence[Any], source_index: np.ndarray, offsets: np.ndar
     ``sources``: distinct paths/URLs; ``source_index``, ``offsets``, ``lengths``: one entry
     per range (uint32 / uint64 arrays); ``out``: one writeable buffer with ``out_offsets``
     (where each range goes), or a list of one buffer per range with ``out_offsets`` None."""
-    native = _native_sources(sources, storage_options)
+    counts = _core.read_ranges(*_call_args(sources, source_index, offsets, lengths, out, out_offsets,
+                                           storage_options),
+                               **_engine_options(threads, io, max_gap, max_request))
+    if stats is not None:
+        for k, v in counts.items():
+            stats[k] = stats.get(k, 0) + int(v)
+
+
+def gather_records(kind: int, sources: Sequence[Any], source_index: np.ndarray, offsets: np.ndarray,
+                   lengths: np.ndarray, out: np.ndarray, out_offsets: np.ndarray, *,
+                   storage_options: Optional[Mapping[str, Any]] = None, threads: Optional[int] = None,
+                   io: Optional[str] = None) -> Any:
+    """:func:`read_into` of compressed zrecord payloads that decodes each one as it lands
+    (lsio.records): ``(GatheredRecords, -1, "")``, or ``(None, position, message)`` for a
+    corrupt payload; I/O errors raise as in :func:`read_into`."""
+    return _core.records_gather(kind, *_call_args(sources, source_index, offsets, lengths, out, out_offsets,
+                                                  storage_options),
+                                **_engine_options(threads, io, None, None))
+
+
+def _call_args(sources, source_index, offsets, lengths, out, out_offsets, storage_options) -> tuple:
+    return (_native_sources(sources, storage_options), np.ascontiguousarray(source_index, dtype=np.uint32),
+            np.ascontiguousarray(offsets, dtype=np.uint64), np.ascontiguousarray(lengths, dtype=np.uint64), out,
+            None if out_offsets is None else np.ascontiguousarray(out_offsets, dtype=np.uint64))
+
+
+def _engine_options(threads, io, max_gap, max_request) -> Dict[str, Any]:
     # None: the store kind's default (unless LSIO_MERGE_GAP says otherwise); 0: no gap.
     gap = (None if max_gap is None and _options._env("max_gap") is None
            else _options.size_option(max_gap, "max_gap", 0))
     if gap is not None and gap >= 1 << 63:
         raise ValueError(f"max_gap (or LSIO_MERGE_GAP) must be below 2**63, got {gap}")
-    engine: Dict[str, Any] = dict(
+    return dict(
         threads=_options.threads_option(threads),
         io=_options.io_option(io),
         max_gap=gap,
         max_request=_options.size_option(max_request, "max_request", 0, lo=1),  # 0: engine default
     )
-    counts = _core.read_ranges(native, np.ascontiguousarray(source_index, dtype=np.uint32),
-                               np.ascontiguousarray(offsets, dtype=np.uint64),
-                               np.ascontiguousarray(lengths, dtype=np.uint64), out,
-                               None if out_offsets is None else np.ascontiguousarray(out_offsets, dtype=np.uint64),
-                               **engine)
-    if stats is not None:
-        for k, v in counts.items():
-            stats[k] = stats.get(k, 0) + int(v)
 
 
 def _byte_view(buf: Any) -> np.ndarray:

@@ -783,25 +783,34 @@ class Records:
                                     f"past the end of the chunk's {int(lim[i])} published bytes")
         return empty
 
-    def _read_payloads(self, chunk, offset, length, live) -> Tuple[np.ndarray, np.ndarray]:
-        """The stored bytes of the `live` records into one buffer: (buffer, starts)."""
+    def _read_payloads(self, chunk, offset, length, live, decode: bool = False) -> Tuple[np.ndarray, np.ndarray, Any]:
+        """The stored bytes of the `live` records into one buffer: (buffer, starts, decoded).
+        With `decode`, compressed payloads are also decoded as each one lands (decoding
+        overlaps the reads still in flight), and decoded is _ranges.gather_records' result
+        (None when no record is live)."""
         n = int(live.sum())
         lengths = length[live].astype(np.uint64)
         starts = np.zeros(n, np.uint64)
         if n:
             np.cumsum(lengths[:-1], out=starts[1:])
         buf = np.empty(int(lengths.sum()) if n else 0, np.uint8)
+        decoded = None
         if n:
-            self._gather(chunk[live], offset[live], lengths, buf, starts)
-        return buf, starts
+            decoded = self._gather(chunk[live], offset[live], lengths, buf, starts, decode)
+        return buf, starts, decoded
 
-    def _gather(self, chunk, offsets, lengths, out, out_offsets) -> None:
+    def _gather(self, chunk, offsets, lengths, out, out_offsets, decode: bool = False) -> Any:
+        """Reads the ranges into out at out_offsets; with `decode`, compressed payloads are
+        decoded as they land (_ranges.gather_records) and that call's result returned."""
         chunks, index = np.unique(chunk, return_inverse=True)
         sources = [self._chunk_path(int(c)) for c in chunks]
+        where = dict(storage_options=self._storage_options if self._remote else None,
+                     threads=self._threads, io=self._io)
         try:
-            _ranges.read_into(sources, index.astype(np.uint32), offsets, lengths, out, out_offsets,
-                              storage_options=self._storage_options if self._remote else None,
-                              threads=self._threads, io=self._io)
+            if decode:
+                return _ranges.gather_records(self._kind, sources, index.astype(np.uint32), offsets, lengths,
+                                              out, out_offsets, **where)
+            return _ranges.read_into(sources, index.astype(np.uint32), offsets, lengths, out, out_offsets, **where)
         except NotFoundError:
             raise
         except StorageError as e:
@@ -858,24 +867,27 @@ class Records:
                 self._gather(chunk[live], offset[live], length[live].astype(np.uint64), out,
                              offsets[:-1][live].astype(np.uint64) * self._item)
             return RecordBatch(out.view(dt), offsets, is_bytes=is_bytes)
-        buf, starts = self._read_payloads(chunk, offset, length, live)
-        lengths = length[live].astype(np.uint64)
-        sizes_live, failed, msg = _core.records_decoded_sizes(self._kind, buf, starts, lengths)
-        if failed >= 0:
-            j = np.flatnonzero(live)[failed]
-            raise self._corrupt(int(ids[j]), int(chunk[j]), int(offset[j]), int(length[j]), msg)
+        # Compressed: the payloads are read and sized; those the disk delivers are decoded as
+        # they land (into buffers of their own: sizes are only known from the payloads), the
+        # page cache's hits after, straight into the result (GatherRecords, lsio/records.h).
+        _, _, decoded = self._read_payloads(chunk, offset, length, live, decode=True)
         sizes = np.zeros(ids.size, np.uint64)
-        sizes[live] = sizes_live
+        gathered = None
+        if decoded is not None:
+            gathered, failed, msg = decoded
+            if failed >= 0:
+                j = np.flatnonzero(live)[failed]
+                raise self._corrupt(int(ids[j]), int(chunk[j]), int(offset[j]), int(length[j]), msg)
+            sizes[live] = gathered.sizes()
         self._check_items(ids, chunk, offset, length, sizes)
         offsets = np.zeros(ids.size + 1, np.int64)
         np.cumsum(sizes // self._item, out=offsets[1:])
         out = np.empty(int(offsets[-1]) * self._item, np.uint8)
-        failed, msg = _core.records_decode(self._kind, buf, starts, lengths, out,
-                                           offsets[:-1][live].astype(np.uint64) * self._item, sizes_live,
-                                           self._threads)
-        if failed >= 0:
-            j = np.flatnonzero(live)[failed]
-            raise self._corrupt(int(ids[j]), int(chunk[j]), int(offset[j]), int(length[j]), msg)
+        if gathered is not None:
+            failed, msg = gathered.place(out, offsets[:-1][live].astype(np.uint64) * self._item, self._threads)
+            if failed >= 0:
+                j = np.flatnonzero(live)[failed]
+                raise self._corrupt(int(ids[j]), int(chunk[j]), int(offset[j]), int(length[j]), msg)
         return RecordBatch(out.view(dt), offsets, is_bytes=is_bytes)
 
     def _check_items(self, ids, chunk, offset, length, sizes) -> None:
@@ -1267,7 +1279,7 @@ class Records:
                     ids = np.arange(a, min(n, a + cap), dtype=np.int64)
                     chunk, offset, length = self._entries(ids)
                     empty = self._validate(ids, chunk, offset, length)
-                    buf, starts = self._read_payloads(chunk, offset, length, ~empty)
+                    buf, starts, _ = self._read_payloads(chunk, offset, length, ~empty)
                     new_off = np.zeros(ids.size, np.uint64)
                     new_off[~empty] = starts
                     new_chunk = np.full(ids.size, k, np.uint32)

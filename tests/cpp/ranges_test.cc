@@ -2,13 +2,20 @@
 // and absolute paths, every io mode the kernel allows, a range past the end and a missing
 // file named in the error with nothing written, argument errors, and the counts (RangeStats)
 // under every coalescing gap: 0 merges only touching ranges, kStoreDefault the store's 16 KiB.
+// And on_range: once per range (merged, split, identical and empty ones too), only after its
+// bytes are in, `waited` as the io mode implies, and a failure it returns stops the call.
 #include "lsio/ranges.h"
 
 #include <unistd.h>
 
+#include <fcntl.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <mutex>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,6 +49,85 @@ TEST(ReadRangesTest, ReadsRangesOfSeveralFilesWithEveryIoMode) {
     EXPECT_EQ(0, std::memcmp(x.data(), a.data() + 123, x.size())) << io;
     EXPECT_EQ(0, std::memcmp(y.data(), b.data() + 700, y.size())) << io;
     EXPECT_EQ(0, std::memcmp(z.data(), a.data(), z.size())) << io;
+  }
+}
+
+TEST(ReadRangesTest, OnRangeReportsEachRangeOnceWhenItsBytesAreIn) {
+  TempDir dir;
+  const Bytes a = PatternBytes(300000, 5);
+  const std::string path = dir.Write("a.bin", a);
+  // Neighbours that merge (staged), one range split into 4 KiB requests, one read alone,
+  // an identical pair and an empty range.
+  std::vector<std::pair<uint64_t, uint64_t>> spans = {{100, 50}, {160, 40}, {210, 1000},  {50000, 10000},
+                                                      {200000, 7}, {200000, 7}, {123, 0}, {299990, 10}};
+  for (const char* io : {"auto", "pread", "uring"}) {
+    for (bool cold : {true, false}) {
+      if (cold) {  // the page cache drops the file: io_uring's reads wait on the disk
+        const int fd = ::open(path.c_str(), O_RDONLY);
+        ASSERT_GE(fd, 0);
+        ::fdatasync(fd);
+        ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        ::close(fd);
+      }
+      std::vector<std::vector<uint8_t>> bufs;
+      std::vector<ByteRange> ranges;
+      for (const auto& [off, len] : spans) bufs.emplace_back(len + 1, 0xEE);
+      for (size_t i = 0; i < spans.size(); ++i) ranges.push_back({0, spans[i].first, spans[i].second, bufs[i].data()});
+      std::mutex mu;
+      std::vector<int> calls(spans.size(), 0);
+      std::vector<int> waited(spans.size(), 0);
+      std::vector<std::string> early;
+      auto on_range = [&](size_t i, bool w) -> Status {
+        std::lock_guard<std::mutex> lock(mu);
+        ++calls[i];
+        waited[i] = w ? 1 : 0;
+        if (std::memcmp(bufs[i].data(), a.data() + spans[i].first, spans[i].second) != 0) {
+          early.push_back("range " + std::to_string(i));
+        }
+        return Status::Ok();
+      };
+      RangeOptions o;
+      o.io = io;
+      o.threads = 2;
+      o.max_request = 4096;
+      Status st = ReadRanges({RangeSource::File(path)}, ranges, o, {}, nullptr, on_range);
+      if (std::string(io) == "uring" && st.code() == StatusCode::kUnavailable) break;
+      ASSERT_TRUE(st.ok()) << io << ": " << st.ToString();
+      EXPECT_TRUE(early.empty()) << io << ": reported before its bytes were in: " << early.front();
+      for (size_t i = 0; i < spans.size(); ++i) {
+        EXPECT_EQ(calls[i], 1) << io << " range " << i;
+        EXPECT_EQ(bufs[i][spans[i].second], 0xEE) << io << " range " << i << " wrote past its end";
+      }
+      // Identical and empty ranges never waited; pread reports every read as waited (it
+      // cannot tell a hit); a hot io="auto" read is served by the page cache at once.
+      EXPECT_EQ(waited[5] + waited[6], 0) << io;
+      if (std::string(io) == "pread") EXPECT_EQ(waited[0] + waited[3], 2) << io;
+      if (std::string(io) == "auto" && !cold) EXPECT_EQ(waited[0] + waited[3], 0) << io;
+    }
+  }
+}
+
+TEST(ReadRangesTest, OnRangeFailureStopsTheCall) {
+  TempDir dir;
+  const Bytes a = PatternBytes(1 << 20, 6);
+  const std::string path = dir.Write("a.bin", a);
+  std::vector<uint8_t> out(1 << 20);
+  std::vector<ByteRange> ranges;
+  for (uint64_t i = 0; i < 256; ++i) ranges.push_back({0, i * 4096, 1000, out.data() + i * 4096});
+  for (const char* io : {"auto", "pread"}) {
+    std::atomic<int> calls{0};
+    RangeOptions o;
+    o.io = io;
+    o.threads = 2;
+    o.queue_depth = 4;
+    o.max_gap = 0;
+    const Status st = ReadRanges({RangeSource::File(path)}, ranges, o, {}, nullptr, [&](size_t i, bool) -> Status {
+      ++calls;
+      return i == 7 ? Status::DataLoss("range 7 is bad") : Status::Ok();
+    });
+    EXPECT_EQ(st.code(), StatusCode::kDataLoss) << io;
+    EXPECT_EQ(st.message(), "range 7 is bad") << io;
+    EXPECT_LT(calls.load(), 256) << io << ": the call went on after the failure";
   }
 }
 

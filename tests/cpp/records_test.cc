@@ -1,14 +1,19 @@
 // lsio/records.h: offset-table entries loaded and stored whole, record payloads compressed
-// and decoded in parallel, and the checks that keep a corrupt payload from allocating or
-// decoding past its destination.
+// and decoded in parallel, gathered from files (decoded as reads land, or in place after),
+// and the checks that keep a corrupt payload from allocating or decoding past its
+// destination.
 #include "lsio/records.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
+
+#include "test_util.h"
 
 namespace lsio {
 namespace {
@@ -121,6 +126,106 @@ TEST(RecordCodecTest, CorruptPayloadsAreDataLossAndNamedByPosition) {
     // A destination of the wrong size is refused from the prefix.
     std::vector<RecordDecode> wrong = {{payload.data(), poffs[1], out.data(), 3999}};
     EXPECT_EQ(DecodeRecords(kind, wrong, 1).code(), StatusCode::kDataLoss);
+  }
+}
+
+// Payloads written to a file, gathered back with every io mode, cold (reads wait on the disk:
+// decoded as they land) and hot (page-cache hits: decoded in place by PlaceRecords).
+TEST(GatherRecordsTest, GathersAndPlacesEveryRecordColdAndHot) {
+  for (RecordCompression kind : {RecordCompression::kZstd, RecordCompression::kDeflate}) {
+    std::mt19937 rng(5);
+    std::vector<uint8_t> values;
+    std::vector<uint64_t> offsets = {0};
+    for (int i = 0; i < 400; ++i) {
+      auto r = Record(rng, i % 50 == 0 ? 0 : rng() % 9000);
+      values.insert(values.end(), r.begin(), r.end());
+      offsets.push_back(values.size());
+    }
+    std::vector<uint8_t> payload;
+    std::vector<uint64_t> poffs;
+    ASSERT_TRUE(CompressRecords(kind, 3, values.data(), values.size(), offsets, 2, &payload, &poffs).ok());
+    lsio_test::TempDir dir;
+    const std::string path = dir.Write("0.zr", payload);
+    // Records in a shuffled order, one of them twice.
+    std::vector<size_t> order(400);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    order.push_back(order[3]);
+    for (const char* io : {"auto", "pread", "uring"}) {
+      for (bool cold : {true, false}) {
+        if (cold) {
+          const int fd = ::open(path.c_str(), O_RDONLY);
+          ASSERT_GE(fd, 0);
+          ::fdatasync(fd);
+          ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+          ::close(fd);
+        }
+        std::vector<uint8_t> staged(payload.size() * 2);
+        std::vector<ByteRange> ranges;
+        uint64_t at = 0;
+        for (size_t id : order) {
+          ranges.push_back({0, poffs[id], poffs[id + 1] - poffs[id], staged.data() + at});
+          at += poffs[id + 1] - poffs[id];
+        }
+        RangeOptions o;
+        o.io = io;
+        o.threads = 2;
+        GatheredRecords g;
+        size_t failed = 99;
+        Status st = GatherRecords(kind, {RangeSource::File(path)}, ranges, o, {}, &g, &failed);
+        if (std::string(io) == "uring" && st.code() == StatusCode::kUnavailable) break;
+        ASSERT_TRUE(st.ok()) << io << ": " << st.ToString();
+        std::vector<uint64_t> place = {0};
+        for (size_t k = 0; k < order.size(); ++k) {
+          ASSERT_EQ(g.sizes[k], offsets[order[k] + 1] - offsets[order[k]]) << io << " record " << k;
+          place.push_back(place.back() + g.sizes[k]);
+        }
+        std::vector<uint8_t> out(place.back() + 16, 0xEE);
+        place.pop_back();
+        ASSERT_TRUE(PlaceRecords(g, out.data(), place, 2).ok());
+        for (size_t k = 0; k < order.size(); ++k) {
+          ASSERT_EQ(0, std::memcmp(out.data() + place[k], values.data() + offsets[order[k]], g.sizes[k]))
+              << io << (cold ? " cold" : " hot") << " record " << k;
+        }
+        for (size_t i = out.size() - 16; i < out.size(); ++i) ASSERT_EQ(out[i], 0xEE);
+        if (std::string(io) == "pread") {  // every read waited: every record decoded on arrival
+          for (size_t k = 0; k + 1 < order.size(); ++k) {
+            if (g.sizes[k] > 0) ASSERT_NE(g.decoded[k], nullptr) << k;
+          }
+        }
+        if (std::string(io) == "auto" && !cold) {  // page-cache hits: left to PlaceRecords
+          for (size_t k = 0; k < order.size(); ++k) ASSERT_EQ(g.decoded[k], nullptr) << k;
+        }
+      }
+    }
+    // A flipped byte in one frame: named by its position, whether met on arrival (pread) or
+    // in place (a hot io="auto" read).
+    payload[poffs[order[7]] + (poffs[order[7] + 1] - poffs[order[7]]) / 2] ^= 0x5A;
+    dir.Write("0.zr", payload);
+    for (const char* io : {"pread", "auto", "auto"}) {
+      std::vector<uint8_t> staged(payload.size() * 2);
+      std::vector<ByteRange> ranges;
+      uint64_t at = 0;
+      for (size_t k = 0; k < 20; ++k) {
+        const size_t id = order[k];
+        ranges.push_back({0, poffs[id], poffs[id + 1] - poffs[id], staged.data() + at});
+        at += poffs[id + 1] - poffs[id];
+      }
+      RangeOptions o;
+      o.io = io;
+      o.threads = 2;
+      GatheredRecords g;
+      size_t failed = 99;
+      Status st = GatherRecords(kind, {RangeSource::File(path)}, ranges, o, {}, &g, &failed);
+      if (st.ok()) {
+        std::vector<uint64_t> place = {0};
+        for (size_t k = 0; k + 1 < ranges.size(); ++k) place.push_back(place.back() + g.sizes[k]);
+        std::vector<uint8_t> out(place.back() + g.sizes.back());
+        st = PlaceRecords(g, out.data(), place, 2, &failed);
+      }
+      EXPECT_EQ(st.code(), StatusCode::kDataLoss) << io << ": " << st.ToString();
+      EXPECT_EQ(failed, 7u) << io;
+    }
   }
 }
 

@@ -85,8 +85,15 @@ struct RangeStats {
 /// kUnavailable (io="uring" where the kernel refuses it), kCancelled (`interrupted` returned
 /// true; polled on the calling thread about every 10 ms), kResourceExhausted.
 /// `stats`, when given, receives the call's counts (added to its fields).
+/// `on_range`, when given, is called once per range as on_range(index in `ranges`, waited)
+/// as soon as all of its bytes are in its buffer, on whichever thread finished them
+/// (several at once: it must be thread-safe), so a caller can use each range while others
+/// are still being read (lsio/records.h GatherRecords decodes payloads as they land).
+/// `waited`: its bytes came through I/O the call waited for; false for local ranges the page
+/// cache served at once, and for identical and empty ranges (reported at the end, on the
+/// calling thread). A failure it returns stops the call and is returned unchanged.
 Status ReadRanges(const std::vector<RangeSource>& sources, std::span<const ByteRange> ranges,
                   const RangeOptions& options = {}, const std::function<bool()>& interrupted = {},
-                  RangeStats* stats = nullptr);
+                  RangeStats* stats = nullptr, const std::function<Status(size_t, bool)>& on_range = {});
 
 }  // namespace lsio

@@ -5,9 +5,12 @@
 //
 // Usage:
 //   1. Gather: entries = LoadRecordEntries(table, count, ids)  -> (chunk, offset, length) per id
-//      ReadRanges(chunk files, those ranges) into one buffer
-//      decoded sizes from each payload's 4-byte prefix (RecordDecodedSize), then
-//      DecodeRecords(kZstd, payloads, destinations, threads)
+//      uncompressed: ReadRanges(chunk files, those ranges) straight into the result;
+//      compressed: GatherRecords(kZstd, chunk files, those ranges, ...) reads the payloads
+//      (decoding those that arrive from the disk while others are still being read) and their
+//      sizes (each payload's 4-byte prefix, RecordDecodedSize); the caller allocates the
+//      result by those sizes, then PlaceRecords lays every record out in it.
+//      (Or ReadRanges, RecordDecodedSize and DecodeRecords one after another.)
 //   2. Append: CompressRecords(kZstd, 3, values, offsets, threads, &payload, &payload_offsets)
 //      then the writer pwrites the payloads and StoreRecordEntries' the new entries.
 //
@@ -31,9 +34,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
+#include "lsio/ranges.h"
 #include "lsio/status.h"
 
 namespace lsio {
@@ -91,5 +97,36 @@ struct RecordDecode {
 /// (bad frame, checksum mismatch, another decoded size), which the caller maps to its id.
 Status DecodeRecords(RecordCompression compression, std::span<const RecordDecode> work, int threads,
                      size_t* failed_index = nullptr);
+
+/// Payloads read by GatherRecords, with their decoded sizes; those read while the call waited
+/// on I/O are decoded already, each in a buffer of its own.
+struct GatheredRecords {
+  RecordCompression compression = RecordCompression::kZstd;
+  std::vector<std::span<const uint8_t>> payloads;  ///< each payload, in the caller's buffers
+  std::vector<std::unique_ptr<uint8_t[]>> decoded;  ///< record i decoded, or null: not yet
+  std::vector<uint64_t> sizes;                      ///< record i's decoded bytes
+};
+
+/// Reads payloads[i] (ranges of `sources`, each into its dst, as ReadRanges; the buffers
+/// must outlive `out`) and learns every record's decoded size. A payload of a local file that
+/// arrives through I/O the call waited for is decoded at once, on the thread that read it,
+/// so decoding overlaps the reads still in flight (W14 cold zstd: the disk's wait and the
+/// decode had added up); since sizes are only known from the payloads, such records wait in
+/// buffers of their own. Payloads the page cache served at once, and remote ones (read by
+/// one streaming thread), are left for PlaceRecords, which decodes them straight into place
+/// on every worker (no copy: W14 hot). Fails as ReadRanges, or with
+/// kDataLoss for a corrupt payload (as RecordDecodedSize and DecodeRecords), setting
+/// *failed_index to its position in `payloads`. kInvalidArgument for kNone.
+Status GatherRecords(RecordCompression compression, const std::vector<RangeSource>& sources,
+                     std::span<const ByteRange> payloads, const RangeOptions& options,
+                     const std::function<bool()>& interrupted, GatheredRecords* out, size_t* failed_index = nullptr,
+                     RangeStats* stats = nullptr);
+
+/// Lays record i of `records` out at dst + offsets[i] (dst sized by records.sizes), in
+/// parallel (threads as CompressRecords): copied if decoded already, else decoded there.
+/// kDataLoss for a corrupt payload, with *failed_index as GatherRecords; dst is then partly
+/// written, only inside the records' places.
+Status PlaceRecords(const GatheredRecords& records, uint8_t* dst, std::span<const uint64_t> offsets, int threads,
+                    size_t* failed_index = nullptr);
 
 }  // namespace lsio

@@ -39,7 +39,8 @@ RangePlan PlanRanges(std::span<const RangeTarget> targets, uint64_t max_gap, uin
     if (open.count == 0) return;
     if (open.count == 1) {
       // One target: read it straight into its buffer.
-      const RangeTarget& t = targets[plan.members[open.first]];
+      open.target = plan.members[open.first];
+      const RangeTarget& t = targets[open.target];
       plan.members.pop_back();
       open.dst = t.dst;
       open.count = 0;
@@ -69,6 +70,7 @@ RangePlan PlanRanges(std::span<const RangeTarget> targets, uint64_t max_gap, uin
         u.offset = t.offset + done;
         u.length = std::min(max_request, t.length - done);
         u.dst = t.dst + done;
+        u.target = i;
         plan.units.push_back(u);
       }
       continue;
@@ -120,8 +122,11 @@ struct StoreRun {
   uint64_t max_request = 0;
   std::vector<uint32_t> objects;       // call-wide object indices, ascending
   std::vector<RangeTarget> targets;    // this store's targets, `object` = call-wide index
+  std::vector<uint32_t> ids;           // targets[j] is the call's target ids[j]
   std::vector<ObjectRef> refs;         // call-wide object index -> opened object (this store's)
   RangePlan plan;
+  // With on_target: units of targets[j] not finished yet (a split target has several).
+  std::unique_ptr<std::atomic<uint32_t>[]> pending;
 };
 
 std::string Where(const StoreRun& run, const std::vector<RangeObject>& objects, uint32_t object) {
@@ -134,6 +139,19 @@ void Scatter(const RangeUnit& u, const uint8_t* staged, const StoreRun& run) {
     const RangeTarget& t = run.targets[run.plan.members[m]];
     std::memcpy(t.dst, staged + (t.offset - u.offset), static_cast<size_t>(t.length));
   }
+}
+
+// A unit's bytes are in (and scattered): report the targets it completed (on_target).
+// waited: the unit came through I/O the call waited for (not a page-cache hit read inline).
+Status UnitDone(const RangesContext& ctx, StoreRun& run, const RangeUnit& u, bool waited) {
+  if (!ctx.on_target) return Status::Ok();
+  auto done = [&](uint32_t j) -> Status {
+    if (run.pending[j].fetch_sub(1, std::memory_order_acq_rel) != 1) return Status::Ok();  // more pieces
+    return ctx.on_target(run.ids[j], waited);
+  };
+  if (u.dst != nullptr) return done(u.target);
+  for (uint32_t m = u.first; m < u.first + u.count; ++m) LSIO_RETURN_IF_ERROR(done(run.plan.members[m]));
+  return Status::Ok();
 }
 
 // The outcome of one finished unit read: Ok, or the error naming the object and range.
@@ -212,6 +230,8 @@ void LocalWorker(LocalRun& lr) {
         return;
       }
       if (u.dst == nullptr) Scatter(u, staging.data() + staged_at[i], run);
+      st = UnitDone(*lr.ctx, run, u, !reads[i].inline_hit);
+      if (!st.ok()) lr.error->Set(std::move(st));
     });
   }
 }
@@ -262,11 +282,11 @@ Status RunRemote(const RangesContext& ctx, const std::vector<RangeObject>& objec
     in_flight.erase(it);
     const RangeUnit& u = run.plan.units[s->unit];
     Status st = Finished(r, u, run, objects);
-    if (!st.ok()) {
-      error.Set(std::move(st));
-    } else if (u.dst == nullptr) {
-      Scatter(u, s->staging.get(), run);
+    if (st.ok()) {
+      if (u.dst == nullptr) Scatter(u, s->staging.get(), run);
+      st = UnitDone(ctx, run, u, true);
     }
+    if (!st.ok()) error.Set(std::move(st));
     s->staging.reset();
     free_slots.push_back(s);
   };
@@ -366,6 +386,7 @@ Status SizeRemote(const RangesContext& ctx, const std::vector<RangeObject>& obje
     if (u.dst != nullptr) std::memcpy(u.dst, staging[i].get(), static_cast<size_t>(u.length));
     else Scatter(u, staging[i].get(), run);
     (*done)[first_unit[i]] = true;
+    LSIO_RETURN_IF_ERROR(UnitDone(ctx, run, u, true));
   }
   return Status::Ok();
 }
@@ -454,7 +475,11 @@ Status Execute(const RangesContext& ctx, const std::vector<RangeObject>& objects
     }
     r->objects.push_back(o);
   }
-  for (const RangeTarget& t : targets) by_store[objects[t.object].store]->targets.push_back(t);
+  for (uint32_t i = 0; i < targets.size(); ++i) {
+    StoreRun* r = by_store[objects[targets[i].object].store];
+    r->targets.push_back(targets[i]);
+    r->ids.push_back(i);
+  }
 
   // 2-3. Open (or size) every object and plan, before any caller byte is written.
   std::vector<std::vector<bool>> done(runs.size());
@@ -463,6 +488,16 @@ Status Execute(const RangesContext& ctx, const std::vector<RangeObject>& objects
   for (size_t s = 0; s < runs.size(); ++s) {
     StoreRun& run = *runs[s];
     run.plan = PlanRanges(run.targets, run.max_gap, run.max_request);
+    if (ctx.on_target) {
+      run.pending.reset(new std::atomic<uint32_t>[run.targets.size()]);
+      for (size_t j = 0; j < run.targets.size(); ++j) run.pending[j].store(1, std::memory_order_relaxed);
+      for (const RangeUnit& u : run.plan.units) {
+        if (u.dst != nullptr && u.length < run.targets[u.target].length) {  // a piece of a split target
+          const uint64_t pieces = (run.targets[u.target].length + run.max_request - 1) / run.max_request;
+          run.pending[u.target].store(static_cast<uint32_t>(pieces), std::memory_order_relaxed);
+        }
+      }
+    }
     if (ctx.stats != nullptr) {
       ctx.stats->requests += run.plan.units.size();
       for (const RangeUnit& u : run.plan.units) ctx.stats->bytes_read += u.length;
@@ -523,6 +558,12 @@ Status Execute(const RangesContext& ctx, const std::vector<RangeObject>& objects
     for (const auto& [copy, original] : run->plan.duplicates) {
       const RangeTarget& c = run->targets[copy];
       std::memcpy(c.dst, run->targets[original].dst, static_cast<size_t>(c.length));
+      if (ctx.on_target) LSIO_RETURN_IF_ERROR(ctx.on_target(run->ids[copy], false));
+    }
+  }
+  if (ctx.on_target) {
+    for (size_t i = 0; i < targets.size(); ++i) {
+      if (targets[i].length == 0) LSIO_RETURN_IF_ERROR(ctx.on_target(i, false));
     }
   }
   return Status::Ok();

@@ -70,6 +70,8 @@ struct RangesContext {
   std::function<bool()> interrupted;   ///< see the header comment
   bool (*interrupt_probe)() = nullptr;
   RangeStats* stats = nullptr;  ///< not null: the plan's counts are added here
+  /// Set: called with a target's index once its bytes are all in (ReadRanges' on_range).
+  std::function<Status(size_t, bool)> on_target;
 };
 
 /// A planned read: one request of the store.
@@ -79,6 +81,8 @@ struct RangeUnit {
   uint64_t length = 0;
   /// Not null: the unit is one target (or a piece of one) read straight into here.
   uint8_t* dst = nullptr;
+  /// Units read straight into a target: that target's index.
+  uint32_t target = 0;
   /// Staged units: the targets they serve, members[first, first + count) (sorted by offset).
   uint32_t first = 0;
   uint32_t count = 0;
