@@ -138,11 +138,13 @@ py::tuple Decode(int kind, const py::object& src_obj, const U64& src_offsets, co
 }
 
 // Records read by records_gather (some decoded already), until place() lays them out in
-// the caller's array (sized from sizes()). Holds the payload buffer they were read into.
+// the caller's array (sized from sizes()). Holds the exports of the payload buffers they
+// were read into, so those cannot be resized or freed meanwhile (released with the GIL held,
+// when the object goes).
 class Gathered {
  public:
   lsio::GatheredRecords records;
-  py::object payload_buffer;
+  std::vector<std::unique_ptr<BufferView>> payload_buffers;
 
   py::array_t<uint64_t> Sizes() const {
     py::array_t<uint64_t> out(static_cast<py::ssize_t>(records.sizes.size()));
@@ -160,6 +162,11 @@ class Gathered {
                                                 std::to_string(n) + " records"));
     }
     BufferView dst(out, "out", true);
+    for (const auto& b : payload_buffers) {  // decoding in place must not overwrite payloads
+      if (dst.data() < b->data() + b->size() && b->data() < dst.data() + dst.size()) {
+        ThrowStatus(lsio::Status::InvalidArgument("out overlaps the buffer the payloads were read into"));
+      }
+    }
     // Places must lie inside out and not overlap (two workers would write the same bytes).
     std::vector<size_t> order;
     order.reserve(n);
@@ -193,15 +200,18 @@ py::tuple Gather(int kind, const py::list& sources, const U32& source_index, con
                  const py::object& out, const py::object& out_offsets, int threads, const std::string& io,
                  unsigned queue_depth, std::optional<uint64_t> max_gap, uint64_t max_request) {
   const lsio::RecordCompression k = Kind(kind);
-  const RangeCall call = PrepareRangeCall(sources, source_index, offsets, lengths, out, out_offsets, threads, io,
-                                          queue_depth, max_gap, max_request);
+  RangeCall call = PrepareRangeCall(sources, source_index, offsets, lengths, out, out_offsets, threads, io,
+                                    queue_depth, max_gap, max_request);
   auto gathered = std::make_unique<Gathered>();
-  gathered->payload_buffer = out;
-  size_t failed = 0;
+  size_t failed = SIZE_MAX;  // set by GatherRecords for a corrupt payload only
   const lsio::Status st = WithoutGil([&](const std::function<bool()>& interrupted) {
     return lsio::GatherRecords(k, call.sources, call.ranges, call.options, interrupted, &gathered->records, &failed);
   });
-  if (st.ok()) return py::make_tuple(py::cast(std::move(gathered)), int64_t{-1}, std::string());
+  if (st.ok()) {
+    gathered->payload_buffers = std::move(call.held);
+    return py::make_tuple(py::cast(std::move(gathered)), int64_t{-1}, std::string());
+  }
+  // A reader's own kDataLoss (a file cut short during the call) names its file and range.
   if (st.code() != lsio::StatusCode::kDataLoss || failed >= call.ranges.size()) ThrowStatus(st);
   return py::make_tuple(py::none(), static_cast<int64_t>(failed), st.message());
 }

@@ -7,9 +7,11 @@
 //   2. RunInChild([] { return ok ? 0 : 1; })  // fork, run, _exit with the result
 //   3. ReferenceCrc32c(bytes): a bit-wise CRC-32C, independent of the engine's.
 //   4. OpenDescriptors(): how many descriptors the process holds (leak checks).
+//   5. DropCached(path): drops a file from the page cache; false where pages stay (tmpfs).
 #pragma once
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -33,6 +35,30 @@
 namespace lsio_test {
 
 using Bytes = std::vector<uint8_t>;
+
+/// Drops `path` from the page cache (fdatasync, POSIX_FADV_DONTNEED) and says whether none of
+/// its pages stayed (mincore over a mapping; false on tmpfs, where DONTNEED drops nothing).
+inline bool DropCached(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  struct stat st;
+  bool dropped = false;
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) {
+    const size_t size = static_cast<size_t>(st.st_size);
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (p != MAP_FAILED) {
+      const long page = ::sysconf(_SC_PAGESIZE);
+      std::vector<unsigned char> vec((size + page - 1) / page);
+      dropped = ::mincore(p, size, vec.data()) == 0;
+      for (unsigned char v : vec) dropped &= (v & 1) == 0;
+      ::munmap(p, size);
+    }
+  }
+  ::close(fd);
+  return dropped;
+}
 
 /// A fresh directory under testing::TempDir(), removed recursively on destruction.
 class TempDir {

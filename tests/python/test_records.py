@@ -269,10 +269,10 @@ def _drop_cached(root):
 @pytest.mark.parametrize("comp", ["zstd", "deflate"])
 @pytest.mark.parametrize("io", ["auto", "pread", "uring"])
 def test_compressed_takes_cold_and_hot_with_every_io(tmp_path, comp, io):
-    """A compressed gather decodes a payload as soon as its read lands when the read waited
-    on I/O (io="pread": every read; io_uring: the page cache's misses) and straight into the
-    result after the reads otherwise (page-cache hits): both give the records written, and a
-    corrupt payload is named by its record either way."""
+    """A compressed gather decodes a payload as soon as its read lands when the device
+    delivered it (io_uring after a page-cache miss: the cold rounds of "auto" and "uring") and
+    straight into the result after the reads otherwise (page-cache hits, and every pread):
+    both give the records written, and a corrupt payload is named by its record either way."""
     if io == "uring" and not lsio.io_backend_info()["uring_available"]:
         pytest.skip("io_uring unavailable: " + lsio.io_backend_info()["reason"])
     rng = np.random.default_rng(11)
@@ -306,6 +306,44 @@ def test_compressed_takes_cold_and_hot_with_every_io(tmp_path, comp, io):
             r.take(np.concatenate([np.arange(100, 200), [123], np.arange(300, 400)]))
         assert e.value.path.endswith(f"{c}.zr") and e.value.byte_range == (o, o + n)
         assert same(r.take([122, 124])[1], model[124])
+
+
+def test_gathered_records_place_checks_its_arguments(tmp_path):
+    """The binding under compressed takes: place() refuses offsets of the wrong length, places
+    outside `out`, overlapping places and an `out` over the payload buffer (decoding there
+    would overwrite payloads not yet decoded); the payload buffer cannot be resized while the
+    gathered records hold it."""
+    from lsio import _core
+
+    path = tmp_path / "s"
+    w = R.create(path, bytes, compression="zstd", chunk_records=8)
+    w.append([bytes([i]) * (300 + i) for i in range(5)])
+    w.close()
+    offs = [entry(path, i) for i in range(5)]
+    lengths = np.array([n for _, _, n in offs], np.uint64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.uint64)
+    buf = bytearray(int(lengths.sum()))
+    g, failed, msg = _core.records_gather(1, [str(path / "chunk" / "0.zr")], np.zeros(5, np.uint32),
+                                          np.array([o for _, o, _ in offs], np.uint64), lengths, buf, starts)
+    assert failed == -1, msg
+    sizes = g.sizes()
+    assert sizes.tolist() == [300 + i for i in range(5)]
+    with pytest.raises(BufferError):
+        buf.extend(b"x")  # still exported: the records point into it
+    places = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.uint64)
+    out = np.zeros(int(sizes.sum()), np.uint8)
+    with pytest.raises(ValueError, match="offsets has 4 entries"):
+        g.place(out, places[:4])
+    with pytest.raises(ValueError, match="outside out"):
+        g.place(out[:-1], places)
+    with pytest.raises(ValueError, match="overlap"):
+        g.place(out, np.zeros(5, np.uint64))
+    with pytest.raises(ValueError, match="payloads were read into"):
+        g.place(np.frombuffer(buf, np.uint8), np.zeros(5, np.uint64))
+    assert g.place(out, places) == (-1, "")
+    assert out.tobytes() == b"".join(bytes([i]) * (300 + i) for i in range(5))
+    del g
+    buf.extend(b"x")  # released with the gathered records
 
 
 def test_malformed_meta(tmp_path):

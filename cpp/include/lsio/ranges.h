@@ -89,9 +89,12 @@ struct RangeStats {
 /// as soon as all of its bytes are in its buffer, on whichever thread finished them
 /// (several at once: it must be thread-safe), so a caller can use each range while others
 /// are still being read (lsio/records.h GatherRecords decodes payloads as they land).
-/// `waited`: its bytes came through I/O the call waited for; false for local ranges the page
-/// cache served at once, and for identical and empty ranges (reported at the end, on the
-/// calling thread). A failure it returns stops the call and is returned unchanged.
+/// `waited`: its bytes came over the network, or from a local device through io_uring after
+/// the page cache could not serve them at once; false for page-cache hits, for io="pread"
+/// (which cannot tell), and for identical and empty ranges (reported at the end, on the
+/// calling thread). A range read in pieces (longer than max_request) reports its last
+/// piece's. A failure it returns stops the call and is returned unchanged; it must not
+/// throw (an exception becomes the call's kInternal failure).
 Status ReadRanges(const std::vector<RangeSource>& sources, std::span<const ByteRange> ranges,
                   const RangeOptions& options = {}, const std::function<bool()>& interrupted = {},
                   RangeStats* stats = nullptr, const std::function<Status(size_t, bool)>& on_range = {});

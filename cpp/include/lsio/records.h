@@ -109,14 +109,18 @@ struct GatheredRecords {
 
 /// Reads payloads[i] (ranges of `sources`, each into its dst, as ReadRanges; the buffers
 /// must outlive `out`) and learns every record's decoded size. A payload of a local file that
-/// arrives through I/O the call waited for is decoded at once, on the thread that read it,
+/// the device delivers (io_uring, after the page cache missed; ReadRanges' `waited`) is
+/// decoded at once, on the thread that read it,
 /// so decoding overlaps the reads still in flight (W14 cold zstd: the disk's wait and the
 /// decode had added up); since sizes are only known from the payloads, such records wait in
 /// buffers of their own. Payloads the page cache served at once, and remote ones (read by
 /// one streaming thread), are left for PlaceRecords, which decodes them straight into place
-/// on every worker (no copy: W14 hot). Fails as ReadRanges, or with
-/// kDataLoss for a corrupt payload (as RecordDecodedSize and DecodeRecords), setting
-/// *failed_index to its position in `payloads`. kInvalidArgument for kNone.
+/// on every worker (no copy: W14 hot). Local requests are capped at 256 KiB unless
+/// options.max_request says otherwise, so merged neighbours do not pile their decodes on one
+/// worker. Fails as ReadRanges, or with kDataLoss for a corrupt payload (as RecordDecodedSize
+/// and DecodeRecords), setting *failed_index to its position in `payloads` (the first met,
+/// not necessarily the first by position); other failures leave *failed_index alone.
+/// kInvalidArgument for kNone.
 Status GatherRecords(RecordCompression compression, const std::vector<RangeSource>& sources,
                      std::span<const ByteRange> payloads, const RangeOptions& options,
                      const std::function<bool()>& interrupted, GatheredRecords* out, size_t* failed_index = nullptr,
@@ -125,7 +129,8 @@ Status GatherRecords(RecordCompression compression, const std::vector<RangeSourc
 /// Lays record i of `records` out at dst + offsets[i] (dst sized by records.sizes), in
 /// parallel (threads as CompressRecords): copied if decoded already, else decoded there.
 /// kDataLoss for a corrupt payload, with *failed_index as GatherRecords; dst is then partly
-/// written, only inside the records' places.
+/// written, only inside the records' places. kInvalidArgument unless offsets has one entry per
+/// record.
 Status PlaceRecords(const GatheredRecords& records, uint8_t* dst, std::span<const uint64_t> offsets, int threads,
                     size_t* failed_index = nullptr);
 

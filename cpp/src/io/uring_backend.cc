@@ -363,6 +363,7 @@ class UringBackend final : public IoBackend {
       r.status = Status::Ok();
       r.transferred = 0;
       r.inline_hit = false;
+      r.waited = false;
       if (r.length == 0) {
         on_done(i);
         continue;
@@ -398,6 +399,7 @@ class UringBackend final : public IoBackend {
       while (pass.inflight >= pass.depth) {
         if (!pass.Reap(/*wait=*/true)) return pass.FailAll(i);
       }
+      r.waited = true;
       pass.Queue(i);
     }
     while (pass.remaining > 0) {

@@ -142,12 +142,20 @@ void Scatter(const RangeUnit& u, const uint8_t* staged, const StoreRun& run) {
 }
 
 // A unit's bytes are in (and scattered): report the targets it completed (on_target).
-// waited: the unit came through I/O the call waited for (not a page-cache hit read inline).
+// waited: the unit was queued to the device or came over the network (RangeRead::waited).
+// Runs inside completion loops, which must not unwind while reads are in flight: a callback
+// that throws becomes the call's failure.
 Status UnitDone(const RangesContext& ctx, StoreRun& run, const RangeUnit& u, bool waited) {
   if (!ctx.on_target) return Status::Ok();
   auto done = [&](uint32_t j) -> Status {
     if (run.pending[j].fetch_sub(1, std::memory_order_acq_rel) != 1) return Status::Ok();  // more pieces
-    return ctx.on_target(run.ids[j], waited);
+    try {
+      return ctx.on_target(run.ids[j], waited);
+    } catch (const std::bad_alloc&) {
+      return Status::ResourceExhausted("cannot allocate memory in the range callback (std::bad_alloc)");
+    } catch (...) {
+      return Status::Internal("the range callback threw an exception");
+    }
   };
   if (u.dst != nullptr) return done(u.target);
   for (uint32_t m = u.first; m < u.first + u.count; ++m) LSIO_RETURN_IF_ERROR(done(run.plan.members[m]));
@@ -230,7 +238,7 @@ void LocalWorker(LocalRun& lr) {
         return;
       }
       if (u.dst == nullptr) Scatter(u, staging.data() + staged_at[i], run);
-      st = UnitDone(*lr.ctx, run, u, !reads[i].inline_hit);
+      st = UnitDone(*lr.ctx, run, u, reads[i].waited);
       if (!st.ok()) lr.error->Set(std::move(st));
     });
   }
@@ -494,6 +502,7 @@ Status Execute(const RangesContext& ctx, const std::vector<RangeObject>& objects
       for (const RangeUnit& u : run.plan.units) {
         if (u.dst != nullptr && u.length < run.targets[u.target].length) {  // a piece of a split target
           const uint64_t pieces = (run.targets[u.target].length + run.max_request - 1) / run.max_request;
+          if (pieces > UINT32_MAX) return Status::InvalidArgument("a range of more than 2^32 requests");
           run.pending[u.target].store(static_cast<uint32_t>(pieces), std::memory_order_relaxed);
         }
       }

@@ -249,6 +249,7 @@ void LocalStore::Read(std::span<RangeRead> reads, const std::function<void(size_
       r.status = q[k].status;
       r.transferred = q[k].transferred;
       r.inline_hit = q[k].inline_hit;
+      r.waited = q[k].waited;
       if (r.object->direct) ++(q[k].inline_hit ? cache_reads : direct_reads);
       on_done(which[k]);
       if (r.object->open_on_read) static_cast<OnceObject&>(*r.object).Release();

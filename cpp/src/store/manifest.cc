@@ -236,6 +236,7 @@ void Back(Translated* t) {
   r.status = std::move(in.status);
   r.transferred = in.transferred;
   r.inline_hit = in.inline_hit;
+  r.waited = in.waited;
   r.first_byte_s = in.first_byte_s;
   r.total_s = in.total_s;
   r.too_large = in.too_large;

@@ -138,6 +138,7 @@ struct RangeRead {
   bool missing = false;      ///< no object under the key (status Ok)
   uint64_t transferred = 0;  ///< bytes written to dst (kSuffix: min(length, size))
   bool inline_hit = false;   ///< local: served from the page cache without queueing
+  bool waited = false;       ///< local: queued to the device (ReadRequest::waited)
   std::string body;          ///< kWhole
   bool too_large = false;    ///< kWhole: larger than max_length (status kInvalidFormat)
   /// Remote: seconds from sending the request that served this read to its first byte and
