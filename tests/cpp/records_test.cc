@@ -58,21 +58,37 @@ TEST(RecordEntriesTest, RefusesIdsOutsideTheTableAndMisalignedTables) {
   EXPECT_EQ(StoreRecordEntries(table, 2, one, two).code(), StatusCode::kInvalidArgument);
 }
 
+// `n` records of up to `most` compressible bytes (every 17th empty), compressed end to end.
+struct Compressed {
+  std::vector<uint8_t> values;
+  std::vector<uint64_t> offsets = {0};  // record i is values[offsets[i], offsets[i + 1])
+  std::vector<uint8_t> payload;
+  std::vector<uint64_t> poffs;          // and payload[poffs[i], poffs[i + 1])
+};
+
+Compressed CompressedRecords(RecordCompression kind, int level, int n, uint32_t most, int threads) {
+  Compressed c;
+  std::mt19937 rng(11);
+  for (int i = 0; i < n; ++i) {
+    auto r = Record(rng, i % 17 == 0 ? 0 : rng() % most);
+    c.values.insert(c.values.end(), r.begin(), r.end());
+    c.offsets.push_back(c.values.size());
+  }
+  const Status st = CompressRecords(kind, level, c.values.data(), c.values.size(), c.offsets, threads, &c.payload,
+                                    &c.poffs);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return c;
+}
+
 class RecordCodecTest : public ::testing::TestWithParam<std::pair<RecordCompression, int>> {};
 
 TEST_P(RecordCodecTest, CompressThenDecodeInParallelRoundTrips) {
   const auto [kind, level] = GetParam();
-  std::mt19937 rng(11);
-  std::vector<uint8_t> values;
-  std::vector<uint64_t> offsets = {0};
-  for (int i = 0; i < 300; ++i) {
-    auto r = Record(rng, i % 17 == 0 ? 0 : rng() % 5000);
-    values.insert(values.end(), r.begin(), r.end());
-    offsets.push_back(values.size());
-  }
-  std::vector<uint8_t> payload;
-  std::vector<uint64_t> poffs;
-  ASSERT_TRUE(CompressRecords(kind, level, values.data(), values.size(), offsets, 3, &payload, &poffs).ok());
+  Compressed c = CompressedRecords(kind, level, 300, 5000, 3);
+  const std::vector<uint8_t>& values = c.values;
+  const std::vector<uint64_t>& offsets = c.offsets;
+  const std::vector<uint8_t>& payload = c.payload;
+  const std::vector<uint64_t>& poffs = c.poffs;
   ASSERT_EQ(poffs.size(), offsets.size());
   EXPECT_LT(payload.size(), values.size());
   std::vector<uint8_t> out(values.size(), 0xAB);
@@ -134,16 +150,11 @@ TEST(RecordCodecTest, CorruptPayloadsAreDataLossAndNamedByPosition) {
 TEST(GatherRecordsTest, GathersAndPlacesEveryRecordColdAndHot) {
   for (RecordCompression kind : {RecordCompression::kZstd, RecordCompression::kDeflate}) {
     std::mt19937 rng(5);
-    std::vector<uint8_t> values;
-    std::vector<uint64_t> offsets = {0};
-    for (int i = 0; i < 400; ++i) {
-      auto r = Record(rng, i % 50 == 0 ? 0 : rng() % 9000);
-      values.insert(values.end(), r.begin(), r.end());
-      offsets.push_back(values.size());
-    }
-    std::vector<uint8_t> payload;
-    std::vector<uint64_t> poffs;
-    ASSERT_TRUE(CompressRecords(kind, 3, values.data(), values.size(), offsets, 2, &payload, &poffs).ok());
+    Compressed c = CompressedRecords(kind, 3, 400, 9000, 2);
+    const std::vector<uint8_t>& values = c.values;
+    const std::vector<uint64_t>& offsets = c.offsets;
+    std::vector<uint8_t>& payload = c.payload;
+    const std::vector<uint64_t>& poffs = c.poffs;
     lsio_test::TempDir dir;
     const std::string path = dir.Write("0.zr", payload);
     // Records in a shuffled order, one of them twice.

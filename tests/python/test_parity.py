@@ -28,7 +28,6 @@ checked against the writer's expected array.
 
 from __future__ import annotations
 
-import os
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 
@@ -44,6 +43,7 @@ from selections import (
     random_crops,
     random_keys,
 )
+from page_cache import drop_page_cache
 from stores import assert_same_bits, assert_same_values
 
 N_KEYS = 24
@@ -284,22 +284,6 @@ def test_large_crop_batch(stores, name, io_mode, n_threads):
     got = arr.read_crops(starts, crop)
     want = np.stack([store.expected[crop_slices(s, crop)] for s in starts])
     assert_same_bits(got, want, f"{name} {len(starts)} crops of {crop}")
-
-
-def drop_page_cache(root) -> None:
-    """Ask the kernel to evict the store's (clean) pages from the page
-    cache, so reads really go to the device (io_uring's slow path). lsio's
-    open files go first: pages their mappings touched (hot reads in place)
-    cannot be evicted while mapped."""
-    lsio.close_files()
-    for dirpath, _, files in os.walk(root):
-        for f in files:
-            fd = os.open(os.path.join(dirpath, f), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
 
 
 COLD_STORES = [

@@ -18,6 +18,7 @@ import pytest
 
 import lsio
 import lsio.records as R
+from page_cache import drop_page_cache
 
 DTYPES = [bytes, np.float32, np.dtype(">i2"), np.uint8, np.complex64, np.dtype([("a", "<i4"), ("b", "<f8")])]
 COMPRESSIONS = [None, "zstd", "deflate"]
@@ -254,18 +255,6 @@ def test_corrupt_files_raise_typed_errors(tmp_path, comp):
             R.open(path).take([0])
 
 
-def _drop_cached(root):
-    """Drops the store's chunk files from the page cache (and lsio's descriptors on them)."""
-    lsio.close_files()
-    for p in (root / "chunk").iterdir():
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.fdatasync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
 @pytest.mark.parametrize("comp", ["zstd", "deflate"])
 @pytest.mark.parametrize("io", ["auto", "pread", "uring"])
 def test_compressed_takes_cold_and_hot_with_every_io(tmp_path, comp, io):
@@ -286,7 +275,7 @@ def test_compressed_takes_cold_and_hot_with_every_io(tmp_path, comp, io):
         r = R.open(path, io=io, threads=threads)
         for cold in (True, False, True):
             if cold:
-                _drop_cached(path)
+                drop_page_cache(path)
             idx = np.concatenate([rng.integers(0, len(model), 300), [17, 3, 3]])
             batch = r.take(idx)
             assert batch.offsets[-1] == sum(model[i].size for i in idx)
@@ -301,7 +290,7 @@ def test_compressed_takes_cold_and_hot_with_every_io(tmp_path, comp, io):
     r = R.open(path, io=io, threads=2)
     for cold in (True, False):
         if cold:
-            _drop_cached(path)
+            drop_page_cache(path)
         with pytest.raises(lsio.CorruptDataError, match=r"record 123 \(chunk ") as e:
             r.take(np.concatenate([np.arange(100, 200), [123], np.arange(300, 400)]))
         assert e.value.path.endswith(f"{c}.zr") and e.value.byte_range == (o, o + n)
