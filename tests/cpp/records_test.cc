@@ -162,22 +162,29 @@ TEST(GatherRecordsTest, GathersAndPlacesEveryRecordColdAndHot) {
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), rng);
     order.push_back(order[3]);
+    // Gathers the payloads of records order[0, count) with `io` into *g (staged in *staged).
+    auto gather = [&](const char* io, size_t count, std::vector<uint8_t>* staged, GatheredRecords* g,
+                      size_t* failed) {
+      staged->assign(payload.size() * 2, 0);
+      std::vector<ByteRange> ranges;
+      uint64_t at = 0;
+      for (size_t k = 0; k < count; ++k) {
+        const size_t id = order[k];
+        ranges.push_back({0, poffs[id], poffs[id + 1] - poffs[id], staged->data() + at});
+        at += poffs[id + 1] - poffs[id];
+      }
+      RangeOptions o;
+      o.io = io;
+      o.threads = 2;
+      return GatherRecords(kind, {RangeSource::File(path)}, ranges, o, {}, g, failed);
+    };
     for (const char* io : {"auto", "pread", "uring"}) {
       for (bool cold : {true, false}) {
         const bool dropped = cold && lsio_test::DropCached(path);
-        std::vector<uint8_t> staged(payload.size() * 2);
-        std::vector<ByteRange> ranges;
-        uint64_t at = 0;
-        for (size_t id : order) {
-          ranges.push_back({0, poffs[id], poffs[id + 1] - poffs[id], staged.data() + at});
-          at += poffs[id + 1] - poffs[id];
-        }
-        RangeOptions o;
-        o.io = io;
-        o.threads = 2;
+        std::vector<uint8_t> staged;
         GatheredRecords g;
         size_t failed = 99;
-        Status st = GatherRecords(kind, {RangeSource::File(path)}, ranges, o, {}, &g, &failed);
+        Status st = gather(io, order.size(), &staged, &g, &failed);
         if (std::string(io) == "uring" && st.code() == StatusCode::kUnavailable) break;
         ASSERT_TRUE(st.ok()) << io << ": " << st.ToString();
         std::vector<uint64_t> place = {0};
@@ -212,24 +219,14 @@ TEST(GatherRecordsTest, GathersAndPlacesEveryRecordColdAndHot) {
     dir.Write("0.zr", payload);
     for (const char* io : {"uring", "pread", "auto"}) {
       if (std::string(io) == "uring") lsio_test::DropCached(path);
-      std::vector<uint8_t> staged(payload.size() * 2);
-      std::vector<ByteRange> ranges;
-      uint64_t at = 0;
-      for (size_t k = 0; k < 20; ++k) {
-        const size_t id = order[k];
-        ranges.push_back({0, poffs[id], poffs[id + 1] - poffs[id], staged.data() + at});
-        at += poffs[id + 1] - poffs[id];
-      }
-      RangeOptions o;
-      o.io = io;
-      o.threads = 2;
+      std::vector<uint8_t> staged;
       GatheredRecords g;
       size_t failed = 99;
-      Status st = GatherRecords(kind, {RangeSource::File(path)}, ranges, o, {}, &g, &failed);
+      Status st = gather(io, 20, &staged, &g, &failed);
       if (st.code() == StatusCode::kUnavailable) continue;  // io_uring refused by the kernel
       if (st.ok()) {
         std::vector<uint64_t> place = {0};
-        for (size_t k = 0; k + 1 < ranges.size(); ++k) place.push_back(place.back() + g.sizes[k]);
+        for (size_t k = 0; k + 1 < g.sizes.size(); ++k) place.push_back(place.back() + g.sizes[k]);
         std::vector<uint8_t> out(place.back() + g.sizes.back());
         st = PlaceRecords(g, out.data(), place, 2, &failed);
       }
