@@ -355,7 +355,7 @@ Status GatherRecords(RecordCompression compression, const std::vector<RangeSourc
   } catch (const std::bad_alloc&) {
     return Status::ResourceExhausted("cannot allocate memory for the gathered records");
   }
-  // The first corrupt payload by position (workers meet them in any order).
+  // The corrupt payload of lowest position among those met before the call stopped.
   std::mutex mu;
   bool corrupt = false;
   size_t corrupt_index = 0;

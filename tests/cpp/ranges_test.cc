@@ -6,21 +6,20 @@
 // bytes are in, `waited` as the io mode implies, and a failure it returns stops the call.
 #include "lsio/ranges.h"
 
-#include <unistd.h>
-
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <mutex>
 #include <cstring>
-#include <set>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "lsio/array.h"  // GetIoBackendInfo
 #include "test_util.h"
 
 namespace lsio {
@@ -93,14 +92,17 @@ TEST(ReadRangesTest, OnRangeReportsEachRangeOnceWhenItsBytesAreIn) {
         EXPECT_EQ(calls[i], 1) << io << " range " << i;
         EXPECT_EQ(bufs[i][spans[i].second], 0xEE) << io << " range " << i << " wrote past its end";
       }
-      // Identical and empty ranges never waited, nor pread's (it cannot tell a hit) or hot
-      // io="auto" reads (page-cache hits served inline); io_uring's reads of a dropped file
-      // did (io="uring" sends even hits through the ring: queued, so counted as waited).
+      // Identical and empty ranges never waited, nor hot reads, nor reads that cannot tell a
+      // hit from a miss (pread; io="uring", which makes no inline attempt). io="auto" on
+      // io_uring asks the page cache first (RWF_NOWAIT): the first range of a dropped file
+      // waited. (Not every later one: a RWF_NOWAIT miss starts the kernel reading its range,
+      // and the last piece of a split range may be cached by then.)
       EXPECT_EQ(waited[5] + waited[6], 0) << io;
-      if (std::string(io) == "pread" || (std::string(io) == "auto" && !cold)) {
-        EXPECT_EQ(waited[0] + waited[3], 0) << io;
+      if (std::string(io) != "auto" || !cold) EXPECT_EQ(waited[0] + waited[3], 0) << io;
+      if (std::string(io) == "auto" && dropped && GetIoBackendInfo().uring_available &&
+          lsio_test::NowaitWorks(path)) {
+        EXPECT_EQ(waited[0], 1) << io;
       }
-      if (std::string(io) == "uring" && dropped) EXPECT_EQ(waited[0] + waited[3], 2) << io;
     }
   }
 }
@@ -116,7 +118,7 @@ TEST(ReadRangesTest, OnRangeFailureStopsTheCall) {
     std::atomic<int> calls{0};
     RangeOptions o;
     o.io = io;
-    o.threads = 2;
+    o.threads = 1;  // batches of 4 in order: the call stops after the batch holding range 7
     o.queue_depth = 4;
     o.max_gap = 0;
     const Status st = ReadRanges({RangeSource::File(path)}, ranges, o, {}, nullptr, [&](size_t i, bool) -> Status {
@@ -125,7 +127,7 @@ TEST(ReadRangesTest, OnRangeFailureStopsTheCall) {
     });
     EXPECT_EQ(st.code(), StatusCode::kDataLoss) << io;
     EXPECT_EQ(st.message(), "range 7 is bad") << io;
-    EXPECT_LT(calls.load(), 256) << io << ": the call went on after the failure";
+    EXPECT_LE(calls.load(), 8) << io << ": the call went on after the failure";
   }
 }
 

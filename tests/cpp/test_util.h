@@ -8,12 +8,14 @@
 //   3. ReferenceCrc32c(bytes): a bit-wise CRC-32C, independent of the engine's.
 //   4. OpenDescriptors(): how many descriptors the process holds (leak checks).
 //   5. DropCached(path): drops a file from the page cache; false where pages stay (tmpfs).
+//      NowaitWorks(path): whether its file system answers preadv2(RWF_NOWAIT).
 #pragma once
 
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -58,6 +60,19 @@ inline bool DropCached(const std::string& path) {
   }
   ::close(fd);
   return dropped;
+}
+
+/// Whether preadv2(RWF_NOWAIT) works on the file system of `path` (a cached byte read with
+/// it): where it does not, lsio cannot tell a page-cache hit from a miss.
+inline bool NowaitWorks(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char b = 0;
+  bool ok = ::pread(fd, &b, 1, 0) == 1;
+  iovec iov{&b, 1};
+  ok = ok && ::preadv2(fd, &iov, 1, 0, RWF_NOWAIT) >= 0;
+  ::close(fd);
+  return ok;
 }
 
 /// A fresh directory under testing::TempDir(), removed recursively on destruction.

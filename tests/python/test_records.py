@@ -259,9 +259,10 @@ def test_corrupt_files_raise_typed_errors(tmp_path, comp):
 @pytest.mark.parametrize("io", ["auto", "pread", "uring"])
 def test_compressed_takes_cold_and_hot_with_every_io(tmp_path, comp, io):
     """A compressed gather decodes a payload as soon as its read lands when the device
-    delivered it (io_uring after a page-cache miss: the cold rounds of "auto" and "uring") and
-    straight into the result after the reads otherwise (page-cache hits, and every pread):
-    both give the records written, and a corrupt payload is named by its record either way."""
+    delivered it (io="auto" on io_uring after a page-cache miss: its cold rounds, where the
+    file system drops pages and answers RWF_NOWAIT) and straight into the result after the
+    reads otherwise (page-cache hits; pread and io="uring", which cannot tell a miss): both
+    give the records written, and a corrupt payload is named by its record either way."""
     if io == "uring" and not lsio.io_backend_info()["uring_available"]:
         pytest.skip("io_uring unavailable: " + lsio.io_backend_info()["reason"])
     rng = np.random.default_rng(11)

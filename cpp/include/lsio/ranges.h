@@ -89,12 +89,14 @@ struct RangeStats {
 /// as soon as all of its bytes are in its buffer, on whichever thread finished them
 /// (several at once: it must be thread-safe), so a caller can use each range while others
 /// are still being read (lsio/records.h GatherRecords decodes payloads as they land).
-/// `waited`: its bytes came over the network, or from a local device through io_uring after
-/// the page cache could not serve them at once; false for page-cache hits, for io="pread"
-/// (which cannot tell), and for identical and empty ranges (reported at the end, on the
-/// calling thread). A range read in pieces (longer than max_request) reports its last
-/// piece's. A failure it returns stops the call and is returned unchanged; it must not
-/// throw (an exception becomes the call's kInternal failure).
+/// `waited`: its bytes came over the network, or from a local device after the page cache was
+/// asked and missed (io="auto" on io_uring, RWF_NOWAIT) or bypassed (O_DIRECT); false for
+/// page-cache hits, wherever a miss cannot be told from a hit (io="pread", io="uring", file
+/// systems without RWF_NOWAIT), and for identical and empty ranges (reported at the end, on
+/// the calling thread). A range read in pieces (longer than max_request) reports its last
+/// piece's. A failure it returns stops the call and is returned unchanged. It must not throw
+/// (an exception becomes the call's kInternal failure) and must not read through lsio: it
+/// runs inside the reading thread's batch, whose per-thread state a nested read would reuse.
 Status ReadRanges(const std::vector<RangeSource>& sources, std::span<const ByteRange> ranges,
                   const RangeOptions& options = {}, const std::function<bool()>& interrupted = {},
                   RangeStats* stats = nullptr, const std::function<Status(size_t, bool)>& on_range = {});

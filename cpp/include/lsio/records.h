@@ -109,15 +109,16 @@ struct GatheredRecords {
 
 /// Reads payloads[i] (ranges of `sources`, each into its dst, as ReadRanges; the buffers
 /// must outlive `out`) and learns every record's decoded size. A payload of a local file that
-/// the device delivers (io_uring, after the page cache missed; ReadRanges' `waited`) is
-/// decoded at once, on the thread that read it,
-/// so decoding overlaps the reads still in flight (W14 cold zstd: the disk's wait and the
+/// the device delivers (after a page-cache miss: ReadRanges' `waited`) is decoded at once, on
+/// the thread that read it, so decoding overlaps the reads still in flight (W14 cold zstd: the disk's wait and the
 /// decode had added up); since sizes are only known from the payloads, such records wait in
-/// buffers of their own. Payloads the page cache served at once, and remote ones (read by
-/// one streaming thread), are left for PlaceRecords, which decodes them straight into place
-/// on every worker (no copy: W14 hot). Local requests are capped at 256 KiB unless
-/// options.max_request says otherwise, so merged neighbours do not pile their decodes on one
-/// worker. Fails as ReadRanges, or with kDataLoss for a corrupt payload (as RecordDecodedSize
+/// buffers of their own (a cold gather holds up to its decoded size twice until placed).
+/// Payloads the page cache served at once, those whose read cannot tell (io="pread",
+/// io="uring"), and remote ones (read by one streaming thread) are left for PlaceRecords,
+/// which decodes them straight into place on every worker (no copy: W14 hot). Requests of
+/// all-local gathers are capped at 256 KiB unless options.max_request says otherwise, so
+/// merged neighbours do not pile their decodes on one worker. After a failure, `out` is
+/// unspecified. Fails as ReadRanges, or with kDataLoss for a corrupt payload (as RecordDecodedSize
 /// and DecodeRecords), setting *failed_index to its position in `payloads` (the first met,
 /// not necessarily the first by position); other failures leave *failed_index alone.
 /// kInvalidArgument for kNone.

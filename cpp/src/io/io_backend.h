@@ -49,8 +49,10 @@ struct ReadRequest {
   Status status;             ///< set by the backend before on_done runs
   uint64_t transferred = 0;  ///< bytes read, set by the backend before on_done runs
   bool inline_hit = false;   ///< served from the page cache by the inline RWF_NOWAIT attempt
-  /// Queued to the kernel (io_uring) after the page cache could not serve it at once: the
-  /// caller waited on the device. Backends that cannot tell (plain pread) leave it false.
+  /// Queued to the kernel (io_uring) after the page cache was asked and could not serve it
+  /// (RWF_NOWAIT), or read past the page cache (O_DIRECT): the caller waited on the device.
+  /// False where that is not known: plain pread, io="uring" (no inline attempt), file systems
+  /// without RWF_NOWAIT.
   bool waited = false;
   /// `fd` is still O_NONBLOCK (a file opened for this one read, OpenOnce): a backend clears
   /// the flag before any read that could block, since io_uring answers EAGAIN on such a

@@ -368,9 +368,10 @@ class UringBackend final : public IoBackend {
         on_done(i);
         continue;
       }
+      const bool tried_inline = r.cache_fd < 0 && !r.direct && nowait_first_ &&
+                                nowait_supported_.load(std::memory_order_relaxed);
       const bool hit = r.cache_fd >= 0 ? TryFromPageCache(&r, &pass.done[i])
-                                       : !r.direct && nowait_first_ && nowait_supported_.load(std::memory_order_relaxed) &&
-                                             TryNowait(r, &pass.done[i]);
+                                       : tried_inline && TryNowait(r, &pass.done[i]);
       if (hit) {
         r.transferred = pass.done[i];
         r.inline_hit = true;
@@ -399,7 +400,9 @@ class UringBackend final : public IoBackend {
       while (pass.inflight >= pass.depth) {
         if (!pass.Reap(/*wait=*/true)) return pass.FailAll(i);
       }
-      r.waited = true;
+      // Waits on the device for sure only when the page cache was asked and missed, or the
+      // read bypasses it (O_DIRECT; a direct file's buffered twin that was not cached).
+      r.waited = r.direct || r.cache_fd >= 0 || (tried_inline && nowait_supported_.load(std::memory_order_relaxed));
       pass.Queue(i);
     }
     while (pass.remaining > 0) {

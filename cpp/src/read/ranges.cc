@@ -141,21 +141,25 @@ void Scatter(const RangeUnit& u, const uint8_t* staged, const StoreRun& run) {
   }
 }
 
+// Calls on_target for call-wide target `i`. It runs inside completion loops, which must not
+// unwind while reads are in flight: a callback that throws becomes the call's failure.
+Status ReportTarget(const RangesContext& ctx, size_t i, bool waited) {
+  try {
+    return ctx.on_target(i, waited);
+  } catch (const std::bad_alloc&) {
+    return Status::ResourceExhausted("cannot allocate memory in the range callback (std::bad_alloc)");
+  } catch (...) {
+    return Status::Internal("the range callback threw an exception");
+  }
+}
+
 // A unit's bytes are in (and scattered): report the targets it completed (on_target).
 // waited: the unit was queued to the device or came over the network (RangeRead::waited).
-// Runs inside completion loops, which must not unwind while reads are in flight: a callback
-// that throws becomes the call's failure.
 Status UnitDone(const RangesContext& ctx, StoreRun& run, const RangeUnit& u, bool waited) {
   if (!ctx.on_target) return Status::Ok();
   auto done = [&](uint32_t j) -> Status {
     if (run.pending[j].fetch_sub(1, std::memory_order_acq_rel) != 1) return Status::Ok();  // more pieces
-    try {
-      return ctx.on_target(run.ids[j], waited);
-    } catch (const std::bad_alloc&) {
-      return Status::ResourceExhausted("cannot allocate memory in the range callback (std::bad_alloc)");
-    } catch (...) {
-      return Status::Internal("the range callback threw an exception");
-    }
+    return ReportTarget(ctx, run.ids[j], waited);
   };
   if (u.dst != nullptr) return done(u.target);
   for (uint32_t m = u.first; m < u.first + u.count; ++m) LSIO_RETURN_IF_ERROR(done(run.plan.members[m]));
@@ -567,12 +571,12 @@ Status Execute(const RangesContext& ctx, const std::vector<RangeObject>& objects
     for (const auto& [copy, original] : run->plan.duplicates) {
       const RangeTarget& c = run->targets[copy];
       std::memcpy(c.dst, run->targets[original].dst, static_cast<size_t>(c.length));
-      if (ctx.on_target) LSIO_RETURN_IF_ERROR(ctx.on_target(run->ids[copy], false));
+      if (ctx.on_target) LSIO_RETURN_IF_ERROR(ReportTarget(ctx, run->ids[copy], false));
     }
   }
   if (ctx.on_target) {
     for (size_t i = 0; i < targets.size(); ++i) {
-      if (targets[i].length == 0) LSIO_RETURN_IF_ERROR(ctx.on_target(i, false));
+      if (targets[i].length == 0) LSIO_RETURN_IF_ERROR(ReportTarget(ctx, i, false));
     }
   }
   return Status::Ok();
