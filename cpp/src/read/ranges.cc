@@ -500,14 +500,15 @@ Status Execute(const RangesContext& ctx, const std::vector<RangeObject>& objects
   for (size_t s = 0; s < runs.size(); ++s) {
     StoreRun& run = *runs[s];
     run.plan = PlanRanges(run.targets, run.max_gap, run.max_request);
-    if (ctx.on_target) {
-      run.pending.reset(new std::atomic<uint32_t>[run.targets.size()]);
-      for (size_t j = 0; j < run.targets.size(); ++j) run.pending[j].store(1, std::memory_order_relaxed);
+    if (ctx.on_target) {  // the units that serve each target (several pieces of a split one)
+      run.pending.reset(new std::atomic<uint32_t>[run.targets.size()]());
       for (const RangeUnit& u : run.plan.units) {
-        if (u.dst != nullptr && u.length < run.targets[u.target].length) {  // a piece of a split target
-          const uint64_t pieces = (run.targets[u.target].length + run.max_request - 1) / run.max_request;
-          if (pieces > UINT32_MAX) return Status::InvalidArgument("a range of more than 2^32 requests");
-          run.pending[u.target].store(static_cast<uint32_t>(pieces), std::memory_order_relaxed);
+        if (u.dst != nullptr) {
+          run.pending[u.target].fetch_add(1, std::memory_order_relaxed);
+        } else {
+          for (uint32_t m = u.first; m < u.first + u.count; ++m) {
+            run.pending[run.plan.members[m]].fetch_add(1, std::memory_order_relaxed);
+          }
         }
       }
     }

@@ -22,7 +22,8 @@
 //      of units from one atomic counter (one unit per batch for plain pread, up to
 //      queue_depth for io_uring). Remote stores: the calling thread streams every unit
 //      through Store::ReadStream (request_concurrency in flight), each pinned to the
-//      version (ETag) the object was sized with.
+//      version (ETag) the object was sized with. With on_target, each target is reported
+//      as soon as its last unit is in (identical and empty targets at the end).
 // Objects are opened in waves of at most the store's open budget (local: half the
 // descriptor cache); with more objects than that, every object is first sized by Stat, so
 // the no-write-before-error rule holds for the whole call.
