@@ -95,48 +95,6 @@ py::tuple Compress(int kind, int level, const py::object& values_obj, const U64&
   return py::make_tuple(payload, po);
 }
 
-// (sizes, failed position or -1, message)
-py::tuple DecodedSizes(int kind, const py::object& buf_obj, const U64& offsets, const U64& lengths) {
-  BufferView buf(buf_obj, "payloads", false);
-  const size_t n = static_cast<size_t>(offsets.size());
-  if (static_cast<size_t>(lengths.size()) != n) ThrowStatus(lsio::Status::InvalidArgument("offsets and lengths differ"));
-  U64 sizes(static_cast<py::ssize_t>(n));
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t a = offsets.data()[i], len = lengths.data()[i];
-    if (a > buf.size() || len > buf.size() - a) ThrowStatus(lsio::Status::InvalidArgument("payload outside the buffer"));
-    lsio::Result<uint64_t> r = lsio::RecordDecodedSize(Kind(kind), {buf.data() + a, static_cast<size_t>(len)});
-    if (!r.ok()) return py::make_tuple(sizes, static_cast<int64_t>(i), r.status().message());
-    sizes.mutable_data()[i] = *r;
-  }
-  return py::make_tuple(sizes, int64_t{-1}, std::string());
-}
-
-// (failed position or -1, message)
-py::tuple Decode(int kind, const py::object& src_obj, const U64& src_offsets, const U64& src_lengths,
-                 const py::object& dst_obj, const U64& dst_offsets, const U64& dst_lengths, int threads) {
-  BufferView src(src_obj, "payloads", false);
-  BufferView dst(dst_obj, "out", true);
-  const size_t n = static_cast<size_t>(src_offsets.size());
-  if (static_cast<size_t>(src_lengths.size()) != n || static_cast<size_t>(dst_offsets.size()) != n ||
-      static_cast<size_t>(dst_lengths.size()) != n) {
-    ThrowStatus(lsio::Status::InvalidArgument("offsets and lengths differ in length"));
-  }
-  std::vector<lsio::RecordDecode> work(n);
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t a = src_offsets.data()[i], al = src_lengths.data()[i];
-    const uint64_t b = dst_offsets.data()[i], bl = dst_lengths.data()[i];
-    if (a > src.size() || al > src.size() - a || b > dst.size() || bl > dst.size() - b) {
-      ThrowStatus(lsio::Status::InvalidArgument("record " + std::to_string(i) + " lies outside its buffers"));
-    }
-    work[i] = {src.data() + a, al, dst.data() + b, bl};
-  }
-  size_t failed = 0;
-  const lsio::Status st = WithoutGil([&] { return lsio::DecodeRecords(Kind(kind), work, threads, &failed); });
-  if (st.ok()) return py::make_tuple(int64_t{-1}, std::string());
-  if (st.code() != lsio::StatusCode::kDataLoss) ThrowStatus(st);
-  return py::make_tuple(static_cast<int64_t>(failed), st.message());
-}
-
 // Records read by records_gather (some decoded already), until place() lays them out in
 // the caller's array (sized from sizes()). Holds the exports of the payload buffers they
 // were read into, so those cannot be resized or freed meanwhile (released with the GIL held,
@@ -154,7 +112,7 @@ class Gathered {
     return out;
   }
 
-  // (failed position or -1, message), as records_decode.
+  // (failed position or -1, message): a corrupt payload, for Python to name its record.
   py::tuple Place(const py::object& out, const U64& offsets, int threads) const {
     const size_t n = records.sizes.size();
     if (static_cast<size_t>(offsets.size()) != n) {
@@ -276,8 +234,6 @@ void BindRecords(py::module_& m) {
         py::arg("offset"), py::arg("length"), "Stores entries at ids, each as one 16-byte store.");
   m.def("records_compress", &Compress, py::arg("kind"), py::arg("level"), py::arg("values"), py::arg("offsets"),
         py::arg("threads") = 0, "Compresses records in parallel: (payloads uint8, payload offsets uint64).");
-  m.def("records_decoded_sizes", &DecodedSizes, py::arg("kind"), py::arg("payloads"), py::arg("offsets"),
-        py::arg("lengths"), "Each payload's checked decoded size: (sizes, failed position or -1, message).");
   py::class_<Gathered>(m, "GatheredRecords", "Records decoded by records_gather, not yet laid out.")
       .def("sizes", &Gathered::Sizes, "Each record's decoded size in bytes.")
       .def("place", &Gathered::Place, py::arg("out"), py::arg("offsets"), py::arg("threads") = 0,
@@ -288,9 +244,6 @@ void BindRecords(py::module_& m) {
         py::arg("queue_depth") = 64, py::arg("max_gap") = py::none(), py::arg("max_request") = 0,
         "Reads payloads (as read_ranges), decoding those the disk delivers as they land, GIL released: "
         "(GatheredRecords, -1, '') or (None, failed position, message).");
-  m.def("records_decode", &Decode, py::arg("kind"), py::arg("payloads"), py::arg("offsets"), py::arg("lengths"),
-        py::arg("out"), py::arg("out_offsets"), py::arg("out_lengths"), py::arg("threads") = 0,
-        "Decodes payloads in parallel, GIL released: (failed position or -1, message).");
 }
 
 }  // namespace lsio_py

@@ -130,11 +130,18 @@ def records_compress(kind: int, level: int, values: Any, offsets: np.ndarray,
                      threads: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Records compressed in parallel: (payloads uint8, payload offsets uint64)."""
     ...
-def records_decoded_sizes(kind: int, payloads: Any, offsets: np.ndarray,
-                          lengths: np.ndarray) -> tuple[np.ndarray, int, str]:
-    """Each payload's checked decoded size: (sizes, failed position or -1, message)."""
-    ...
-def records_decode(kind: int, payloads: Any, offsets: np.ndarray, lengths: np.ndarray, out: Any,
-                   out_offsets: np.ndarray, out_lengths: np.ndarray, threads: int = 0) -> tuple[int, str]:
-    """Payloads decoded in parallel, GIL released: (failed position or -1, message)."""
+class GatheredRecords:
+    """Records read by records_gather (some decoded already), not yet laid out."""
+    def sizes(self) -> np.ndarray:
+        """Each record's decoded size in bytes."""
+        ...
+    def place(self, out: Any, offsets: np.ndarray, threads: int = 0) -> tuple[int, str]:
+        """Lays record i out at out[offsets[i]:] (copied, or decoded there), GIL released:
+        (failed position or -1, message)."""
+        ...
+def records_gather(kind: int, sources: list, source_index: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
+                   out: Any, out_offsets: np.ndarray, threads: int = 0, io: str = "auto", queue_depth: int = 64,
+                   max_gap: Optional[int] = None, max_request: int = 0) -> tuple[Optional[GatheredRecords], int, str]:
+    """Reads payloads (as read_ranges), decoding those the disk delivers as they land:
+    (GatheredRecords, -1, "") or (None, failed position, message)."""
     ...
