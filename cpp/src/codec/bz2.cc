@@ -57,32 +57,9 @@ class Bz2Codec final : public BytesToBytesCodec {
 
   Status DecodeBytes(std::span<const uint8_t> in, BytesOut& out, DecodeScratch& scratch) const override {
     if (in.empty()) return Status::DataLoss("bz2: empty chunk");
-    if (out.fixed != nullptr) {
-      size_t produced = 0;
-      LSIO_RETURN_IF_ERROR(Bunzip(in, out.fixed, out.size, &produced));
-      if (produced != out.size) {
-        return Status::DataLoss("bz2: chunk decodes to " +
-                                (produced > out.size ? "more than " + std::to_string(out.size) : std::to_string(produced)) +
-                                " bytes, expected " + std::to_string(out.size));
-      }
-      out.result = {out.fixed, out.size};
-      return Status::Ok();
-    }
-    size_t cap = static_cast<size_t>(std::min<uint64_t>(in.size() * 4 + 4096, out.limit));
-    for (;;) {
-      if (!out.grow->Reserve(cap)) return Status::ResourceExhausted("bz2: out of memory");
-      size_t produced = 0;
-      LSIO_RETURN_IF_ERROR(Bunzip(in, out.grow->data(), cap, &produced));
-      if (produced <= cap) {
-        out.result = {out.grow->data(), produced};
-        return Status::Ok();
-      }
-      if (cap >= out.limit) {
-        return Status::DataLoss("bz2: stream decodes to more than the " + std::to_string(out.limit) +
-                                " bytes the codecs below it can store for the chunk");
-      }
-      cap = static_cast<size_t>(std::min<uint64_t>(static_cast<uint64_t>(cap) * 2, out.limit));
-    }
+    return DecodeUnknownSize(out, in.size() * 4 + 4096, "bz2", [&](uint8_t* dst, size_t cap, size_t* produced) {
+      return Bunzip(in, dst, cap, produced);
+    });
   }
 };
 

@@ -25,6 +25,7 @@
 // in blosc.cc) as a CodecScratch the codec creates on first use.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -139,6 +140,42 @@ inline Result<uint8_t*> DecodeDestination(BytesOut& out, uint64_t n, const char*
   }
   if (!out.grow->Reserve(n)) return Status::ResourceExhausted(std::string(codec) + ": out of memory");
   return out.grow->data();
+}
+
+/// A bytes -> bytes decode whose output size only the stream knows (bz2, lzma, zlib).
+/// `decode(dst, cap, &produced)` decodes the whole input into [dst, dst + cap) and sets
+/// produced > cap when there is more. Into out.fixed the stream must fill it exactly; into
+/// out.grow the buffer starts at `first_cap` and doubles, never past out.limit (deflate and
+/// bzip2 expand 1000x: a small forged chunk must not allocate gigabytes).
+template <typename Decode>
+Status DecodeUnknownSize(BytesOut& out, size_t first_cap, const char* codec, Decode&& decode) {
+  if (out.fixed != nullptr) {
+    size_t produced = 0;
+    LSIO_RETURN_IF_ERROR(decode(out.fixed, out.size, &produced));
+    if (produced != out.size) {
+      return Status::DataLoss(std::string(codec) + ": chunk decodes to " +
+                              (produced > out.size ? "more than " + std::to_string(out.size)
+                                                   : std::to_string(produced)) +
+                              " bytes, expected " + std::to_string(out.size));
+    }
+    out.result = {out.fixed, out.size};
+    return Status::Ok();
+  }
+  size_t cap = static_cast<size_t>(std::min<uint64_t>(first_cap, out.limit));
+  for (;;) {
+    if (!out.grow->Reserve(cap)) return Status::ResourceExhausted(std::string(codec) + ": out of memory");
+    size_t produced = 0;
+    LSIO_RETURN_IF_ERROR(decode(out.grow->data(), cap, &produced));
+    if (produced <= cap) {
+      out.result = {out.grow->data(), produced};
+      return Status::Ok();
+    }
+    if (cap >= out.limit) {
+      return Status::DataLoss(std::string(codec) + ": stream decodes to more than the " +
+                              std::to_string(out.limit) + " bytes the codecs below it can store for the chunk");
+    }
+    cap = static_cast<size_t>(std::min<uint64_t>(std::max<uint64_t>(static_cast<uint64_t>(cap) * 2, 4096), out.limit));
+  }
 }
 
 /// Common base: what every codec can say about itself. Only the three kind classes below
