@@ -3,14 +3,16 @@ fletcher32), its element-converting v2 filters (fixedscaleoffset, quantize, bitr
 bit for bit as numpy computes them), and numcodecs' own names of codecs lsio reads (zlib, gzip, zstd, shuffle as a
 compressor), as zarr-python writes them: Zarr v2 compressors and filters, and v3 arrays with
 ``zarr.codecs.numcodecs`` codecs. Every array is read whole and by crops and compared bit for
-bit with zarr-python; a flipped byte under a checksum is ``CorruptDataError``; the one form
-lsio does not read (raw lzma streams, whose filter chain lives in the metadata) is a typed
-error naming it.
+bit with zarr-python; a flipped byte under a checksum is ``CorruptDataError``. Raw lzma
+streams (format 3) take their filter chain from the metadata: LZMA1 and LZMA2 with presets and
+explicit options, delta and BCJ filters; a chain lsio refuses is a typed error naming it.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
+import lzma
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +40,14 @@ V2_COMPRESSORS = {
     "lzma-xz": LZMA(),
     "lzma-alone": LZMA(format=2, preset=1),
     "lzma-xz-check-none": LZMA(check=0, preset=0),
+    "lzma-raw-lzma2": LZMA(format=lzma.FORMAT_RAW, filters=[{"id": lzma.FILTER_LZMA2}]),
+    "lzma-raw-delta-lzma2": LZMA(format=lzma.FORMAT_RAW,
+                                 filters=[{"id": lzma.FILTER_DELTA, "dist": 4}, {"id": lzma.FILTER_LZMA2, "preset": 1}]),
+    "lzma-raw-lzma1-options": LZMA(format=lzma.FORMAT_RAW,
+                                   filters=[{"id": lzma.FILTER_LZMA1, "preset": 9, "dict_size": 1 << 16,
+                                             "lc": 0, "lp": 2, "pb": 2, "mode": lzma.MODE_FAST, "nice_len": 32}]),
+    "lzma-raw-x86-lzma2": LZMA(format=lzma.FORMAT_RAW,
+                               filters=[{"id": lzma.FILTER_X86, "start_offset": 16}, {"id": lzma.FILTER_LZMA2}]),
     "crc32": CRC32(),
     "crc32-end": CRC32(location="end"),
     "adler32": Adler32(),
@@ -86,6 +96,8 @@ def test_v2_filters(tmp_path, name):
 V3_CODECS = {
     "bz2": [zn.BZ2(level=2)],
     "lzma": [zn.LZMA(preset=1)],
+    "lzma-raw": [zn.LZMA(format=lzma.FORMAT_RAW, filters=[{"id": lzma.FILTER_DELTA, "dist": 2},
+                                                          {"id": lzma.FILTER_LZMA2, "preset": 0}])],
     "crc32": [zn.CRC32()],
     "adler32-end": [zn.Adler32(location="end")],
     "fletcher32": [zn.Fletcher32()],
@@ -144,14 +156,48 @@ def test_a_truncated_compressed_chunk_is_corrupt_data(tmp_path, codec, label):
     assert label in str(info.value), str(info.value)
 
 
-def test_raw_lzma_streams_are_refused_naming_them(tmp_path):
+def test_raw_lzma_streams_one_after_another_read_as_python_reads_them(tmp_path):
+    # lzma.decompress reads raw streams back to back and drops trailing bytes that are not one.
+    path = tmp_path / "r.zarr"
+    codec = LZMA(format=lzma.FORMAT_RAW, filters=[{"id": lzma.FILTER_LZMA2, "preset": 1}])
+    z = zarr.create_array(str(path), shape=(64,), chunks=(64,), dtype="<u1", zarr_format=2,
+                          compressors=codec, fill_value=0)
+    z[...] = np.arange(64, dtype="<u1")
+    raw = lzma.compress(bytes(range(32)), format=lzma.FORMAT_RAW, filters=[{"id": lzma.FILTER_LZMA2}])
+    raw2 = lzma.compress(bytes(range(32, 64)), format=lzma.FORMAT_RAW, filters=[{"id": lzma.FILTER_LZMA2}])
+    for payload in (raw + raw2, raw + raw2 + b"\x05junk"):  # 0x05: no LZMA2 chunk starts so
+        (path / "0").write_bytes(payload)
+        want = zarr.open_array(str(path), mode="r")[...]
+        np.testing.assert_array_equal(want, np.arange(64))  # what zarr-python reads
+        assert_same_bits(lsio.open(str(path))[...], want)
+    for cut in (raw[:-3], raw + raw2 + b"\x01junk"):  # 0x01 starts a stored chunk, cut short
+        (path / "0").write_bytes(cut)
+        with pytest.raises(Exception):
+            zarr.open_array(str(path), mode="r")[...]
+        with pytest.raises(lsio.CorruptDataError, match="lzma"):
+            lsio.open(str(path))[...]
+
+
+@pytest.mark.parametrize("filters,error,words", [
+    ([], lsio.FormatError, "non-empty"),
+    ([{"id": lzma.FILTER_LZMA2, "dict_size": 3 << 30}], lsio.UnsupportedError, "more than lsio allows"),
+    ([{"id": lzma.FILTER_LZMA2, "lc": 9}], lsio.FormatError, '"lc" must be an integer in 0..4'),
+    ([{"id": lzma.FILTER_LZMA2, "colour": 1}], lsio.FormatError, 'does not take "colour"'),
+    ([{"id": 99}], lsio.UnsupportedError, "filter id 99"),
+    ([{"id": lzma.FILTER_DELTA}] * 5, lsio.FormatError, "at most 4 filters"),
+])
+def test_raw_lzma_chains_lsio_refuses_are_typed_errors(tmp_path, filters, error, words):
     path = tmp_path / "r.zarr"
     z = zarr.create_array(str(path), shape=(8,), chunks=(4,), dtype="<i4", zarr_format=2,
                           compressors=LZMA(format=3, filters=[{"id": 33}]), fill_value=0)
     z[...] = np.arange(8)
-    with pytest.raises(lsio.UnsupportedError) as info:
+    meta = json.loads((path / ".zarray").read_text())
+    meta["compressor"]["filters"] = filters
+    (path / ".zarray").write_text(json.dumps(meta))
+    with pytest.raises(error) as info:
         lsio.open(str(path))
-    assert "lzma" in str(info.value) and "raw" in str(info.value)
+    assert type(info.value) is error
+    assert "lzma" in str(info.value) and words in str(info.value), str(info.value)
 
 
 CONVERT_CASES = {

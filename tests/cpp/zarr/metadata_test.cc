@@ -482,8 +482,12 @@ TEST(MetadataV2Test, UnsupportedAndMalformedAreTypedErrors) {
   const std::vector<Case> cases = {
       {[](nlohmann::json& j) { j["compressor"] = {{"id", "pcodec"}, {"level", 8}}; }, kUnimpl,
        "compressor 'pcodec' is not supported by lsio yet"},
-      {[](nlohmann::json& j) { j["compressor"] = {{"id", "lzma"}, {"format", 3}}; }, kUnimpl,
-       "raw streams (format 3"},
+      {[](nlohmann::json& j) { j["compressor"] = {{"id", "lzma"}, {"format", 3}}; }, kFmt,
+       "raw streams (format 3) need a non-empty \"filters\" list"},
+      {[](nlohmann::json& j) {
+         j["compressor"] = {{"id", "lzma"}, {"format", 3}, {"filters", {{{"id", 33}, {"dict_size", 1u << 31}}}}};
+       },
+       kUnimpl, "more than lsio allows"},
       {[](nlohmann::json& j) { j["compressor"] = nlohmann::json::parse(kZarray)["compressor"]; j["compressor"]["shuffle"] = 3; },
        kFmt, "blosc shuffle must be -1, 0, 1 or 2"},
       {[](nlohmann::json& j) { j["filters"] = {{{"id", "astype"}, {"encode_dtype", "<i2"}}}; }, kUnimpl,
