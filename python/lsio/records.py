@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import builtins
 import collections
+import concurrent.futures
+import contextlib
 import errno
 import fcntl
 import json
@@ -37,6 +39,7 @@ import shutil
 import sys
 import threading
 import uuid
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -77,9 +80,43 @@ def _dtype_of(spec: Any) -> Optional[np.dtype]:
 
 
 def _dtype_name(dt: Optional[np.dtype]) -> Any:
+    """meta.json's "dtype": "bytes", a dtype string, or for structured and subarray dtypes an
+    object that numpy rebuilds exactly (field offsets and item size included: a padded or
+    aligned struct's ``descr`` would come back with its padding as fields)."""
     if dt is None:
         return "bytes"
-    return dt.descr if dt.fields is not None else dt.str
+    if dt.subdtype is not None:
+        base, shape = dt.subdtype
+        return {"subarray": _dtype_name(base), "shape": list(shape)}
+    if dt.fields is not None:
+        names = list(dt.names)
+        return {"names": names, "formats": [_dtype_name(dt.fields[n][0]) for n in names],
+                "offsets": [int(dt.fields[n][1]) for n in names], "itemsize": int(dt.itemsize)}
+    return dt.str
+
+
+def _tuples(x: Any) -> Any:
+    return tuple(_tuples(v) for v in x) if isinstance(x, list) else x
+
+
+def _dtype_from_meta(d: Any) -> Optional[np.dtype]:
+    """The inverse of _dtype_name; also reads the ``descr`` lists earlier versions wrote."""
+    if d == "bytes":
+        return None
+    if isinstance(d, str):
+        return np.dtype(d)
+    if isinstance(d, list):  # a structured dtype's descr (JSON made its tuples lists)
+        return np.dtype([_tuples(f) for f in d])
+    if isinstance(d, dict) and set(d) == {"subarray", "shape"}:
+        if not isinstance(d["shape"], list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in d["shape"]):
+            raise ValueError("a subarray's shape must be a list of integers")
+        return np.dtype((_dtype_from_meta(d["subarray"]), tuple(d["shape"])))
+    if isinstance(d, dict) and set(d) == {"names", "formats", "offsets", "itemsize"}:
+        if not all(isinstance(d[k], list) for k in ("names", "formats", "offsets")):
+            raise ValueError("names, formats and offsets must be lists")
+        return np.dtype({"names": d["names"], "formats": [_dtype_from_meta(f) for f in d["formats"]],
+                         "offsets": d["offsets"], "itemsize": d["itemsize"]})
+    raise ValueError("not a dtype string, structured dtype or subarray")
 
 
 def _check_meta(meta: Any, where: str) -> Dict[str, Any]:
@@ -110,11 +147,12 @@ def _check_meta(meta: Any, where: str) -> Dict[str, Any]:
     if meta["num_chunks"] > EMPTY_CHUNK:
         raise bad(f'"num_chunks" {meta["num_chunks"]} exceeds the 32-bit chunk ids')
     d = meta.get("dtype")
-    if not isinstance(d, (str, list)):  # (np.dtype(None) would be float64)
-        raise bad(f'"dtype" must be a dtype string or a structured dtype\'s fields, got {d!r}')
+    if not isinstance(d, (str, list, dict)):  # (np.dtype(None) would be float64)
+        raise bad(f'"dtype" must be a dtype string or a structured dtype, got {d!r}')
     try:
-        _dtype_of(bytes if d == "bytes" else (np.dtype([tuple(f) for f in d]) if isinstance(d, list) else d))
-    except (TypeError, ValueError) as e:
+        dt = _dtype_from_meta(d)
+        _dtype_of(bytes if dt is None else dt)
+    except (TypeError, ValueError, KeyError, RecursionError) as e:
         raise bad(f'"dtype" {meta.get("dtype")!r}: {e}') from None
     opens = meta.get("open_chunks")
     if not isinstance(opens, list) or len(opens) > MAX_WRITERS:
@@ -137,10 +175,7 @@ def _check_meta(meta: Any, where: str) -> Dict[str, Any]:
 
 
 def _meta_dtype(meta: Dict[str, Any]) -> Optional[np.dtype]:
-    d = meta["dtype"]
-    if d == "bytes":
-        return None
-    return np.dtype([tuple(f) for f in d]) if isinstance(d, list) else np.dtype(d)
+    return _dtype_from_meta(meta["dtype"])
 
 
 def _entries_of_bytes(buf: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -322,6 +357,14 @@ def _open_readonly(path: str, what: str) -> int:
         raise NotFoundError(errno.ENOENT, f"{path!r}: {what} is missing", path) from None
 
 
+def _pwrite_all(fd: int, data: memoryview, pos: int) -> None:
+    """All of `data` at `pos` (one pwrite stops at 2 GiB, and may stop short anywhere)."""
+    while data:
+        wrote = os.pwrite(fd, data, pos)
+        data = data[wrote:]
+        pos += wrote
+
+
 def _fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -352,11 +395,17 @@ def create(path: PathLike, dtype: Any = bytes, *, compression: Optional[str] = N
     durable:
         ``True``: data and offsets are fsynced before each publication (safe against power
         loss). ``False``: not (still safe against a writer process dying).
+    exist_ok:
+        Open an existing store for writing instead of raising :class:`FileExistsError`,
+        provided its records are what was asked for (same dtype and compression, and level
+        when given; its chunk_records and writers stay as they are).
     """
     root = _local_root(path)
     if _storage.is_remote(str(path)):
         raise ValueError("lsio.records writes local stores only; remote stores are read-only")
     dt = _dtype_of(dtype)
+    if dt is not None and _dtype_from_meta(json.loads(json.dumps(_dtype_name(dt)))) != dt:
+        raise TypeError(f"dtype {dt} cannot be stored in meta.json exactly (field titles?)")
     if compression not in _KIND:
         raise ValueError(f'compression must be None, "zstd" or "deflate", got {compression!r}')
     if compression is not None:
@@ -374,6 +423,7 @@ def create(path: PathLike, dtype: Any = bytes, *, compression: Optional[str] = N
     writers = operator_index(writers, "writers")
     if not 1 <= writers <= MAX_WRITERS:
         raise ValueError(f"writers must be in 1..{MAX_WRITERS}, got {writers}")
+    _options.threads_option(threads)  # checked before the lock is taken (the handle takes it over)
     os.makedirs(root, exist_ok=True)
     # The writer lock first: two processes creating the same store must not both write it.
     lock = os.open(os.path.join(root, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
@@ -386,6 +436,20 @@ def create(path: PathLike, dtype: Any = bytes, *, compression: Optional[str] = N
         if os.path.exists(os.path.join(root, "meta.json")):
             if not exist_ok:
                 raise FileExistsError(errno.EEXIST, f"{root!r} already holds a zrecord store", root)
+            where = os.path.join(root, "meta.json")
+            with builtins.open(where, "rb") as f:
+                data = f.read(META_MAX + 1)
+            try:
+                have = _check_meta(json.loads(data), where)
+            except ValueError as e:  # not JSON (FormatError is one too, and passes as it is)
+                raise e if isinstance(e, FormatError) else FormatError(f"{where}: not JSON: {e}") from None
+            # What the records are must match; layout settings (chunk_records, writers) need not.
+            differ = [k for k, same in (("dtype", _dtype_from_meta(have["dtype"]) == dt),
+                                        ("compression", have["compression"] == compression),
+                                        ("level", level is None or have["level"] == lvl)) if not same]
+            if differ:
+                raise FileExistsError(errno.EEXIST, f"{root!r} holds a zrecord store with another "
+                                      + ", ".join(f"{k} ({have[k]!r})" for k in differ), root)
         else:
             if any(not n.startswith(".") for n in os.listdir(root)):
                 raise FileExistsError(errno.EEXIST, f"{root!r} is not empty", root)
@@ -397,9 +461,12 @@ def create(path: PathLike, dtype: Any = bytes, *, compression: Optional[str] = N
                     "level": lvl, "writers": writers, "generation": 0, "epoch": 0, "offset_file": "offset",
                     "chunk_dir": "chunk", "stored_bytes": 0, "uuid": uuid.uuid4().hex}
             _write_meta(root, meta, durable)
-    finally:
-        os.close(lock)  # the handle below takes it again
-    return open(root, mode="a", threads=threads, durable=durable)
+    except BaseException:
+        os.close(lock)
+        raise
+    # The handle takes the lock as it is held: dropping it in between would let another
+    # process's writer in first.
+    return Records(root, "a", threads=threads, durable=durable, _lock_fd=lock)
 
 
 def _reopen(root: str, storage_options: Optional[Mapping[str, Any]], threads: Optional[int],
@@ -424,6 +491,27 @@ def open(path: PathLike, mode: str = "r", *, storage_options: Optional[Mapping[s
     return Records(path, mode, storage_options=storage_options, threads=threads, io=io, durable=durable)
 
 
+# Writer handles of this process: a forked child closes its copies of their descriptors.
+_WRITERS: "weakref.WeakSet[Records]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """The writer lock is a flock on the open file: a child's copy of its descriptor would
+    keep the store locked after the parent closes its writer, for as long as the child lives
+    (a DataLoader worker), and a dead writer's store could not be recovered meanwhile."""
+    for w in list(_WRITERS):
+        fds = [fd for fd in [w._lock_fd, w._table_fd, *w._chunk_fds.values()] if fd is not None]
+        w._lock_fd, w._table_fd, w._chunk_fds, w._pool = None, None, {}, None
+        for fd in fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class Records:
     """A zrecord store (:func:`open`, :func:`create`). ``len(r)``, ``r[i]``, ``r[indices]``,
     :meth:`take`; with ``mode="a"`` also :meth:`append`, ``r[i] = rec``, ``del r[i]``,
@@ -431,7 +519,8 @@ class Records:
     fork-safe for reading; a writer is used only by the process that opened it."""
 
     def __init__(self, path: PathLike, mode: str = "r", *, storage_options: Optional[Mapping[str, Any]] = None,
-                 threads: Optional[int] = None, io: Optional[str] = None, durable: bool = True) -> None:
+                 threads: Optional[int] = None, io: Optional[str] = None, durable: bool = True,
+                 _lock_fd: Optional[int] = None) -> None:
         self._remote = isinstance(path, str) and _storage.is_remote(path)
         if self._remote:
             _storage.check_url(path)
@@ -463,7 +552,12 @@ class Records:
         self._table_fd: Optional[int] = None
         self._chunk_fds: Dict[int, int] = {}
         self._pool: Optional[ThreadPoolExecutor] = None
+        self._broken: Optional[str] = None  # why writes stopped (a failure left the state unknown)
         if mode == "a":
+            _WRITERS.add(self)
+        if mode == "a" and _lock_fd is not None:
+            self._lock_fd = _lock_fd  # create() holds it already
+        elif mode == "a":
             self._lock_fd = os.open(os.path.join(self._root, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
             try:
                 fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -551,8 +645,8 @@ class Records:
         but a freed inode is reused and kernels before 6.13 stamp files with a coarse clock, so
         two quick publications can look alike to stat. Writers own the state, and remote
         stores are read as the snapshot opened (refresh() rereads)."""
-        if self._remote or self._mode == "a":
-            return False
+        if self._remote or (self._mode == "a" and os.getpid() == self._pid):
+            return False  # (a writer's forked child reads as a reader does)
         data = self._meta_bytes()
         if data == self._meta_raw:
             return False
@@ -636,6 +730,21 @@ class Records:
         if os.getpid() != self._pid:
             raise RuntimeError("a zrecord writer is used only by the process that opened it (this is a forked "
                                "child): open the store again here")
+        if self._broken is not None:
+            raise storage_error(errno.EIO, f"the zrecord writer of {self._root!r} stopped after a failed write left "
+                                           f"its state unknown ({self._broken}): open the store again", self._root)
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """One write (append, modify, delete, rebalance): on any failure the handle takes the
+        published state from disk again, as a reopen would."""
+        with self._guard():
+            self._check_writer()
+            try:
+                yield
+            except BaseException:
+                self._resync_after_failure()
+                raise
 
     # -- reading --
 
@@ -989,11 +1098,22 @@ class Records:
         if meta["chunk_dir"] != "chunk" and os.path.isdir(os.path.join(self._root, "chunk")):
             shutil.rmtree(os.path.join(self._root, "chunk"), ignore_errors=True)
 
-    def _forget_unpublished(self) -> None:
-        """After a failed write: the descriptors of chunks no publication names (their bytes
-        are dropped by the next writer's recovery, or overwritten by the next append)."""
-        for c in [c for c in self._chunk_fds if c >= self._meta["num_chunks"]]:
-            os.close(self._chunk_fds.pop(c))
+    def _resync_after_failure(self) -> None:
+        """After a write that raised: rereads the published state and drops what no publication
+        names (recovery, as at open). The failure may have come after meta.json was renamed
+        over (its directory's fsync, an interrupt), so the handle cannot tell whether its
+        write was published; going on from its own state would let the next append
+        overwrite published records. If even this fails, the handle stops writing."""
+        try:
+            fds = list(self._chunk_fds.values()) + ([self._table_fd] if self._table_fd is not None else [])
+            self._chunk_fds, self._table_fd = {}, None
+            for fd in fds:
+                os.close(fd)
+            self._drop_maps()
+            self._load_meta()
+            self._recover()
+        except BaseException as e:  # noqa: BLE001 - the write's own error is the one raised
+            self._broken = f"{type(e).__name__}: {e}"
 
     def _chunk_fd(self, c: int) -> int:
         fd = self._chunk_fds.get(c)
@@ -1019,6 +1139,8 @@ class Records:
         if isinstance(records, RecordBatch):
             vals = np.ascontiguousarray(records.values)
             if self._dtype is not None and vals.dtype != self._dtype:
+                if not np.can_cast(vals.dtype, self._dtype, casting="same_kind") and vals.size:
+                    raise TypeError(f"cannot store a batch of {vals.dtype} as {self._dtype}")
                 vals = vals.astype(self._dtype)
             return vals.view(np.uint8).reshape(-1), records.offsets.astype(np.uint64) * np.uint64(vals.itemsize)
         if isinstance(records, (bytes, bytearray, memoryview, str)) or \
@@ -1134,14 +1256,11 @@ class Records:
         def run(job: Tuple[int, int, int, int]) -> None:
             c, pos, a, nbytes = job
             full = c not in still_open
-            fd = (held.pop(c, None) or os.open(self._chunk_path(c), os.O_RDWR | os.O_CREAT, 0o644)) if full \
-                else self._chunk_fds[c]
+            fd = held.pop(c, None) if full else self._chunk_fds[c]
+            if fd is None:
+                fd = os.open(self._chunk_path(c), os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                view = data[a:a + nbytes]
-                while view:
-                    wrote = os.pwrite(fd, view, pos)
-                    view = view[wrote:]
-                    pos += wrote
+                _pwrite_all(fd, data[a:a + nbytes], pos)
                 if full and self._durable:
                     os.fsync(fd)
             finally:
@@ -1154,7 +1273,20 @@ class Records:
             if len(jobs) > 1 and slots > 1:
                 if self._pool is None:
                     self._pool = ThreadPoolExecutor(MAX_WRITERS, thread_name_prefix="lsio-records")
-                list(self._pool.map(run, jobs))
+                futures = [self._pool.submit(run, job) for job in jobs]
+                # Every job ends before this returns or raises: a failure must not close (or
+                # let the caller reuse) descriptors another job is still writing through.
+                interrupted: Optional[BaseException] = None
+                while True:
+                    try:
+                        concurrent.futures.wait(futures)
+                        break
+                    except BaseException as e:  # noqa: BLE001 - an interrupt: the jobs end first
+                        interrupted = e
+                if interrupted is not None:
+                    raise interrupted
+                for f in futures:
+                    f.result()
             else:
                 for job in jobs:
                     run(job)
@@ -1177,6 +1309,9 @@ class Records:
                 # published meta.json naming a file that is gone.
                 _fsync_dir(os.path.join(self._root, meta["chunk_dir"]))
         meta["open_chunks"] = [c for c in meta["open_chunks"] if c is not None and c["records"] < meta["chunk_records"]]
+        self._publish(meta)
+
+    def _publish(self, meta: Dict[str, Any]) -> None:
         _write_meta(self._root, meta, self._durable)
         self._meta = meta
 
@@ -1184,22 +1319,17 @@ class Records:
         """Appends records (a sequence of 1-D arrays, or of byte strings for ``dtype=bytes``;
         or a :class:`RecordBatch`) and publishes them; returns their ids. One publication
         (and fsync) per call: append many records per call."""
-        with self._guard():
-            self._check_writer()
+        with self._writing():
             n0 = self._meta["length"]
-            try:
-                chunk, offset, length, meta, written = self._write(records, self._meta["writers"])
-                n = len(chunk)
-                if n == 0:
-                    return range(n0, n0)
-                self._grow_table(n0 + n)
-                _core.records_store_entries(self._table, self._table_entries,
-                                            np.arange(n0, n0 + n, dtype=np.int64), chunk, offset, length)
-                meta["length"] = n0 + n
-                self._finish(meta, written)
-            except BaseException:
-                self._forget_unpublished()
-                raise
+            chunk, offset, length, meta, written = self._write(records, self._meta["writers"])
+            n = len(chunk)
+            if n == 0:
+                return range(n0, n0)
+            self._grow_table(n0 + n)
+            _core.records_store_entries(self._table, self._table_entries,
+                                        np.arange(n0, n0 + n, dtype=np.int64), chunk, offset, length)
+            meta["length"] = n0 + n
+            self._finish(meta, written)
             return range(n0, n0 + n)
 
     extend = append
@@ -1207,8 +1337,7 @@ class Records:
     def __setitem__(self, index: Any, value: Any) -> None:
         """``r[i] = record``, or ``r[indices] = records``: writes the new versions and repoints
         the ids' entries (the old bytes stay until :meth:`rebalance`)."""
-        with self._guard():
-            self._check_writer()
+        with self._writing():
             single = isinstance(index, (int, np.integer))
             ids = self._ids([index] if single else index)
             records = [value] if single else value
@@ -1232,8 +1361,7 @@ class Records:
         """``del r[i]`` (or indices): the last record moves into the deleted slot and the store
         shortens by one per record (so the last record's id changes, as the format
         specifies)."""
-        with self._guard():
-            self._check_writer()
+        with self._writing():
             ids = np.unique(self._ids([index] if isinstance(index, (int, np.integer)) else index))[::-1]
             if ids.size == 0:
                 return
@@ -1251,8 +1379,7 @@ class Records:
             meta = json.loads(json.dumps(self._meta))
             meta["length"] = n
             meta["epoch"] += 1  # readers holding entries of ids past the new length load them again
-            _write_meta(self._root, meta, self._durable)
-            self._meta = meta
+            self._publish(meta)
 
     def rebalance(self) -> Dict[str, float]:
         """Rewrites the live records in id order into fresh, full chunks (a new generation of
@@ -1260,8 +1387,7 @@ class Records:
         files. Returns ``{"utilization_before": u, "utilization_after": u}``. Readers that
         still map old chunk files keep reading them; a reader that meets a removed file
         rereads meta.json and goes on in the new generation (ids are unchanged)."""
-        with self._guard():
-            self._check_writer()
+        with self._writing():
             before = self.utilization
             old = self._meta
             gen = old["generation"] + 1
@@ -1288,10 +1414,7 @@ class Records:
                     path = os.path.join(cdir, f"{k}.zr")
                     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                     try:
-                        view = memoryview(buf).cast("B") if buf.size else memoryview(b"")
-                        pos = 0
-                        while pos < len(view):
-                            pos += os.pwrite(fd, view[pos:], pos)
+                        _pwrite_all(fd, memoryview(buf).cast("B") if buf.size else memoryview(b""), 0)
                         if self._durable:
                             os.fsync(fd)
                     finally:
@@ -1301,7 +1424,7 @@ class Records:
                     raw[:, 0:4] = new_chunk.astype("<u4").view(np.uint8).reshape(-1, 4)
                     raw[:, 4:12] = new_off.astype("<u8").view(np.uint8).reshape(-1, 8)
                     raw[:, 12:16] = length.astype("<u4").view(np.uint8).reshape(-1, 4)
-                    os.pwrite(tfd, raw.tobytes(), a * ENTRY_BYTES)
+                    _pwrite_all(tfd, memoryview(raw).cast("B"), a * ENTRY_BYTES)
                     if ids.size < cap:
                         last_chunk = {"id": k, "write_pos": int(buf.size), "records": int(ids.size)}
                 if self._durable:
@@ -1312,11 +1435,13 @@ class Records:
             meta = json.loads(json.dumps(old))
             meta.update(generation=gen, offset_file=table_name, chunk_dir=cdir_name, num_chunks=-(-n // cap),
                         open_chunks=[last_chunk] if last_chunk else [], stored_bytes=stored)
+            if self._durable:
+                _fsync_dir(self._root)  # offset.<gen> and chunk.<gen> exist before meta.json names them
             new_table_fd = os.open(os.path.join(self._root, table_name), os.O_RDWR)
             try:
                 _write_meta(self._root, meta, self._durable)
             except BaseException:
-                os.close(new_table_fd)  # not published: the handle goes on with the old files
+                os.close(new_table_fd)  # _writing() takes whichever state was published
                 raise
             # Published: the handle moves to the new generation.
             for fd in self._chunk_fds.values():

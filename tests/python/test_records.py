@@ -831,3 +831,183 @@ def test_index_edge_cases(tmp_path):
     with pytest.raises(ValueError, match="2 records for 1 ids"):
         w[[0]] = [np.ones(1, np.int32), np.ones(1, np.int32)]
     assert w[0].tolist() == [0, 1, 2]
+
+
+def test_a_failure_after_publication_never_lets_the_writer_overwrite_published_records(tmp_path, monkeypatch):
+    # meta.json renamed over, then its directory's fsync fails: the append raises, yet its
+    # records are published. The writer must go on from the published state.
+    path = tmp_path / "s"
+    w = R.create(path, np.uint8, chunk_records=100)
+    w.append([np.frombuffer(b"AAAA", np.uint8)])
+    real = R._fsync_dir
+
+    def failing(p):
+        if os.path.samefile(p, path):
+            raise OSError(5, "injected EIO")
+        real(p)
+
+    monkeypatch.setattr(R, "_fsync_dir", failing)
+    with pytest.raises(OSError, match="injected"):
+        w.append([np.frombuffer(b"BBBB", np.uint8)])
+    monkeypatch.setattr(R, "_fsync_dir", real)
+    rd = R.open(path)
+    assert len(rd) == 2 and len(w) == 2
+    view = rd.take([1], copy=False)[0]
+    assert bytes(view) == b"BBBB"
+    assert w.append([np.frombuffer(b"CCCC", np.uint8)]) == range(2, 3)
+    assert bytes(view) == b"BBBB"  # the published bytes under the reader's view did not change
+    assert [bytes(x) for x in R.open(path).take([0, 1, 2])] == [b"AAAA", b"BBBB", b"CCCC"]
+    # The same after a delete and a rebalance whose publication failed late.
+    monkeypatch.setattr(R, "_fsync_dir", failing)
+    with pytest.raises(OSError, match="injected"):
+        del w[0]
+    calls = []
+
+    def second_fails(p):  # rebalance syncs the root before and after its publication
+        if os.path.samefile(p, path):
+            calls.append(p)
+            if len(calls) == 2:
+                raise OSError(5, "injected EIO")
+        real(p)
+
+    monkeypatch.setattr(R, "_fsync_dir", second_fails)
+    with pytest.raises(OSError, match="injected"):
+        w.rebalance()
+    monkeypatch.setattr(R, "_fsync_dir", real)
+    assert w._meta["generation"] == 1
+    w.append([np.frombuffer(b"DDDD", np.uint8)])
+    assert [bytes(x) for x in R.open(path).take([0, 1, 2])] == [b"CCCC", b"BBBB", b"DDDD"]
+    assert sorted(os.listdir(path)) == sorted([".lock", "meta.json", f"offset.{w._meta['generation']}",
+                                               f"chunk.{w._meta['generation']}"])
+    w.close()
+
+
+def test_a_failed_write_before_publication_is_dropped(tmp_path, monkeypatch):
+    path = tmp_path / "s"
+    w = R.create(path, bytes, chunk_records=4, writers=2)
+    w.append([b"a", b"b"])
+    real = R._write_meta
+    monkeypatch.setattr(R, "_write_meta", lambda *a: (_ for _ in ()).throw(OSError(28, "injected ENOSPC")))
+    with pytest.raises(OSError, match="injected"):
+        w.append([b"x" * 100] * 9)
+    monkeypatch.setattr(R, "_write_meta", real)
+    assert len(w) == 2 and len(R.open(path)) == 2
+    # the unpublished chunk files are gone, the open chunks hold only published bytes
+    meta = json.loads((path / "meta.json").read_text())
+    assert sorted(os.listdir(path / "chunk")) == [f"{c}.zr" for c in range(meta["num_chunks"])]
+    for oc in meta["open_chunks"]:
+        assert os.path.getsize(path / "chunk" / f"{oc['id']}.zr") == oc["write_pos"]
+    w.append([b"c"])
+    assert R.open(path).take([0, 1, 2]).tolist() == [b"a", b"b", b"c"]
+
+
+def test_a_failing_writer_thread_lets_the_others_finish_before_the_append_raises(tmp_path, monkeypatch):
+    path = tmp_path / "s"
+    w = R.create(path, bytes, chunk_records=4, writers=2)  # two new chunks, both left open
+    real = os.pwrite
+
+    def pwrite(fd, data, pos):
+        name = os.readlink(f"/proc/self/fd/{fd}")
+        if name.endswith("/0.zr"):
+            raise OSError(28, "injected ENOSPC")
+        if name.endswith("/1.zr"):
+            time.sleep(0.5)
+        return real(fd, data, pos)
+
+    monkeypatch.setattr(R.os, "pwrite", pwrite)
+    with pytest.raises(OSError, match="injected"):
+        w.append([b"x" * 10, b"SECRET-RECORD-BYTES"])
+    monkeypatch.setattr(R.os, "pwrite", real)
+    # Files opened now reuse freed descriptor numbers: no late write may land in them.
+    victims = [tmp_path / f"victim{i}" for i in range(4)]
+    fds = [os.open(v, os.O_RDWR | os.O_CREAT) for v in victims]
+    time.sleep(0.7)
+    for fd in fds:
+        os.close(fd)
+    assert all(v.read_bytes() == b"" for v in victims)
+    assert len(w) == 0
+    w.append([b"ok"])
+    assert R.open(path)[0] == b"ok"
+
+
+@pytest.mark.parametrize("dtype", [
+    np.dtype([("a", "u1"), ("b", "<f8")], align=True),
+    np.dtype({"names": ["a", "b"], "formats": ["u1", "<i4"], "offsets": [0, 8], "itemsize": 16}),
+    np.dtype([("a", "u1"), ("inner", [("x", "<i2"), ("y", ">f4", (2,))])]),
+    np.dtype([("m", "<f4", (2, 3))]),
+], ids=["aligned", "padded", "nested", "subarray"])
+def test_structured_dtypes_round_trip_through_meta(tmp_path, dtype):
+    path = tmp_path / "s"
+    w = R.create(path, dtype, compression="zstd")
+    recs = [np.zeros(3, dtype), np.ones(2, dtype)]
+    recs[0].view(np.uint8)[:] = np.arange(recs[0].nbytes) % 251
+    w.append(recs)
+    assert w.dtype == dtype
+    r = R.open(path)
+    assert r.dtype == dtype
+    assert all(same(a, b) for a, b in zip(r.take([0, 1]), recs))
+
+
+def test_descr_dtypes_of_earlier_stores_still_read(tmp_path):
+    path = tmp_path / "s"
+    dt = np.dtype([("a", "<i4"), ("b", "<f8")])
+    w = R.create(path, dt)
+    w.append([np.ones(2, dt)])
+    w.close()
+    meta = json.loads((path / "meta.json").read_text())
+    meta["dtype"] = dt.descr  # what earlier versions wrote
+    (path / "meta.json").write_text(json.dumps(meta))
+    assert R.open(path).dtype == dt and same(R.open(path)[0], np.ones(2, dt))
+
+
+def test_batches_are_cast_only_as_lists_are(tmp_path):
+    w = R.create(tmp_path / "s", np.int32)
+    with pytest.raises(TypeError):
+        w.append([np.array([1.5, 2.7])])
+    with pytest.raises(TypeError):
+        w.append(R.RecordBatch(np.array([1.5, 2.7, 1e10]), np.array([0, 3])))
+    w.append(R.RecordBatch(np.array([1, 2, 3], np.int16), np.array([0, 3])))
+    assert same(w[0], np.array([1, 2, 3], np.int32)) and len(w) == 1
+
+
+def test_create_exist_ok_checks_what_the_records_are(tmp_path):
+    path = tmp_path / "s"
+    R.create(path, np.float32, compression="zstd", level=5).close()
+    R.create(path, np.float32, compression="zstd", exist_ok=True, chunk_records=7).close()  # layout: fine
+    R.create(path, np.float32, compression="zstd", level=5, exist_ok=True).close()
+    for kw, word in [(dict(dtype=np.int32, compression="zstd"), "dtype"),
+                     (dict(dtype=np.float32), "compression"),
+                     (dict(dtype=np.float32, compression="zstd", level=3), "level")]:
+        with pytest.raises(FileExistsError, match=word):
+            R.create(path, exist_ok=True, **kw)
+
+
+def test_a_forked_child_neither_keeps_the_writer_lock_nor_reads_a_frozen_state(tmp_path):
+    path = tmp_path / "s"
+    w = R.create(path, bytes, chunk_records=4)
+    w.append([b"a", b"b"])
+    go_r, go_w = os.pipe()
+    done_r, done_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.close(go_w)
+            os.write(done_w, b"r")  # running: the fork handler has closed the child's descriptors
+            os.read(go_r, 1)  # the parent closed its writer, reopened, deleted and appended
+            code = 0 if (len(w) == 2 and w.take([0, 1]).tolist() == [b"b", b"c"]) else 4
+            os.write(done_w, b"x")
+            time.sleep(1)
+        except BaseException:  # noqa: BLE001
+            code = 2
+        os._exit(code)
+    os.read(done_r, 1)
+    w.close()
+    w2 = R.open(path, "a")  # the child is alive: its copy of the lock must not hold the store
+    del w2[0]
+    w2.append([b"c"])
+    os.write(go_w, b"x")
+    os.read(done_r, 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    w2.close()
