@@ -48,6 +48,16 @@ Result<std::string> LocalKey(const std::string& path) {
   std::error_code ec;
   std::filesystem::path p = std::filesystem::absolute(path, ec);
   if (ec) return Status::IoError("cannot make the path absolute: " + ec.message(), ec.value()).WithPath(path);
+  // "link/.." is the parent of the link's target to the OS, not the directory holding the
+  // link, so a path with ".." has its directory resolved (lexical normalising would drop
+  // "link/.." as text and name another file); the file name stays as given.
+  bool dotdot = false;
+  for (const auto& part : p) dotdot = dotdot || part == "..";
+  if (dotdot) {
+    std::filesystem::path dir = std::filesystem::weakly_canonical(p.parent_path(), ec);
+    if (ec) return Status::IoError("cannot resolve the path: " + ec.message(), ec.value()).WithPath(path);
+    p = dir / p.filename();
+  }
   std::string key = p.lexically_normal().string();
   while (!key.empty() && key.front() == '/') key.erase(key.begin());
   if (key.empty() || key.back() == '/') {

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -210,6 +211,47 @@ TEST(ReadRangesTest, ErrorsNameTheFileAndRangeAndWriteNothing) {
   EXPECT_EQ(st.path(), dir.path() + "/missing.bin");
   EXPECT_EQ(x, std::vector<uint8_t>(10, 0xAB));
   EXPECT_EQ(y, std::vector<uint8_t>(10, 0xAB));
+}
+
+TEST(ReadRangesTest, InterruptedIsPolledAboutEvery10MsNotEveryBatch) {
+  // The poll takes the GIL in Python: polled after every batch of small reads, a call stalls
+  // behind any busy Python thread.
+  TempDir dir;
+  const Bytes a = PatternBytes(4 << 20, 8);
+  const std::string path = dir.Write("a.bin", a);
+  std::vector<uint8_t> out(4096 * 64);
+  std::vector<ByteRange> ranges;
+  for (uint64_t i = 0; i < 4096; ++i) ranges.push_back({0, i * 1024, 64, out.data() + i * 64});
+  for (const char* io : {"pread", "auto"}) {
+    RangeOptions o;
+    o.io = io;
+    o.threads = 1;
+    o.queue_depth = 1;  // thousands of batches of one read
+    o.max_gap = 0;
+    int polls = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    const Status st = ReadRanges({RangeSource::File(path)}, ranges, o, [&] { return ++polls, false; });
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_TRUE(st.ok()) << io << ": " << st.ToString();
+    EXPECT_GE(polls, 1) << io;
+    EXPECT_LE(polls, static_cast<int>(ms / 10) + 2) << io << ": " << polls << " polls in " << ms << " ms";
+    EXPECT_EQ(0, std::memcmp(out.data() + 64 * 100, a.data() + 1024 * 100, 64)) << io;
+  }
+}
+
+TEST(ReadRangesTest, DotDotAfterASymlinkIsThePathTheSystemOpens) {
+  // "lnk/../x.bin" is x.bin beside the link's target to the OS; lexically it would be
+  // dir/x.bin, another file.
+  TempDir dir;
+  dir.Write("real/sub/keep", PatternBytes(1, 1));
+  dir.Write("real/x.bin", Bytes{'R', 'E', 'A', 'L'});
+  dir.Write("x.bin", Bytes{'W', 'R', 'O', 'N'});
+  ASSERT_EQ(symlink((dir.path() + "/real/sub").c_str(), (dir.path() + "/lnk").c_str()), 0);
+  std::vector<uint8_t> x(4);
+  std::vector<ByteRange> ranges = {{0, 0, 4, x.data()}};
+  const Status st = ReadRanges({RangeSource::File(dir.path() + "/lnk/../x.bin")}, ranges);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(std::string(x.begin(), x.end()), "REAL");
 }
 
 TEST(ReadRangesTest, BadArguments) {

@@ -337,6 +337,20 @@ def test_http_ranges_no_head_and_later_requests_pinned(fault_server):
     assert sum(1 for q in seen if q.headers.get("if-match")) == len(seen) - 1
 
 
+def test_a_call_over_a_remote_and_a_local_store_checks_both_before_writing(fault_server, tmp_path):
+    # The remote object is sized by reading its first range; those bytes must wait until the
+    # local file's ranges are checked too, or a failing call would have written the buffer.
+    data = make_file(pathlib.Path(fault_server.root) / "m.bin", 1000, 6)
+    local = make_file(tmp_path / "short.bin", 10, 7)
+    out = np.full(8, 0xAA, np.uint8)
+    for second, rng in ((tmp_path / "missing.bin", [0, 4]), (tmp_path / "short.bin", [8, 4])):  # past the end
+        with pytest.raises(lsio.StorageError):
+            lsio.read_ranges([fault_server.url("m.bin"), str(second)], [[0, 4], rng], out=out)
+        assert (out == 0xAA).all(), out
+    got = lsio.read_ranges([fault_server.url("m.bin"), str(tmp_path / "short.bin")], [[0, 4], [6, 4]])
+    assert [g.tobytes() for g in got] == [data[:4], local[6:]]
+
+
 def test_nginx_ranges(nginx_server, tmp_path):
     root = tmp_path / "www"
     root.mkdir()

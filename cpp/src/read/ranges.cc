@@ -127,6 +127,10 @@ struct StoreRun {
   RangePlan plan;
   // With on_target: units of targets[j] not finished yet (a split target has several).
   std::unique_ptr<std::atomic<uint32_t>[]> pending;
+  // Units read to size remote objects before every store's targets were checked: their
+  // bytes wait here until the reads start (step 4), so a call that fails its checks has
+  // written nothing of the caller's and reported nothing.
+  std::vector<std::pair<size_t, std::unique_ptr<uint8_t[]>>> sized;
 };
 
 std::string Where(const StoreRun& run, const std::vector<RangeObject>& objects, uint32_t object) {
@@ -204,7 +208,7 @@ void LocalWorker(LocalRun& lr) {
   std::vector<size_t> staged_at;
   while (!lr.error->failed.load(std::memory_order_relaxed)) {
     if (on_caller && lr.ctx->interrupted && Clock::now() - lr.last_poll >= std::chrono::milliseconds(10)) {
-      lr.last_poll = Clock::time_point{};  // poll before the first batch, then every 10 ms
+      lr.last_poll = Clock::now();  // (starts at zero: a poll before the first batch, then every 10 ms)
       // Nothing of this thread's is in flight here, so the poll may run any code.
       if (lr.ctx->interrupted()) {
         lr.error->Set(Status::Cancelled("interrupted"));
@@ -242,6 +246,7 @@ void LocalWorker(LocalRun& lr) {
         return;
       }
       if (u.dst == nullptr) Scatter(u, staging.data() + staged_at[i], run);
+      if (lr.error->failed.load(std::memory_order_relaxed)) return;  // the call failed: no more reports
       st = UnitDone(*lr.ctx, run, u, reads[i].waited);
       if (!st.ok()) lr.error->Set(std::move(st));
     });
@@ -296,7 +301,7 @@ Status RunRemote(const RangesContext& ctx, const std::vector<RangeObject>& objec
     Status st = Finished(r, u, run, objects);
     if (st.ok()) {
       if (u.dst == nullptr) Scatter(u, s->staging.get(), run);
-      st = UnitDone(ctx, run, u, true);
+      if (!error.failed.load()) st = UnitDone(ctx, run, u, true);  // after a failure: no more reports
     }
     if (!st.ok()) error.Set(std::move(st));
     s->staging.reset();
@@ -343,10 +348,19 @@ Status OpenObjects(StoreRun& run, const std::vector<RangeObject>& objects, size_
   return Status::Ok();
 }
 
+// Copies a unit's staged bytes to the caller and reports the targets it completed.
+Status Deliver(const RangesContext& ctx, StoreRun& run, size_t unit, const uint8_t* staged) {
+  const RangeUnit& u = run.plan.units[unit];
+  if (u.dst != nullptr) std::memcpy(u.dst, staged, static_cast<size_t>(u.length));
+  else Scatter(u, staged, run);
+  return UnitDone(ctx, run, u, true);
+}
+
 // Remote objects are sized by their first unit, read into staging (nothing of the caller's
-// is written before every target is known to be inside its object).
+// is written before every target is known to be inside its object). `deliver`: the bytes go
+// to the caller now; else they wait in run.sized for step 4.
 Status SizeRemote(const RangesContext& ctx, const std::vector<RangeObject>& objects, StoreRun& run, size_t begin,
-                  size_t end, std::vector<bool>* done) {
+                  size_t end, std::vector<bool>* done, bool deliver) {
   std::vector<size_t> first_unit;
   for (size_t k = begin; k < end; ++k) {
     const RangeUnit& u = run.plan.units[k];
@@ -394,11 +408,9 @@ Status SizeRemote(const RangesContext& ctx, const std::vector<RangeObject>& obje
     return st;
   }
   for (size_t i = 0; i < reads.size(); ++i) {
-    const RangeUnit& u = run.plan.units[first_unit[i]];
-    if (u.dst != nullptr) std::memcpy(u.dst, staging[i].get(), static_cast<size_t>(u.length));
-    else Scatter(u, staging[i].get(), run);
     (*done)[first_unit[i]] = true;
-    LSIO_RETURN_IF_ERROR(UnitDone(ctx, run, u, true));
+    if (deliver) LSIO_RETURN_IF_ERROR(Deliver(ctx, run, first_unit[i], staging[i].get()));
+    else run.sized.emplace_back(first_unit[i], std::move(staging[i]));
   }
   return Status::Ok();
 }
@@ -519,7 +531,9 @@ Status Execute(const RangesContext& ctx, const std::vector<RangeObject>& objects
     done[s].assign(run.plan.units.size(), false);
     if (run.objects.size() <= run.traits.open_budget) {
       LSIO_RETURN_IF_ERROR(OpenObjects(run, objects, 0, run.objects.size()));
-      if (run.traits.remote) LSIO_RETURN_IF_ERROR(SizeRemote(ctx, objects, run, 0, run.plan.units.size(), &done[s]));
+      if (run.traits.remote) {
+        LSIO_RETURN_IF_ERROR(SizeRemote(ctx, objects, run, 0, run.plan.units.size(), &done[s], /*deliver=*/false));
+      }
       else LSIO_RETURN_IF_ERROR(CheckTargets(run, objects));
       continue;
     }
@@ -542,6 +556,8 @@ Status Execute(const RangesContext& ctx, const std::vector<RangeObject>& objects
   for (size_t s = 0; s < runs.size(); ++s) {
     StoreRun& run = *runs[s];
     if (run.traits.remote && !waves[s]) {
+      for (auto& [unit, staged] : run.sized) LSIO_RETURN_IF_ERROR(Deliver(ctx, run, unit, staged.get()));
+      run.sized.clear();
       LSIO_RETURN_IF_ERROR(RunRemote(ctx, objects, run, 0, run.plan.units.size(), done[s]));
       continue;
     }
@@ -558,7 +574,7 @@ Status Execute(const RangesContext& ctx, const std::vector<RangeObject>& objects
       while (end < run.plan.units.size() && run.plan.units[end].object <= run.objects[b - 1]) ++end;
       if (run.traits.remote) {
         // Sized by Stat (no version): the wave's first reads learn the version, unpinned.
-        LSIO_RETURN_IF_ERROR(SizeRemote(ctx, objects, run, unit, end, &done[s]));
+        LSIO_RETURN_IF_ERROR(SizeRemote(ctx, objects, run, unit, end, &done[s], /*deliver=*/true));
         LSIO_RETURN_IF_ERROR(RunRemote(ctx, objects, run, unit, end, done[s]));
       } else {
         LSIO_RETURN_IF_ERROR(RunLocal(ctx, objects, run, unit, end));
