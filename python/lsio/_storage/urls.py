@@ -163,9 +163,11 @@ def parse_http(url: str, what: str) -> Tuple[Endpoint, str, Optional[Tuple[str, 
             raise ValueError(f"{what}: invalid host name (letters, digits, '.', '-', '_'; "
                              f"write international names in punycode)")
         host = hostname
-    if port is not None:
+    # A scheme's default port is left out: libcurl's Host header leaves it out, and a SigV4
+    # signature over "host:443" would not match what the server receives.
+    if port is not None and port != {"http": 80, "https": 443}[scheme]:
         host = f"{host}:{port}"
-    elif parts.netloc.endswith(":"):
+    elif port is None and parts.netloc.endswith(":"):
         raise ValueError(f"{what}: empty port")
     userinfo = None
     if "@" in parts.netloc:
