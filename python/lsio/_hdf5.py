@@ -58,7 +58,7 @@ import json
 import math
 import os
 import threading
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -305,12 +305,16 @@ def _json_value(v: Any) -> Any:
 
 
 def _fill_json(v: Any) -> Any:
-    """A fill value as Zarr v3 spells it ("NaN", "Infinity", "-Infinity"; complex as pairs)."""
+    """A fill value as Zarr v3 spells it ("Infinity", "-Infinity"; a NaN as its bits in hex,
+    "0x7fc00000", so a negative or payload NaN reads back bit for bit; complex as pairs)."""
     if isinstance(v, (np.complexfloating, complex)):
         return [_fill_json(v.real), _fill_json(v.imag)]
     if isinstance(v, (np.floating, float)) and not math.isfinite(float(v)):
         f = float(v)
-        return "NaN" if math.isnan(f) else "Infinity" if f > 0 else "-Infinity"
+        if math.isnan(f):
+            a = np.asarray(v)
+            return "0x" + a.astype(a.dtype.newbyteorder(">")).tobytes().hex()
+        return "Infinity" if f > 0 else "-Infinity"
     return _json_value(v)
 
 
@@ -380,6 +384,17 @@ def typed_attrs(attrs: Dict[str, Any]) -> Dict[str, Any]:
             continue
         out[k] = v
     return out
+
+
+def _stored_as(dset: Any, dt: np.dtype) -> bool:
+    """Whether the dataset's stored HDF5 type is exactly numpy's ``dt`` (H5Tequal with the type
+    h5py makes for it), so its bytes can be read as ``dt`` without HDF5's conversion."""
+    import h5py
+
+    try:
+        return bool(dset.id.get_type() == h5py.h5t.py_create(dt, logical=True))
+    except (TypeError, ValueError):
+        return False
 
 
 def _data_type(dt: np.dtype) -> Optional[str]:
@@ -572,10 +587,21 @@ def _dataset(b: _Builder, key: str, dset: Any, encoders: Callable[[List[Dict[str
     if scales is not None:
         shape = tuple(max(n, lengths.get(sc, 0)) if dset.maxshape[i] is None else n  # type: ignore[union-attr]
                       for i, (n, sc) in enumerate(zip(extent, scales)))
-    dt = dset.dtype
-    dcpl = dset.id.get_create_plist()
-    layout = dcpl.get_layout()
+    try:
+        dt = dset.dtype
+        dcpl = dset.id.get_create_plist()
+        layout = dcpl.get_layout()
+    except (TypeError, ValueError, KeyError) as e:  # a type h5py has no numpy dtype for (a 3-byte int, ...)
+        b.doc(f"{key}/zarr.json", _unsupported_node(shape, f"HDF5 dataset of a type h5py cannot map ({e})", attrs))
+        return
     data_type: Any = _data_type(dt) if dt.names is None and h5py.check_dtype(vlen=dt) is None else None
+    if data_type is not None and not _stored_as(dset, dt):
+        # h5py shows the type HDF5 converts to, not the stored one (a complex compound with
+        # padding, a bool enum over int32, a 12-bit integer, a non-IEEE float): the stored
+        # bytes are not that dtype's.
+        b.doc(f"{key}/zarr.json", _unsupported_node(
+            shape, f"HDF5 dataset whose stored type is not numpy's {dt} (HDF5 converts it when h5py reads it)", attrs))
+        return
     info = h5py.check_string_dtype(dt)
     if data_type is None and info is not None and info.length is None:
         _vlen_strings(b, key, dset, shape, attrs, dimids)
@@ -602,11 +628,15 @@ def _dataset(b: _Builder, key: str, dset: Any, encoders: Callable[[List[Dict[str
             codecs.append(_codec(int(code), tuple(values), name, dt.itemsize, first=i == 0))
     elif layout == h5py.h5d.COMPACT or ndim == 0:
         chunks = shape
+    elif dset.id.get_offset() is None:  # contiguous, never written: every element reads as the fill value
+        chunks = tuple(max(1, n) for n in shape)
     else:  # contiguous: whole leading-axis slices, cut where the leading extent divides evenly
         row = dt.itemsize * int(np.prod(shape[1:], dtype=np.int64)) if ndim > 1 else dt.itemsize
         k = shape[0] if shape[0] * row <= 4 * _BLOCK_BYTES else _rows_per_block(shape[0], row)
         chunks = (max(1, k),) + shape[1:]
     fill = dset.fillvalue
+    if dcpl.get_fill_time() == h5py.h5d.FILL_TIME_NEVER:
+        fill = np.zeros((), dt)[()]  # no fill written: HDF5 reads what was never written as zeros
     node: Dict[str, Any] = {
         "zarr_format": 3, "node_type": "array", "shape": list(shape), "data_type": data_type,
         "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [max(1, c) for c in chunks]}},
@@ -751,21 +781,28 @@ def _vlen_strings(b: _Builder, key: str, dset: Any, shape: Tuple[int, ...], attr
     array reads like a Zarr string array (lsio._strings.StringArray). Datasets of strings
     larger than _MAX_STRING_BYTES are refused (UnsupportedError when opened)."""
     ndim = len(shape)
+    count = math.prod(shape)
+    row = math.prod(shape[1:]) if ndim else 1
+    too_big = None
+    if 4 * count > _MAX_STRING_BYTES:  # each item costs at least its 4-byte length: refused before reading
+        too_big = f"at least {4 * count} bytes"
+    elif row > _STRING_BLOCK_ITEMS:
+        too_big = f"{row} items per index of the first dimension"
+    if too_big is not None:
+        b.doc(f"{key}/zarr.json", _unsupported_node(
+            shape, f"HDF5 variable-length strings of {too_big} (lsio copies at most {_MAX_STRING_BYTES} bytes, "
+                   f"{_STRING_BLOCK_ITEMS} items a row)", attrs))
+        return
     try:
-        values = dset.asstr()[()] if ndim else [dset.asstr()[()]]
-        if ndim and tuple(shape) != tuple(dset.shape):  # shorter than its dimension: padded with ""
-            padded = np.full(shape, "", dtype=object)
-            padded[tuple(slice(0, n) for n in dset.shape)] = values
-            values = padded
-        items = [str(v).encode("utf-8") for v in np.asarray(values, dtype=object).ravel()]
+        payload = _vlen_payload(dset, shape, count)
     except (UnicodeDecodeError, OSError, ValueError, TypeError) as e:
         b.doc(f"{key}/zarr.json", _unsupported_node(shape, f"HDF5 variable-length strings lsio cannot read ({e})",
                                                     attrs))
         return
-    total = sum(len(x) + 4 for x in items)
-    if total > _MAX_STRING_BYTES:
+    if payload is None:
         b.doc(f"{key}/zarr.json", _unsupported_node(
-            shape, f"HDF5 variable-length strings of {total} bytes (lsio copies at most {_MAX_STRING_BYTES})", attrs))
+            shape, f"HDF5 variable-length strings of more than {_MAX_STRING_BYTES} bytes (lsio copies at most "
+                   f"{_MAX_STRING_BYTES})", attrs))
         return
     node: Dict[str, Any] = {
         "zarr_format": 3, "node_type": "array", "shape": list(shape), "data_type": "string",
@@ -777,11 +814,41 @@ def _vlen_strings(b: _Builder, key: str, dset: Any, shape: Tuple[int, ...], attr
     if dims is not None and len(dims) == ndim:
         node["dimension_names"] = dims
     b.doc(f"{key}/zarr.json", node)
-    if items:
-        parts = [len(items).to_bytes(4, "little")]
-        for x in items:
-            parts += [len(x).to_bytes(4, "little"), x]
-        b.inline[f"{key}/" + ".".join("0" for _ in range(max(1, ndim)))] = b"".join(parts)
+    if count:
+        b.inline[f"{key}/" + ".".join("0" for _ in range(max(1, ndim)))] = payload
+
+
+_STRING_BLOCK_ITEMS = 1 << 16  # strings read from h5py at a time (Python objects: ~100 bytes each)
+
+
+def _vlen_payload(dset: Any, shape: Tuple[int, ...], count: int) -> Optional[bytes]:
+    """The dataset's strings in vlen-utf8 encoding, read a block of rows at a time so memory
+    stays near the encoded size; None once that passes _MAX_STRING_BYTES. Past the dataset's
+    own extent (a variable shorter than its unlimited dimension) items are ""."""
+    out = bytearray(count.to_bytes(4, "little"))
+    if not shape:
+        blocks: Iterator[Any] = iter([[dset.asstr()[()]]])
+    else:
+        have = tuple(int(n) for n in dset.shape)
+        rows = max(1, _STRING_BLOCK_ITEMS // max(1, math.prod(shape[1:])))
+
+        def gen() -> Iterator[Any]:
+            for a in range(0, shape[0], rows):
+                stop = min(shape[0], a + rows)
+                block = np.full((stop - a,) + tuple(shape[1:]), "", dtype=object)
+                if a < have[0] and all(have[1:]):
+                    part = dset.asstr()[(slice(a, min(stop, have[0])),) + tuple(slice(0, n) for n in have[1:])]
+                    block[(slice(0, part.shape[0]),) + tuple(slice(0, n) for n in have[1:])] = part
+                yield block.ravel()
+        blocks = gen()
+    for block in blocks:
+        for v in block:
+            x = str(v).encode("utf-8")
+            out += len(x).to_bytes(4, "little")
+            out += x
+        if len(out) > _MAX_STRING_BYTES + 4:
+            return None
+    return bytes(out)
 
 
 def _rows_per_block(rows: int, row_bytes: int) -> int:

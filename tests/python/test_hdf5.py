@@ -859,3 +859,107 @@ def test_netcdf_encoding_names_the_filters(tmp_path):
     with _xr_pair(p) as (mine, _):
         names = [getattr(c, "codec_name", type(c).__name__) for c in mine.v.encoding.get("compressors", ())]
         assert names == ["numcodecs.shuffle", "numcodecs.zlib"]
+
+
+def _stored_types_file(path):
+    import h5py
+
+    sp = h5py.h5s.create_simple((4,))
+    with h5py.File(path, "w") as f:
+        f["good"] = np.arange(4.0)
+        f["bool8"] = np.array([False, True, True, False])  # h5py's own enum: read as stored
+        t = h5py.h5t.create(h5py.h5t.COMPOUND, 16)  # complex with padding between its parts
+        t.insert(b"r", 0, h5py.h5t.IEEE_F32LE)
+        t.insert(b"i", 8, h5py.h5t.IEEE_F32LE)
+        buf = np.zeros(4, dtype={"names": ["r", "i"], "formats": ["<f4", "<f4"], "offsets": [0, 8], "itemsize": 16})
+        buf["r"], buf["i"] = [1, 2, 3, 4], [10, 20, 30, 40]
+        h5py.h5d.create(f.id, b"complex_padded", t, sp).write(h5py.h5s.ALL, h5py.h5s.ALL, buf)
+        t = h5py.h5t.enum_create(h5py.h5t.STD_I32LE)  # bool over int32
+        t.enum_insert(b"FALSE", 0)
+        t.enum_insert(b"TRUE", 1)
+        h5py.h5d.create(f.id, b"bool32", t, sp).write(h5py.h5s.ALL, h5py.h5s.ALL, np.array([0, 1, 1, 0], "<i4"),
+                                                       mtype=t)
+        t = h5py.h5t.STD_I16LE.copy()  # 12 bits at bit 4
+        t.set_precision(12)
+        t.set_offset(4)
+        h5py.h5d.create(f.id, b"int12", t, sp).write(h5py.h5s.ALL, h5py.h5s.ALL, np.array([1, 2, -3, 100], "<i2"))
+        t = h5py.h5t.IEEE_F32LE.copy()  # not IEEE: a 7-bit exponent
+        t.set_fields(31, 24, 7, 0, 24)
+        t.set_ebias(63)
+        h5py.h5d.create(f.id, b"float_custom", t, sp).write(h5py.h5s.ALL, h5py.h5s.ALL,
+                                                           np.array([1.5, 2, -3, 100], "<f4"))
+        t = h5py.h5t.STD_I32LE.copy()  # 3-byte integers: h5py has no dtype for them
+        t.set_size(3)
+        t.set_precision(24)
+        h5py.h5d.create(f.id, b"int24", t, sp)
+
+
+def test_datasets_h5py_converts_are_refused_not_misread(tmp_path):
+    # h5py shows the type HDF5 converts to; lsio reads stored bytes, so a stored type other
+    # than that dtype must be refused (it read padded complex, bool-over-int32, 12-bit ints
+    # and non-IEEE floats as garbage before), and one dataset h5py cannot map at all leaves
+    # the rest of the file readable.
+    import h5py
+
+    path = str(tmp_path / "types.h5")
+    _stored_types_file(path)
+    with h5py.File(path, "r") as f:
+        for name in ("good", "bool8"):
+            got, want = lsio.open(path, name)[...], f[name][()]
+            assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), name
+    for name in ("complex_padded", "bool32", "int12", "float_custom", "int24"):
+        with pytest.raises(lsio.UnsupportedError, match="HDF5 dataset"):
+            lsio.open(path, name)
+
+
+def test_fill_values_read_bit_for_bit_and_fill_time_never_reads_zeros(tmp_path):
+    import h5py
+
+    path = str(tmp_path / "fills.h5")
+    neg_nan = np.array([0xFFF8000000000001], "<u8").view("<f8")[0]
+    with h5py.File(path, "w") as f:
+        x = f.create_dataset("nan", shape=(4,), chunks=(2,), dtype="f8", fillvalue=neg_nan)
+        x[:2] = 1
+        y = f.create_dataset("nan32", shape=(4,), chunks=(2,), dtype=">f4",
+                             fillvalue=np.array([0x7FA00001], ">u4").view(">f4")[0])
+        y[:2] = 1
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_chunk((2,))
+        dcpl.set_fill_value(np.array(5, "i4"))
+        dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+        h5py.h5d.create(f.id, b"never", h5py.h5t.STD_I32LE, h5py.h5s.create_simple((6,)), dcpl=dcpl)
+        f["never"][0:2] = [1, 2]
+    with h5py.File(path, "r") as f:
+        for name in ("nan", "nan32", "never"):
+            want = f[name][()]
+            want = want.astype(want.dtype.newbyteorder("="))  # lsio returns native byte order
+            got = lsio.open(path, name)[...]
+            assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), (name, got, want)
+
+
+def test_huge_unwritten_datasets_cost_nothing_to_open(tmp_path):
+    # A 2 KB file naming 2**62 unwritten bytes of a contiguous dataset, or five million
+    # never-written strings, opens at once and in little memory (the strings were all read
+    # into Python objects, 1.2 GB, and the divisor search took minutes); 20 million are
+    # refused without reading them.
+    import resource
+    import time
+
+    import h5py
+
+    path = str(tmp_path / "big.h5")
+    with h5py.File(path, "w") as f:
+        f["good"] = np.arange(4.0)
+        f.create_dataset("huge", shape=(2 ** 62 - 1,), dtype="u1")
+        f.create_dataset("names", shape=(5_000_000,), chunks=(1_000_000,), dtype=h5py.string_dtype())
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.monotonic()
+    np.testing.assert_array_equal(lsio.open(path, "good")[...], np.arange(4.0))
+    assert time.monotonic() - t0 < 20  # not a speed check: the divisor search took minutes
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0 < 200 << 10  # KiB: under 200 MiB
+    np.testing.assert_array_equal(lsio.open(path, "huge")[12345:12349], np.zeros(4, "u1"))
+    assert list(lsio.open(path, "names")[4_999_998:]) == ["", ""]  # 20 MB encoded: read, in blocks
+    with h5py.File(path, "a") as f:
+        f.create_dataset("more", shape=(20_000_000,), chunks=(1_000_000,), dtype=h5py.string_dtype())
+    with pytest.raises(lsio.UnsupportedError, match="variable-length strings of at least"):
+        lsio.open(path, "more")
