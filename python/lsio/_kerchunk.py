@@ -354,6 +354,9 @@ def _parquet_references(spec: Dict[str, Any]) -> Any:
             except Exception as e:  # noqa: BLE001 - pyarrow's errors: one typed error naming the file
                 raise FormatError(f"parquet kerchunk references {refs!r}: cannot read {rel} ({e})") from None
             paths, offs, sizes, raws = (t.column(c).to_pylist() for c in ("path", "offset", "size", "raw"))
+            if len(paths) > record_size:
+                raise FormatError(f"parquet kerchunk references {refs!r}: {rel} holds {len(paths)} rows, more than "
+                                  f"the record size {record_size}")
             first = i * record_size
             for j in range(min(len(paths), n - first)):
                 coords = np.unravel_index(first + j, grid) if grid else ()
@@ -372,6 +375,9 @@ def _parquet_references(spec: Dict[str, Any]) -> Any:
                 keys.append(key)
                 url_ids.append(u)
                 off, size = int(offs[j] or 0), int(sizes[j] or 0)
+                if off < 0 or size < 0:
+                    raise FormatError(f"parquet kerchunk references {refs!r}: {rel} row {j} ({key}) has offset {off} "
+                                      f"and size {size}; neither may be negative")
                 whole = off == 0 and size == 0
                 offsets.append(off)
                 lengths.append(-1 if whole else size)

@@ -313,3 +313,42 @@ def test_a_path_with_dotdot_to_a_symlinked_reference_file(tmp_path):
     os.symlink("../blobs/abc", tmp_path / "proj" / "refs.json")
     for p in (tmp_path / "proj" / "refs.json", f"{tmp_path}/proj/sub/../refs.json"):
         np.testing.assert_array_equal(lsio.open(str(p), "a")[...], np.arange(4))
+
+
+def test_malformed_parquet_references_are_typed_errors(tmp_path):
+    # A negative size or offset, or a record file with more rows than the record size, is
+    # malformed (a negative size used to read the whole target file as the chunk).
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    df = pytest.importorskip("kerchunk.df")
+    data = tmp_path / "data.bin"
+    data.write_bytes(np.arange(16, dtype="<i4").tobytes())
+    refs = {"version": 1, "refs": {
+        ".zgroup": json.dumps({"zarr_format": 2}),
+        "x/.zarray": json.dumps({"zarr_format": 2, "shape": [16], "chunks": [8], "dtype": "<i4", "compressor": None,
+                                 "fill_value": 0, "order": "C", "filters": None}),
+        "x/0": [str(data), 0, 32], "x/1": [str(data), 32, 32]}}
+    out = tmp_path / "refs.parq"
+    df.refs_to_dataframe(refs, str(out), record_size=2)
+    np.testing.assert_array_equal(lsio.open(str(out), "x")[...], np.arange(16))
+    part = out / "x" / "refs.0.parq"
+    table = pq.read_table(part)
+    for column, value, words in (("size", -7, "neither may be negative"), ("offset", -1, "neither may be negative")):
+        cols = {n: table.column(n).to_pylist() for n in table.column_names}
+        cols[column][1] = value
+        pq.write_table(pa.table(cols, schema=table.schema), part)
+        with pytest.raises(lsio.FormatError, match=words) as e:
+            lsio.open(str(out), "x")
+        assert "refs.0.parq" in str(e.value)
+    cols = {n: table.column(n).to_pylist() * 2 for n in table.column_names}  # 4 rows, record size 2
+    pq.write_table(pa.table(cols, schema=table.schema), part)
+    with pytest.raises(lsio.FormatError, match="more than the record size 2"):
+        lsio.open(str(out), "x")
+
+
+@pytest.mark.parametrize("text", ["base64:AQIDB", "base64:AQ=", "base64:AQIDBA="])
+def test_cut_or_mispadded_base64_inline_data_is_malformed(tmp_path, text):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"version": 1, "refs": {".zgroup": json.dumps({"zarr_format": 2}), "x/0": text}}))
+    with pytest.raises(lsio.FormatError, match="x/0"):
+        lsio.open_group(str(bad))

@@ -8,7 +8,7 @@ namespace lsio {
 bool DecodeBase64(std::string_view s, std::string* out) {
   uint32_t acc = 0;
   int bits = 0;
-  size_t pad = 0;
+  size_t pad = 0, chars = 0;
   for (char ch : s) {
     int v;
     if (ch >= 'A' && ch <= 'Z') v = ch - 'A';
@@ -19,6 +19,7 @@ bool DecodeBase64(std::string_view s, std::string* out) {
     else if (ch == '=') { ++pad; continue; }
     else return false;
     if (pad > 0) return false;  // data after padding
+    ++chars;
     acc = (acc << 6) | static_cast<uint32_t>(v);
     bits += 6;
     if (bits >= 8) {
@@ -26,7 +27,10 @@ bool DecodeBase64(std::string_view s, std::string* out) {
       out->push_back(static_cast<char>((acc >> bits) & 0xFF));
     }
   }
-  return pad <= 2;
+  // One character past a whole group holds no byte (a truncated string); padding, where
+  // given, completes the last group exactly.
+  if (chars % 4 == 1) return false;
+  return pad == 0 || (pad <= 2 && (chars + pad) % 4 == 0);
 }
 
 }  // namespace lsio

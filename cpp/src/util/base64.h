@@ -8,7 +8,8 @@
 namespace lsio {
 
 /// Decodes standard base64 (padding optional) into *out (appended); false for anything
-/// else (other characters, data after padding, more than two '=').
+/// else (other characters, data after padding, padding that does not complete the last
+/// group of four, a last group of one character).
 bool DecodeBase64(std::string_view s, std::string* out);
 
 }  // namespace lsio
