@@ -963,3 +963,27 @@ def test_huge_unwritten_datasets_cost_nothing_to_open(tmp_path):
         f.create_dataset("more", shape=(20_000_000,), chunks=(1_000_000,), dtype=h5py.string_dtype())
     with pytest.raises(lsio.UnsupportedError, match="variable-length strings of at least"):
         lsio.open(path, "more")
+
+
+@pytest.mark.parametrize("validators", ["strong", "last_modified"])
+def test_remote_file_rewritten_between_block_reads_is_never_mixed(fault_server, tmp_path, validators):
+    # h5py reads a remote file through lsio's range reads, pinned to the version stat gave:
+    # a server that sends only Last-Modified (no ETag) must pin too (the version was its ETag,
+    # "" there, and reads were not pinned at all).
+    import time
+
+    from lsio import _kerchunk
+
+    fault_server.validators = validators
+    path = os.path.join(fault_server.root, "f.bin")
+    with open(path, "wb") as f:
+        f.write(b"A" * 100)
+    store, name, size, version = _kerchunk._open_object(fault_server.url("f.bin"), {"retries": 0})
+    assert size == 100 and version
+    assert bytes(store.read_range(name, 0, 10, version, size)) == b"A" * 10
+    time.sleep(1.1)  # Last-Modified has one-second resolution
+    with open(path, "wb") as f:
+        f.write(b"B" * 100)
+    with pytest.raises(lsio.StorageError) as e:
+        store.read_range(name, 10, 10, version, size)
+    assert e.value.errno == errno.ESTALE

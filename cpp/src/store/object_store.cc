@@ -367,9 +367,15 @@ Result<ObjectInfo> ObjectStore::Stat(std::string_view key) {
   ObjectInfo info;
   if (!q.status.ok()) return Scrub(Status(q.status).ReplacePath(Location(key)));
   if (q.missing) return info;
+  if (!q.object_size_known) {
+    return Status::IoError("the server's answer to HEAD has no Content-Length: lsio cannot size the object", EPROTO)
+        .WithPath(Location(key));
+  }
   info.found = true;
   info.size = q.object_size;
-  info.version = q.etag;
+  // What range reads pin and compare: the ETag, else the Last-Modified date (a server
+  // without ETags still says when an object changed).
+  info.version = VersionOf(q);
   info.last_modified = q.last_modified;
   return info;
 }
