@@ -110,3 +110,59 @@ def test_an_oversized_listing_is_refused_unbuffered(fault_server):
     assert got["result"].startswith("CorruptDataError"), got
     assert "listing" in got["result"], got
     assert got["growth"] < 64 * MiB, got
+
+
+def test_a_forged_content_length_neither_allocates_it_nor_breaks_the_thread():
+    # A server declares a 100 GB body for an object lsio reads whole (bound 1 TiB): lsio used
+    # to reserve the declared length up front; the allocation failed inside libcurl's
+    # callback, and every later request on that thread failed ("API function called from
+    # within callback"). Now the body grows as it comes, the short answer is a typed error,
+    # and the next requests succeed. Run in a child (peak RSS measured there).
+    code = textwrap.dedent("""
+        import socket, sys, threading, time
+        import lsio
+        from lsio import _core
+        from lsio._storage import options
+
+        srv = socket.socket()
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(16)
+        port = srv.getsockname()[1]
+
+        def handle(c):
+            data = b""
+            while b"\\r\\n\\r\\n" not in data:
+                d = c.recv(65536)
+                if not d:
+                    return
+                data += d
+            if data.split(b" ")[1].endswith(b"/big"):
+                c.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 107374182400\\r\\nETag: \\"e\\"\\r\\n\\r\\n" + b"x" * 100000)
+            else:
+                c.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 5\\r\\nETag: \\"s\\"\\r\\n\\r\\nhello")
+            c.close()
+
+        def serve():
+            while True:
+                c, _ = srv.accept()
+                threading.Thread(target=handle, args=(c,), daemon=True).start()
+
+        threading.Thread(target=serve, daemon=True).start()
+        store = _core.RemoteStore(options.resolve(f"http://127.0.0.1:{port}/d", {"retries": 0}).to_core())
+        try:
+            store.get("big", 1 << 40)
+            print("NO ERROR")
+        except lsio.Error as e:
+            print("typed", type(e).__name__)
+        for _ in range(3):
+            assert bytes(store.get("small", 100)) == b"hello"
+        peak = [int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")][0]
+        print("peak_kib", peak)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.split()
+    assert "typed" in lines, out.stdout
+    assert int(lines[lines.index("peak_kib") + 1]) < 2 << 20, out.stdout  # under 2 GiB: not the declared 100 GB

@@ -475,7 +475,28 @@ class Runner {
 // ---------------------------------------------------------------------------------------
 // Callbacks (run inside curl_multi_perform on the calling thread).
 
-size_t HeaderCallback(char* data, size_t size, size_t nmemb, void* p) {
+// An exception must not unwind through libcurl's C frames (the multi handle would stay
+// "inside a callback" for good, holding an easy handle whose Transfer is gone): it aborts the
+// transfer instead (returning 0 makes libcurl fail it), as its typed error where possible.
+template <typename F>
+size_t Guarded(Transfer* t, F&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    try {
+      t->abort = Status::ResourceExhausted("cannot allocate memory for the HTTP answer");
+    } catch (...) {  // then the transfer fails as a write error
+    }
+  } catch (...) {
+    try {
+      t->abort = Status::Internal("exception while receiving the HTTP answer");
+    } catch (...) {
+    }
+  }
+  return 0;
+}
+
+size_t HeaderCallbackBody(char* data, size_t size, size_t nmemb, void* p) {
   auto* t = static_cast<Transfer*>(p);
   const size_t n = size * nmemb;
   t->last_activity = Clock::now();
@@ -668,7 +689,11 @@ bool PrepareData(Transfer& t) {
     if (t.has_content_length) {
       r.object_size = t.content_length;
       r.object_size_known = true;
-      if (t.window_open && r.dst == nullptr) r.body.reserve(t.content_length);
+      // A declared length is a hint, not a promise: reserve at most 64 MiB up front (the body
+      // grows geometrically past it), so a forged Content-Length cannot ask for terabytes.
+      if (t.window_open && r.dst == nullptr) {
+        r.body.reserve(static_cast<size_t>(std::min<uint64_t>(t.content_length, uint64_t{64} << 20)));
+      }
     }
     t.stream_start = 0;
     t.stream_expected_known = t.has_content_length;
@@ -719,7 +744,11 @@ bool Deliver(Transfer& t, const char* data, size_t n) {
   return true;
 }
 
-size_t WriteCallback(char* data, size_t size, size_t nmemb, void* p) {
+size_t HeaderCallback(char* data, size_t size, size_t nmemb, void* p) {
+  return Guarded(static_cast<Transfer*>(p), [&] { return HeaderCallbackBody(data, size, nmemb, p); });
+}
+
+size_t WriteCallbackBody(char* data, size_t size, size_t nmemb, void* p) {
   auto* t = static_cast<Transfer*>(p);
   const size_t n = size * nmemb;
   t->last_activity = Clock::now();
@@ -740,6 +769,10 @@ size_t WriteCallback(char* data, size_t size, size_t nmemb, void* p) {
     return PrepareData(*t) && Deliver(*t, held.data(), held.size()) ? n : 0;
   }
   return Deliver(*t, data, n) ? n : 0;
+}
+
+size_t WriteCallback(char* data, size_t size, size_t nmemb, void* p) {
+  return Guarded(static_cast<Transfer*>(p), [&] { return WriteCallbackBody(data, size, nmemb, p); });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -785,101 +818,109 @@ void Runner::Run() {
   const size_t max_in_flight = std::max(1u, opt_.max_in_flight);
   Clock::time_point next_cancel_check = Clock::now();
 
-  for (;;) {
-    Clock::time_point now = Clock::now();
-    if (stop_) break;
-    if (cancelled_ && now >= next_cancel_check) {
-      next_cancel_check = now + kCancelPoll;
-      if (cancelled_()) break;
-    }
-    // Due retries first (they hold their in-flight slot), then new requests.
-    while (!waiting_.empty() && waiting_.top().at <= now) {
-      const size_t i = waiting_.top().index;
-      waiting_.pop();
-      if (transfers_[i].phase == Phase::kWaiting) StartAttempt(transfers_[i], now);
-    }
-    bool send_now = false;
-    while (ask_ && in_flight_ < max_in_flight && !stop_) {
-      HttpRequest* req = next_();
-      if (req == HttpClient::kSendNow) {
-        send_now = true;  // perform once, then ask again without waiting
+  // Whatever throws in the loop (an allocation in next_, a store's on_done work), the handles
+  // still in libcurl's multi must be removed before the transfers they point to go away:
+  // the multi outlives this call (one per thread).
+  try {
+    for (;;) {
+      Clock::time_point now = Clock::now();
+      if (stop_) break;
+      if (cancelled_ && now >= next_cancel_check) {
+        next_cancel_check = now + kCancelPoll;
+        if (cancelled_()) break;
+      }
+      // Due retries first (they hold their in-flight slot), then new requests.
+      while (!waiting_.empty() && waiting_.top().at <= now) {
+        const size_t i = waiting_.top().index;
+        waiting_.pop();
+        if (transfers_[i].phase == Phase::kWaiting) StartAttempt(transfers_[i], now);
+      }
+      bool send_now = false;
+      while (ask_ && in_flight_ < max_in_flight && !stop_) {
+        HttpRequest* req = next_();
+        if (req == HttpClient::kSendNow) {
+          send_now = true;  // perform once, then ask again without waiting
+          break;
+        }
+        if (req == nullptr) {
+          ask_ = false;
+          break;
+        }
+        Begin(NewTransfer(req), now);
+      }
+      if (in_flight_ == 0) {
+        if (ask_ && !stop_) continue;  // a request finished at once (on_done may have given more)
         break;
       }
-      if (req == nullptr) {
-        ask_ = false;
-        break;
+      // Stalls: no byte for stall_timeout_ms. Removing the handle closes its connection.
+      for (size_t k = 0; k < active_.size();) {
+        Transfer& t = transfers_[active_[k]];
+        if (opt_.stall_timeout_ms > 0 &&
+            MsBetween(t.last_activity, now) >= static_cast<int64_t>(opt_.stall_timeout_ms)) {
+          curl_multi_remove_handle(lease_.multi(), t.easy);
+          t.stalled = true;
+          OnAttemptDone(t, CURLE_OPERATION_TIMEDOUT, now);  // removes it from active_
+          continue;
+        }
+        ++k;
       }
-      Begin(NewTransfer(req), now);
-    }
-    if (in_flight_ == 0) {
-      if (ask_ && !stop_) continue;  // a request finished at once (on_done may have given more)
-      break;
-    }
-    // Stalls: no byte for stall_timeout_ms. Removing the handle closes its connection.
-    for (size_t k = 0; k < active_.size();) {
-      Transfer& t = transfers_[active_[k]];
-      if (opt_.stall_timeout_ms > 0 &&
-          MsBetween(t.last_activity, now) >= static_cast<int64_t>(opt_.stall_timeout_ms)) {
-        curl_multi_remove_handle(lease_.multi(), t.easy);
-        t.stalled = true;
-        OnAttemptDone(t, CURLE_OPERATION_TIMEDOUT, now);  // removes it from active_
-        continue;
-      }
-      ++k;
-    }
 
-    int running = 0;
-    const CURLMcode mc = curl_multi_perform(lease_.multi(), &running);
-    if (mc != CURLM_OK && mc != CURLM_CALL_MULTI_PERFORM) {
-      const Status st = Status::Internal(std::string("curl_multi_perform: ") + curl_multi_strerror(mc));
-      while (!active_.empty()) {
-        Transfer& t = transfers_[active_.back()];
-        curl_multi_remove_handle(lease_.multi(), t.easy);
-        EndAttempt(t);
-        Finish(t, st);
+      int running = 0;
+      const CURLMcode mc = curl_multi_perform(lease_.multi(), &running);
+      if (mc != CURLM_OK && mc != CURLM_CALL_MULTI_PERFORM) {
+        const Status st = Status::Internal(std::string("curl_multi_perform: ") + curl_multi_strerror(mc));
+        while (!active_.empty()) {
+          Transfer& t = transfers_[active_.back()];
+          curl_multi_remove_handle(lease_.multi(), t.easy);
+          EndAttempt(t);
+          Finish(t, st);
+        }
       }
-    }
-    int left = 0;
-    while (CURLMsg* msg = curl_multi_info_read(lease_.multi(), &left)) {
-      if (msg->msg != CURLMSG_DONE) continue;
-      Transfer* t = nullptr;
-      curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, reinterpret_cast<char**>(&t));
-      const CURLcode rc = msg->data.result;
-      curl_multi_remove_handle(lease_.multi(), msg->easy_handle);
-      if (t != nullptr && rc == CURLE_OK) {
-        // Timings of the attempt that delivered the body: the stores estimate from them
-        // how many bytes one first-byte latency is worth (coalescing, object_store.cc).
-        double first = 0, total = 0;
-        curl_easy_getinfo(msg->easy_handle, CURLINFO_STARTTRANSFER_TIME, &first);
-        curl_easy_getinfo(msg->easy_handle, CURLINFO_TOTAL_TIME, &total);
-        t->req->first_byte_s = first;
-        t->req->total_s = total;
+      int left = 0;
+      while (CURLMsg* msg = curl_multi_info_read(lease_.multi(), &left)) {
+        if (msg->msg != CURLMSG_DONE) continue;
+        Transfer* t = nullptr;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, reinterpret_cast<char**>(&t));
+        const CURLcode rc = msg->data.result;
+        curl_multi_remove_handle(lease_.multi(), msg->easy_handle);
+        if (t != nullptr && rc == CURLE_OK) {
+          // Timings of the attempt that delivered the body: the stores estimate from them
+          // how many bytes one first-byte latency is worth (coalescing, object_store.cc).
+          double first = 0, total = 0;
+          curl_easy_getinfo(msg->easy_handle, CURLINFO_STARTTRANSFER_TIME, &first);
+          curl_easy_getinfo(msg->easy_handle, CURLINFO_TOTAL_TIME, &total);
+          t->req->first_byte_s = first;
+          t->req->total_s = total;
+        }
+        if (t != nullptr) OnAttemptDone(*t, rc, Clock::now());
       }
-      if (t != nullptr) OnAttemptDone(*t, rc, Clock::now());
-    }
-    if (in_flight_ == 0 && !ask_) break;
-    if (stop_ || send_now || (ask_ && in_flight_ < max_in_flight)) continue;  // refill before waiting
+      if (in_flight_ == 0 && !ask_) break;
+      if (stop_ || send_now || (ask_ && in_flight_ < max_in_flight)) continue;  // refill before waiting
 
-    // Wait for sockets, libcurl's own timers (curl_multi_poll honours them), the next
-    // retry, the next possible stall, or the next cancellation check.
-    now = Clock::now();
-    Clock::time_point wake = now + (cancelled_ ? kCancelPoll : kIdlePoll);
-    if (!waiting_.empty()) wake = std::min(wake, waiting_.top().at);
-    for (size_t i : active_) {
-      if (opt_.stall_timeout_ms == 0) break;
-      wake = std::min(wake, transfers_[i].last_activity + std::chrono::milliseconds(opt_.stall_timeout_ms));
-    }
-    const int64_t wait_ms = std::max<int64_t>(0, MsBetween(now, wake));
-    if (wait_ms > 0 || active_.empty()) {
-      if (active_.empty() && !waiting_.empty()) {
-        // Nothing in libcurl's hands: just sleep until the next retry (or cancel check).
-        if (wait_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
-      } else if (!active_.empty()) {
-        curl_multi_poll(lease_.multi(), nullptr, 0, static_cast<int>(wait_ms), nullptr);
+      // Wait for sockets, libcurl's own timers (curl_multi_poll honours them), the next
+      // retry, the next possible stall, or the next cancellation check.
+      now = Clock::now();
+      Clock::time_point wake = now + (cancelled_ ? kCancelPoll : kIdlePoll);
+      if (!waiting_.empty()) wake = std::min(wake, waiting_.top().at);
+      for (size_t i : active_) {
+        if (opt_.stall_timeout_ms == 0) break;
+        wake = std::min(wake, transfers_[i].last_activity + std::chrono::milliseconds(opt_.stall_timeout_ms));
+      }
+      const int64_t wait_ms = std::max<int64_t>(0, MsBetween(now, wake));
+      if (wait_ms > 0 || active_.empty()) {
+        if (active_.empty() && !waiting_.empty()) {
+          // Nothing in libcurl's hands: just sleep until the next retry (or cancel check).
+          if (wait_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+        } else if (!active_.empty()) {
+          curl_multi_poll(lease_.multi(), nullptr, 0, static_cast<int>(wait_ms), nullptr);
+        }
       }
     }
+  } catch (...) {
+    if (!error_) error_ = std::current_exception();
   }
-  // Cancelled, or an on_done threw: end what is still in flight (no-op when nothing is).
+  // Cancelled, an on_done threw, or the loop did: end what is still in flight (no-op when
+  // nothing is).
   CancelAll();
   if (error_) std::rethrow_exception(error_);
 }
