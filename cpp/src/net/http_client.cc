@@ -338,6 +338,10 @@ struct Transfer {
   bool ask_open = false;        // bytes=a- (kNone resume)
   uint64_t ask_b = 0;           // last byte asked (when !ask_open)
   Clock::time_point last_activity;
+  // The attempt got a response byte: from then on a silence of stall_timeout_ms is a stall.
+  // Before it, connecting and the server's think time are bounded by connect_timeout_ms
+  // and the attempt's timeout_ms, which the caller may set past the stall time.
+  bool responded = false;
   bool stalled = false;
   // Response (reset at every status line: 100 Continue and the like come first).
   long status = 0;
@@ -500,6 +504,7 @@ size_t HeaderCallbackBody(char* data, size_t size, size_t nmemb, void* p) {
   auto* t = static_cast<Transfer*>(p);
   const size_t n = size * nmemb;
   t->last_activity = Clock::now();
+  t->responded = true;
   std::string_view line = Trim(std::string_view(data, n));
   if (line.size() >= 5 && line.substr(0, 5) == "HTTP/") {
     // A new response (after 100 Continue, or a retry libcurl made itself): start over.
@@ -855,7 +860,7 @@ void Runner::Run() {
       // Stalls: no byte for stall_timeout_ms. Removing the handle closes its connection.
       for (size_t k = 0; k < active_.size();) {
         Transfer& t = transfers_[active_[k]];
-        if (opt_.stall_timeout_ms > 0 &&
+        if (opt_.stall_timeout_ms > 0 && t.responded &&
             MsBetween(t.last_activity, now) >= static_cast<int64_t>(opt_.stall_timeout_ms)) {
           curl_multi_remove_handle(lease_.multi(), t.easy);
           t.stalled = true;
@@ -904,6 +909,7 @@ void Runner::Run() {
       if (!waiting_.empty()) wake = std::min(wake, waiting_.top().at);
       for (size_t i : active_) {
         if (opt_.stall_timeout_ms == 0) break;
+        if (!transfers_[i].responded) continue;
         wake = std::min(wake, transfers_[i].last_activity + std::chrono::milliseconds(opt_.stall_timeout_ms));
       }
       const int64_t wait_ms = std::max<int64_t>(0, MsBetween(now, wake));
@@ -1106,6 +1112,7 @@ void Runner::StartAttempt(Transfer& t, Clock::time_point now) {
   if (r.attempts > 1) curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
 
   t.last_activity = now;
+  t.responded = false;
   const CURLMcode mc = curl_multi_add_handle(lease_.multi(), e);
   if (mc != CURLM_OK) {
     EndAttempt(t);

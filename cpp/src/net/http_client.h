@@ -56,7 +56,8 @@
 //     retry_base_delay_ms * 2^k)]; a Retry-After header is a floor within that cap), each time
 //     on a fresh connection (CURLOPT_FRESH_CONNECT): connection errors (refused, reset, DNS,
 //     TLS handshake, nothing or garbage received), timeouts, a stall (no byte for
-//     stall_timeout_ms; 0 disables), 408, 429, 5xx, and an error document served as a 2xx
+//     stall_timeout_ms once the answer began; 0 disables; before its first byte the attempt
+//     is bounded by connect_timeout_ms and timeout_ms), 408, 429, 5xx, and an error document served as a 2xx
 //     body in place of the data when the provider's ErrorDialect says it asks for a retry
 //     (S3's SlowDown: store/s3.cc). TLS verification
 //     failures and bad URLs are not retried. A request waiting for its retry keeps its
@@ -137,7 +138,7 @@ struct HttpClientOptions {
   unsigned max_in_flight = 32;          ///< requests in flight per Run call
   uint64_t timeout_ms = 30000;          ///< one attempt, connect to last byte
   uint64_t connect_timeout_ms = 5000;
-  uint64_t stall_timeout_ms = 15000;    ///< no byte received for this long: retry
+  uint64_t stall_timeout_ms = 15000;    ///< no byte for this long once the answer began: retry
   unsigned max_attempts = 10;           ///< per request, the first included
   uint64_t total_timeout_ms = 180000;   ///< per request, all attempts and backoff
   uint64_t retry_base_delay_ms = 100;

@@ -601,6 +601,28 @@ TEST(HttpClientTest, StallIsDetectedAndBounded) {
   EXPECT_TRUE(dst.guards_intact());
 }
 
+TEST(HttpClientTest, ThinkTimeBeforeTheFirstByteIsNotAStall) {
+  // A server that takes longer than the stall time to start answering is waited for up to
+  // the attempt's timeout: the stall clock starts at the answer's first byte (a 15 s stall
+  // cap made servers slower than that to first byte unreadable whatever timeout said).
+  std::atomic<int> n{0};
+  TestHttpServer server([&](const SeenRequest&, ServerConnection& c) {
+    ++n;
+    c.Sleep(600);
+    c.Send("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello");
+  });
+  HttpClientOptions o = FastOptions();
+  o.stall_timeout_ms = 200;
+  o.timeout_ms = 5000;
+  o.max_attempts = 1;
+  HttpRequest r;
+  r.url = server.Url("/k");
+  RunOne(r, o);
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(std::string(r.body.begin(), r.body.end()), "hello");
+  EXPECT_EQ(n.load(), 1);
+}
+
 TEST(HttpClientTest, AttemptTimeoutIsRetriedAndBounded) {
   TestHttpServer server([&](const SeenRequest&, ServerConnection& c) {
     // A trickle: never a stall, but never done within the attempt's timeout.
