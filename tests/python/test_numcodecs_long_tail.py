@@ -119,6 +119,45 @@ def test_v3_numcodecs_names(tmp_path, name, sharded):
     _same_reads(path, zarr.open_array(str(path), mode="r")[...])
 
 
+V3_ELEMENT_FILTERS = {
+    # name: (array dtype, filters); zarr-python runs them as array -> array codecs
+    "fixedscaleoffset": ("<f8", [zn.FixedScaleOffset(offset=50, scale=10, dtype="<f8", astype="<i2")]),
+    "fixedscaleoffset to u1": ("<f4", [zn.FixedScaleOffset(offset=0, scale=2, dtype="<f4", astype="|u1")]),
+    "quantize": ("<f8", [zn.Quantize(digits=2, dtype="<f8")]),
+    "quantize f4": ("<f4", [zn.Quantize(digits=1, dtype="<f4")]),
+    "delta": ("<i4", [zn.Delta(dtype="<i4")]),
+    "delta i8": ("<i8", [zn.Delta(dtype="<i8")]),
+    "bitround": ("<f4", [zn.BitRound(keepbits=6)]),
+    "bitround+fixedscaleoffset": ("<f4", [zn.BitRound(keepbits=6),
+                                          zn.FixedScaleOffset(offset=0, scale=100, dtype="<f4", astype="<i4")]),
+    "big-endian array": (">f8", [zn.FixedScaleOffset(offset=50, scale=10, dtype="<f8", astype="<i2")]),
+}
+
+
+@pytest.mark.parametrize("name,sharded", list(itertools.product(V3_ELEMENT_FILTERS, [False, True])))
+def test_v3_numcodecs_element_filters(tmp_path, name, sharded):
+    dtype, filters = V3_ELEMENT_FILTERS[name]
+    path = tmp_path / "e.zarr"
+    z = zarr.create_array(str(path), shape=SHAPE, chunks=(4, 5) if sharded else CHUNKS,
+                          shards=(8, 10) if sharded else None, dtype=dtype, fill_value=0, filters=filters,
+                          compressors=[zn.Zstd(level=1)], zarr_format=3)
+    values = np.random.default_rng(4).random(SHAPE) * 90
+    z[...] = values.astype(dtype) if dtype[1] == "f" else (values * 1000).astype(dtype)
+    want = zarr.open_array(str(path), mode="r")[...]
+    got = lsio.open(str(path))
+    assert got[...].tobytes() == want.astype(got.dtype).tobytes()
+    _same_reads(path, want.astype(got.dtype))
+
+
+def test_v3_element_filters_lsio_does_not_run_are_typed_errors(tmp_path):
+    path = tmp_path / "d.zarr"
+    z = zarr.create_array(str(path), shape=(8,), chunks=(4,), dtype="<i4", fill_value=0,
+                          filters=[zn.Delta(dtype="<i4", astype="<i2")], compressors=None, zarr_format=3)
+    z[...] = np.arange(8)
+    with pytest.raises(lsio.UnsupportedError, match="astype"):
+        lsio.open(str(path))
+
+
 def _flip_a_payload_byte(chunk: Path) -> None:
     b = bytearray(chunk.read_bytes())
     b[len(b) // 2] ^= 0x10  # inside the data, not the stored checksum

@@ -10,8 +10,9 @@
 // (integers); float16 elements load exactly and store in one rounding from float64, as
 // numpy's casts. float16 arithmetic (a float16 `astype` of fixedscaleoffset: numpy rounds
 // every half-precision step) is refused.
-// v3 writes these as array -> array codecs (numcodecs.fixedscaleoffset ...), which lsio's
-// chain does not run yet.
+// v3 writes these as array -> array codecs (numcodecs.fixedscaleoffset ...) that numcodecs
+// decodes the same way, on the stored bytes: ParseCodecChain (registry.cc) turns them into
+// these.
 #include <bit>
 #include <cmath>
 #include <cstring>

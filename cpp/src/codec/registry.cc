@@ -3,6 +3,8 @@
 #include "codec/registry.h"
 
 #include <map>
+#include <string>
+#include <vector>
 
 namespace lsio {
 namespace {
@@ -98,10 +100,89 @@ Result<std::unique_ptr<Codec>> ParseCodec(const nlohmann::json& element) {
   return Status::Unimplemented("unknown codec '" + name + "'");
 }
 
-Result<std::unique_ptr<CodecChain>> ParseCodecChain(const nlohmann::json& codecs,
-                                                    const ChunkSpec& decoded) {
-  if (!codecs.is_array()) return Status::InvalidFormat("\"codecs\" must be a list");
-  if (codecs.empty()) return Status::InvalidFormat("\"codecs\" must not be empty");
+namespace {
+
+bool IsElementFilter(const std::string& name) {
+  return name == "numcodecs.delta" || name == "numcodecs.fixedscaleoffset" || name == "numcodecs.quantize" ||
+         name == "numcodecs.bitround";
+}
+
+// zarr-python's numcodecs element filters in v3 chains (numcodecs.delta, .fixedscaleoffset,
+// .quantize, .bitround) are array -> array codecs there, but numcodecs' decode views the
+// array it gets as its configured `astype` (or `dtype`), so the stored bytes are read in the
+// configuration's byte order whatever the `bytes` codec says: exactly what Zarr v2's filters
+// do on the stored bytes. A run of them right before `bytes` therefore becomes the v2 form:
+// [bytes(byte order of the first one's "dtype", what the chain then holds), lsio.v2.<id>...].
+Result<nlohmann::json> ElementFiltersAsV2(const nlohmann::json& codecs, const ChunkSpec& decoded) {
+  std::vector<size_t> filters;
+  size_t serializer = codecs.size();
+  std::vector<std::string> names(codecs.size());
+  for (size_t i = 0; i < codecs.size(); ++i) {
+    nlohmann::json config;
+    LSIO_RETURN_IF_ERROR(CodecNameAndConfig(codecs[i], &names[i], &config));
+    if (IsElementFilter(names[i])) filters.push_back(i);
+    else if ((names[i] == "bytes" || names[i] == "endian") && serializer == codecs.size()) serializer = i;
+  }
+  if (filters.empty()) return codecs;
+  if (serializer == codecs.size()) {
+    return Status::Unimplemented("numcodecs element filters without a \"bytes\" serializer after them are not "
+                                 "supported by lsio yet");
+  }
+  const size_t first = filters.front();
+  for (size_t i : filters) {
+    if (i > serializer) {
+      return Status::InvalidFormat("codec '" + names[i] + "' is an array -> array codec: it must come before \"bytes\"");
+    }
+  }
+  for (size_t i = first; i < serializer; ++i) {
+    if (!IsElementFilter(names[i])) {
+      return Status::Unimplemented("codec '" + names[i] + "' between numcodecs element filters and \"bytes\" is not "
+                                   "supported by lsio yet");
+    }
+  }
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < first; ++i) out.push_back(codecs[i]);
+  // What the chain holds after the run: the elements of the first filter that converts
+  // (its "dtype", in that byte order); bitround converts nothing (the serializer's order).
+  std::string name;
+  nlohmann::json config;
+  nlohmann::json bytes = codecs[serializer];
+  for (size_t i = first; i < serializer; ++i) {
+    LSIO_RETURN_IF_ERROR(CodecNameAndConfig(codecs[i], &name, &config));
+    auto dt = config.find("dtype");
+    if (name == "numcodecs.bitround" && dt == config.end()) continue;
+    if (dt == config.end() || !dt->is_string() || dt->get<std::string>().size() < 3) {
+      return Status::InvalidFormat("codec '" + name + "': \"dtype\" must be a numpy dtype string");
+    }
+    const std::string dtype = dt->get<std::string>();
+    size_t itemsize = 0;
+    try {
+      itemsize = std::stoul(dtype.substr(2));
+    } catch (...) {
+    }
+    if (itemsize != decoded.itemsize) {
+      return Status::InvalidFormat("codec '" + name + "': \"dtype\" " + dtype + " is not the array's data type (" +
+                                   std::to_string(decoded.itemsize) + "-byte items)");
+    }
+    bytes = {{"name", "bytes"}};
+    if (dtype[0] != '|' && itemsize > 1) bytes["configuration"] = {{"endian", dtype[0] == '>' ? "big" : "little"}};
+    break;
+  }
+  out.push_back(bytes);
+  for (size_t i = first; i < serializer; ++i) {
+    LSIO_RETURN_IF_ERROR(CodecNameAndConfig(codecs[i], &name, &config));
+    out.push_back({{"name", "lsio.v2." + name.substr(std::string("numcodecs.").size())}, {"configuration", config}});
+  }
+  for (size_t i = serializer + 1; i < codecs.size(); ++i) out.push_back(codecs[i]);
+  return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CodecChain>> ParseCodecChain(const nlohmann::json& given, const ChunkSpec& decoded) {
+  if (!given.is_array()) return Status::InvalidFormat("\"codecs\" must be a list");
+  if (given.empty()) return Status::InvalidFormat("\"codecs\" must not be empty");
+  LSIO_ASSIGN_OR_RETURN(const nlohmann::json codecs, ElementFiltersAsV2(given, decoded));
   std::vector<std::unique_ptr<Codec>> parsed;
   parsed.reserve(codecs.size());
   for (const auto& element : codecs) {

@@ -271,6 +271,18 @@ INSTANTIATE_TEST_SUITE_P(
         BadDoc{"CodecsNotList", [](J& j) { j["codecs"] = "bytes"; }, kFmt, "\"codecs\" must be a list"},
         BadDoc{"CodecsEmpty", [](J& j) { j["codecs"] = J::array(); }, kFmt, "\"codecs\" must not be empty"},
         BadDoc{"UnknownCodec", [](J& j) { j["codecs"] = {"bytes", "lzma"}; }, kUnimpl, "unknown codec 'lzma'"},
+        BadDoc{"ElementFilterAfterBytes",
+               [](J& j) { j["codecs"] = {"bytes", {{"name", "numcodecs.delta"}, {"configuration", {{"dtype", "<f4"}}}}}; },
+               kFmt, "codec 'numcodecs.delta' is an array -> array codec: it must come before \"bytes\""},
+        BadDoc{"ElementFilterThenTranspose",
+               [](J& j) {
+                 j["codecs"] = {{{"name", "numcodecs.delta"}, {"configuration", {{"dtype", "<f4"}}}},
+                                {{"name", "transpose"}, {"configuration", {{"order", {1, 0}}}}}, "bytes"};
+               },
+               kUnimpl, "codec 'transpose' between numcodecs element filters and \"bytes\" is not supported by lsio yet"},
+        BadDoc{"ElementFilterOfAnotherSize",
+               [](J& j) { j["codecs"] = {{{"name", "numcodecs.delta"}, {"configuration", {{"dtype", "<i8"}}}}, "bytes"}; },
+               kFmt, "codec 'numcodecs.delta': \"dtype\" <i8 is not the array's data type (4-byte items)"},
         BadDoc{"PackbitsCodec", [](J& j) { j["codecs"] = {{{"name", "packbits"}}}; }, kUnimpl,
                "codec 'packbits' is not supported by lsio yet"},
         BadDoc{"BloscBadShuffle",
