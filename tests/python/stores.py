@@ -1292,7 +1292,7 @@ def _(p):  # 40x40 shards of 20x20 sub-shards of 10x10 chunks
     )
 
 
-@unsupported("z_transpose_then_shard", "zarr-python", ["transpose"])
+@store("z_transpose_then_shard", "zarr-python")
 def _(p):  # codecs = [transpose, sharding_indexed]
     return zmake(
         p, D100, chunks=(50, 50), compressors=None,
@@ -1303,8 +1303,7 @@ def _(p):  # codecs = [transpose, sharding_indexed]
     )
 
 
-@unsupported("ts_transpose_then_shard", "tensorstore", ["transpose"],
-             zarr_readable=False)
+@store("ts_transpose_then_shard", "tensorstore", zarr_readable=False)
 def _(p):  # inner [25,10] divides only the transposed outer chunk [50,20]
     return tsmake(
         p,
@@ -1514,8 +1513,17 @@ def expected_chunks_and_shards(metadata: dict):
     codecs = metadata["codecs"]
     names = [c if isinstance(c, str) else c["name"] for c in codecs]
     if "sharding_indexed" in names:
-        cfg = codecs[names.index("sharding_indexed")]["configuration"]
-        return tuple(cfg["chunk_shape"]), grid
+        at = names.index("sharding_indexed")
+        inner = list(codecs[at]["configuration"]["chunk_shape"])
+        # Transposes before it: the inner shape is given in the transposed shard's order;
+        # lsio reports the block of the array each inner chunk covers.
+        for c in reversed(codecs[:at]):
+            order = c["configuration"]["order"]
+            logical = [0] * len(inner)
+            for i, d in enumerate(order):
+                logical[d] = inner[i]
+            inner = logical
+        return tuple(inner), grid
     return grid, None
 
 

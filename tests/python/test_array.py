@@ -105,8 +105,13 @@ def test_metadata_matches_zarr_python(stores, name):
     z = store.zarr_array()
     arr = lsio.open(str(store.path))
     assert arr.shape == tuple(z.shape)
-    assert arr.chunks == tuple(z.chunks)
-    assert arr.shards == (None if z.shards is None else tuple(z.shards))
+    if z.metadata.zarr_format == 3 and any(c.to_dict()["name"] == "sharding_indexed" for c in z.metadata.codecs[1:]):
+        # zarr-python reports sharding only as the first codec (after a transpose it shows
+        # the shard as the chunk): compare with zarr.json instead.
+        assert (arr.chunks, arr.shards) == expected_chunks_and_shards(store.metadata())
+    else:
+        assert arr.chunks == tuple(z.chunks)
+        assert arr.shards == (None if z.shards is None else tuple(z.shards))
     assert arr.dtype == np.dtype(z.dtype).newbyteorder("=")
     assert canonical_json(arr.attrs) == canonical_json(z.attrs.asdict())
     zn = z.metadata.dimension_names

@@ -1,8 +1,7 @@
 """Errors: unsupported features, malformed metadata, corrupt and odd storage.
 
-* Unsupported features (nested sharding, transpose before
-  ``sharding_indexed``, Zarr v2 stores, string dtype, unknown codecs,
-  rectilinear grid) raise ``UnsupportedError`` from ``lsio.open``, naming the
+* Unsupported features (nested sharding, Zarr v2 stores, string dtype,
+  unknown codecs, rectilinear grid) raise ``UnsupportedError`` from ``lsio.open``, naming the
   feature and the file.
 * Malformed ``zarr.json`` (missing, invalid JSON, wrong ``zarr_format`` or
   ``node_type``, unknown keys without ``"must_understand": false``, bad

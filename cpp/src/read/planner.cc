@@ -127,11 +127,14 @@ class TaskBuilder {
     if (l_.sharded) {
       uint64_t sid = 0;
       uint64_t local = 0;
+      const std::vector<int>& order = l_.shard.index_order;
       for (int d = 0; d < nd_; ++d) {
         const size_t ud = static_cast<size_t>(d);
         const int64_t cps = l_.shard.chunks_per_shard[ud];
         sid = sid * shard_grid_[ud] + static_cast<uint64_t>(g[d] / cps);
-        local = local * static_cast<uint64_t>(cps) + static_cast<uint64_t>(g[d] % cps);
+        const size_t id = order.empty() ? ud : static_cast<size_t>(order[ud]);  // the index's dimension d
+        const int64_t icps = l_.shard.chunks_per_shard[id];
+        local = local * static_cast<uint64_t>(icps) + static_cast<uint64_t>(g[id] % icps);
       }
       auto sit = shard_of_id_.find(sid);
       if (sit == shard_of_id_.end()) {

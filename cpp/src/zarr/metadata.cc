@@ -87,6 +87,29 @@ Result<std::vector<int64_t>> ParseShape(const nlohmann::json& j, const char* wha
 }
 
 // Product of the shape times itemsize must fit in int64 (numpy's limit, and ours).
+// A transpose codec's "order" as a permutation of 0..nd-1 ("C": identity, "F": reversal).
+Result<std::vector<int>> TransposeOrder(const nlohmann::json& config, size_t nd) {
+  auto it = config.find("order");
+  std::vector<int> order;
+  if (it != config.end() && it->is_string() && (*it == "C" || *it == "F")) {
+    for (size_t k = 0; k < nd; ++k) order.push_back(static_cast<int>(*it == "C" ? k : nd - 1 - k));
+    return order;
+  }
+  if (it == config.end() || !it->is_array() || it->size() != nd) {
+    return Status::InvalidFormat("transpose codec: \"order\" must list every dimension once");
+  }
+  std::vector<bool> seen(nd, false);
+  for (const auto& v : *it) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= static_cast<int64_t>(nd) ||
+        seen[static_cast<size_t>(v.get<int64_t>())]) {
+      return Status::InvalidFormat("transpose codec: \"order\" is not a permutation of 0..n-1");
+    }
+    seen[static_cast<size_t>(v.get<int64_t>())] = true;
+    order.push_back(static_cast<int>(v.get<int64_t>()));
+  }
+  return order;
+}
+
 Status CheckSize(const std::vector<int64_t>& shape, size_t itemsize, const char* what) {
   __int128 n = static_cast<__int128>(itemsize);
   for (int64_t s : shape) {
@@ -224,16 +247,48 @@ Result<ArrayMetadata> ParseArrayMetadata(std::string_view text) {
     m.codecs_description = m.chain->description();
     return m;
   }
-  if (shard_pos > 0) {
-    return Status::Unimplemented("array -> array codecs before sharding_indexed (e.g. transpose of whole shards) are not supported by lsio yet");
+  // transpose codecs before sharding_indexed: the shard is transposed whole, then sharded.
+  // Its inner chunks are then blocks of the untransposed shard too, each stored transposed,
+  // and the shard index lists them in C order of the transposed grid: the same sharded
+  // array with a transpose first in each inner chunk's codecs and the index in that order.
+  std::vector<int> order;
+  for (int i = 0; i < shard_pos; ++i) {
+    std::string name;
+    nlohmann::json config;
+    LSIO_RETURN_IF_ERROR(CodecNameAndConfig(codecs[static_cast<size_t>(i)], &name, &config));
+    if (name != "transpose") {
+      return Status::Unimplemented("array -> array codec '" + name +
+                                   "' before sharding_indexed is not supported by lsio yet (transpose is)");
+    }
+    LSIO_ASSIGN_OR_RETURN(std::vector<int> next, TransposeOrder(config, m.shape.size()));
+    if (order.empty()) {
+      order = std::move(next);
+    } else {  // encoding applies `order`, then `next`: together order[next[i]]
+      std::vector<int> both(next.size());
+      for (size_t k = 0; k < next.size(); ++k) both[k] = order[static_cast<size_t>(next[k])];
+      order = std::move(both);
+    }
   }
-  if (codecs.size() > 1) {
+  if (codecs.size() > static_cast<size_t>(shard_pos) + 1) {
     return Status::Unimplemented("bytes -> bytes codecs after sharding_indexed (whole-shard compression) are not supported by lsio yet");
   }
   std::string name;
   nlohmann::json config;
-  LSIO_RETURN_IF_ERROR(CodecNameAndConfig(codecs[0], &name, &config));
-  LSIO_ASSIGN_OR_RETURN(ShardLayout layout, ParseShardLayout(config, m.chunk_shape));
+  LSIO_RETURN_IF_ERROR(CodecNameAndConfig(codecs[static_cast<size_t>(shard_pos)], &name, &config));
+  const size_t nd = m.chunk_shape.size();
+  std::vector<int64_t> stored_shape = m.chunk_shape;  // the shard as sharding_indexed sees it
+  for (size_t k = 0; k < order.size(); ++k) stored_shape[k] = m.chunk_shape[static_cast<size_t>(order[k])];
+  LSIO_ASSIGN_OR_RETURN(ShardLayout layout, ParseShardLayout(config, stored_shape));
+  if (!order.empty()) {
+    std::vector<int64_t> inner(nd), per(nd);
+    for (size_t k = 0; k < nd; ++k) {
+      inner[static_cast<size_t>(order[k])] = layout.inner_shape[k];
+      per[static_cast<size_t>(order[k])] = layout.chunks_per_shard[k];
+    }
+    layout.inner_shape = std::move(inner);
+    layout.chunks_per_shard = std::move(per);
+    layout.index_order = order;
+  }
   auto inner = config.find("codecs");
   if (inner == config.end() || !inner->is_array()) {
     return Status::InvalidFormat("sharding_indexed: missing inner \"codecs\" list");
@@ -248,7 +303,14 @@ Result<ArrayMetadata> ParseArrayMetadata(std::string_view text) {
   }
   m.read_chunk_shape = layout.inner_shape;
   spec.shape = m.read_chunk_shape;
-  LSIO_ASSIGN_OR_RETURN(m.chain, ParseCodecChain(*inner, spec));
+  nlohmann::json inner_codecs = *inner;
+  if (!order.empty()) {  // each inner chunk is a block of the transposed shard
+    nlohmann::json transpose = nlohmann::json::object();
+    transpose["name"] = "transpose";
+    transpose["configuration"]["order"] = order;
+    inner_codecs.insert(inner_codecs.begin(), std::move(transpose));
+  }
+  LSIO_ASSIGN_OR_RETURN(m.chain, ParseCodecChain(inner_codecs, spec));
   m.codecs_description = "sharding_indexed[" + m.chain->description() + "]";
   m.sharding = std::move(layout);
   return m;

@@ -43,6 +43,11 @@ struct ShardIndexEntry {
 struct ShardLayout {
   std::vector<int64_t> inner_shape;       ///< sharding_indexed "chunk_shape"
   std::vector<int64_t> chunks_per_shard;  ///< shard shape / inner shape
+  /// Empty: the index lists inner chunks in C order of the shard's grid. Else the shard was
+  /// transposed before it was sharded (codecs [transpose, sharding_indexed]): the index's
+  /// grid dimension i is the array's dimension index_order[i] (inner_shape and
+  /// chunks_per_shard stay in the array's order).
+  std::vector<int> index_order;
   bool index_at_end = true;
   uint64_t num_entries = 1;
   uint64_t index_size = 0;                ///< bytes of the encoded index (fixed by index_chain)
