@@ -21,6 +21,7 @@
 #include "read/chunk_cache.h"
 #include "read/coalescing_tuner.h"
 #include "read/executor.h"
+#include "source/decoding_store.h"
 #include "store/local_store.h"
 #include "util/process_local.h"
 #include "util/thread_pool.h"
@@ -237,6 +238,13 @@ Result<std::unique_ptr<Array>> Array::Open(std::shared_ptr<Store> store, const s
       return Status::IoError("no zarr.json or .zarray: not a Zarr array", ENOENT).WithPath(store->Location("zarr.json"));
     }
 
+    if (const ArrayMetadata& pm = parsed.value(); !pm.shard_codecs.empty()) {
+      // Shards compressed whole: read through an adapter that decodes each shard object.
+      const unsigned __int128 most = static_cast<unsigned __int128>(pm.sharding->num_entries) * pm.chain->max_stored_size() +
+                                     pm.sharding->index_size;
+      const uint64_t max_decoded = most > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(most);
+      store = std::make_shared<DecodingStore>(std::move(store), pm.shard_codecs, max_decoded);
+    }
     auto impl = std::make_unique<Impl>(options, std::move(store));
     impl->direct.mode = "off";  // Open(path) decides for local directories
     impl->direct.reason = "not a local Zarr directory: read through its store";

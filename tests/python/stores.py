@@ -1292,6 +1292,28 @@ def _(p):  # 40x40 shards of 20x20 sub-shards of 10x10 chunks
     )
 
 
+@store("z_whole_shard_zstd", "zarr-python")
+def _(p):  # codecs = [sharding_indexed, zstd]: each shard compressed whole; some shards missing
+    return zmake(
+        p, D100, region=(slice(0, 80), slice(10, 100)), fill=7, chunks=(40, 40),
+        compressors=[ZstdCodec(level=1)],
+        serializer=ShardingCodec(
+            chunk_shape=(10, 10), codecs=[BytesCodec(), ZstdCodec(level=1)]
+        ),
+    )
+
+
+@store("z_whole_shard_gzip_crc", "zarr-python")
+def _(p):  # [sharding_indexed (index at the start), gzip, crc32c]
+    return zmake(
+        p, D100, chunks=(50, 20),
+        compressors=[GzipCodec(level=1), Crc32cCodec()],
+        serializer=ShardingCodec(
+            chunk_shape=(25, 10), codecs=[BytesCodec()], index_location="start"
+        ),
+    )
+
+
 @store("z_transpose_then_shard", "zarr-python")
 def _(p):  # codecs = [transpose, sharding_indexed]
     return zmake(

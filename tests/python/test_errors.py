@@ -382,6 +382,37 @@ def test_nbytes_all_ones_is_missing_only_as_zarr_reads_it(stores, tmp_path, io, 
     assert_same_bits(arr[:50, :50], s.expected[:50, :50])  # the other shards read
 
 
+@pytest.mark.parametrize("name,damage", [("z_whole_shard_gzip_crc", "flip"), ("z_whole_shard_zstd", "truncate"),
+                                         ("z_whole_shard_zstd", "garbage")])
+def test_corrupt_shard_compressed_whole(stores, tmp_path, io, name, damage):
+    # [sharding_indexed, ...]: the whole shard object is one compressed stream; damage to it
+    # is CorruptDataError naming the shard (a flipped byte where a checksum covers the
+    # shard), and the other shards still read.
+    s = stores.fresh(name, tmp_path)
+    shard = s.path / "c" / "1" / "1"
+    data = shard.read_bytes()
+    if damage == "flip":
+        flip_byte(shard, len(data) // 2)
+    elif damage == "truncate":
+        shard.write_bytes(data[: len(data) // 2])
+    else:
+        shard.write_bytes(garbage(len(data)))
+    arr = lsio.open(str(s.path), io=io)
+    with pytest.raises(lsio.CorruptDataError) as info:
+        arr[55:60, 25:30] if name.endswith("crc") else arr[45:50, 45:50]  # in shard (1, 1)
+    assert_names_file(info.value, shard, "c/1/1")
+    assert_same_bits(arr[:20, :20], s.expected[:20, :20])
+
+
+def test_shard_compressed_whole_larger_than_its_codecs_can_make_is_refused(stores, tmp_path, io):
+    s = stores.fresh("z_whole_shard_zstd", tmp_path)
+    shard = s.path / "c" / "0" / "0"
+    shard.write_bytes(garbage(1 << 20))  # 16 inner chunks of 400 B cannot compress to 1 MiB
+    with pytest.raises(lsio.CorruptDataError, match="refused before reading it") as info:
+        lsio.open(str(s.path), io=io)[0, 0]
+    assert_names_file(info.value, shard, "c/0/0")
+
+
 def test_garbage_zstd_unsharded(stores, tmp_path, io):
     s = stores.fresh("z_plain", tmp_path)
     chunk = s.path / "c" / "1" / "2"

@@ -269,8 +269,16 @@ Result<ArrayMetadata> ParseArrayMetadata(std::string_view text) {
       order = std::move(both);
     }
   }
-  if (codecs.size() > static_cast<size_t>(shard_pos) + 1) {
-    return Status::Unimplemented("bytes -> bytes codecs after sharding_indexed (whole-shard compression) are not supported by lsio yet");
+  // bytes -> bytes codecs after sharding_indexed compress each shard whole.
+  std::string whole;
+  for (size_t i = static_cast<size_t>(shard_pos) + 1; i < codecs.size(); ++i) {
+    LSIO_ASSIGN_OR_RETURN(std::unique_ptr<Codec> c, ParseCodec(codecs[i]));
+    if (c->kind() != CodecKind::kBytesToBytes) {
+      return Status::InvalidFormat("codec '" + c->name() + "' after sharding_indexed: only bytes -> bytes codecs "
+                                   "may follow it");
+    }
+    whole += ", " + c->name();
+    m.shard_codecs.push_back(std::move(c));
   }
   std::string name;
   nlohmann::json config;
@@ -311,7 +319,7 @@ Result<ArrayMetadata> ParseArrayMetadata(std::string_view text) {
     inner_codecs.insert(inner_codecs.begin(), std::move(transpose));
   }
   LSIO_ASSIGN_OR_RETURN(m.chain, ParseCodecChain(inner_codecs, spec));
-  m.codecs_description = "sharding_indexed[" + m.chain->description() + "]";
+  m.codecs_description = "sharding_indexed[" + m.chain->description() + "]" + whole;
   m.sharding = std::move(layout);
   return m;
 }

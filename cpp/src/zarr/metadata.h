@@ -41,6 +41,9 @@ struct ArrayMetadata {
   ChunkKeyEncoding key_encoding;
   std::vector<uint8_t> fill_value;         ///< one element, native byte order
   std::optional<ShardLayout> sharding;
+  /// bytes -> bytes codecs after sharding_indexed, in encoding order: each shard object is
+  /// compressed whole (source/decoding_store.h reads it decoded). Empty for most arrays.
+  std::vector<std::shared_ptr<const Codec>> shard_codecs;
   std::unique_ptr<CodecChain> chain;       ///< for read_chunk_shape chunks
   nlohmann::json attributes = nlohmann::json::object();
   std::string attributes_json = "{}";       ///< as JSON text; bare NaN/Infinity kept (Python reads them)
