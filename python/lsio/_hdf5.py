@@ -53,6 +53,7 @@ to the same ETag (references_and_version).
 from __future__ import annotations
 
 import base64
+import collections
 import io
 import json
 import math
@@ -977,7 +978,10 @@ def _walk_links(b: _Builder, group: Any, prefix: str, datasets: List[Tuple[str, 
 
 
 _lock = threading.Lock()
-_cache: Dict[str, Tuple[int, Tuple[Any, ...], Any]] = {}  # path -> (pid, version, references)
+# path -> (pid, version, references), least recently used first; at most _CACHED entries, so
+# open_mfdataset over thousands of files does not keep every one's translation.
+_cache: "collections.OrderedDict[str, Tuple[int, Tuple[Any, ...], Any]]" = collections.OrderedDict()
+_CACHED = 1024
 
 
 def references(spec: Dict[str, Any], open_remote: Callable[[str], Tuple[Any, str, int, str]]) -> Any:
@@ -1012,6 +1016,8 @@ def references_and_version(spec: Dict[str, Any],
     if version is not None:
         with _lock:
             hit = _cache.get(path)
+            if hit is not None:
+                _cache.move_to_end(path)
         if hit is not None and hit[0] == os.getpid() and hit[1] == version:
             return hit[2], pin
     handle: Any = path
@@ -1036,4 +1042,7 @@ def references_and_version(spec: Dict[str, Any],
     if version is not None:
         with _lock:
             _cache[path] = (os.getpid(), version, refs)
+            _cache.move_to_end(path)
+            while len(_cache) > _CACHED:
+                _cache.popitem(last=False)
     return refs, pin

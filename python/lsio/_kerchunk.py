@@ -25,6 +25,7 @@ each process, so arrays pickle as their reference file, name and options.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import posixpath
@@ -43,7 +44,10 @@ __all__ = ["is_references", "spec_for", "describe", "prefix_of", "ReferenceNodes
 _MAX_REFS_BYTES = 1 << 30  # a reference file larger than this is refused before it is read
 
 _lock = threading.Lock()
-_cache: Dict[str, Tuple[int, Tuple[Any, ...], Any]] = {}  # path -> (pid, version, parsed)
+# path -> (pid, version, parsed), least recently used first; at most _CACHED entries, so
+# open_mfdataset over thousands of reference files does not keep every one's translation.
+_cache: "collections.OrderedDict[str, Tuple[int, Tuple[Any, ...], Any]]" = collections.OrderedDict()
+_CACHED = 256
 
 
 def is_references(path: Any) -> bool:
@@ -168,6 +172,8 @@ def references(spec: Dict[str, Any]) -> Any:
         version = _local_version(refs, spec.get("format") == "parquet")
         with _lock:
             hit = _cache.get(refs)
+            if hit is not None:
+                _cache.move_to_end(refs)
         if hit is not None and hit[0] == os.getpid() and hit[1] == version:
             return hit[2]
     if spec.get("format") == "parquet":
@@ -182,6 +188,9 @@ def references(spec: Dict[str, Any]) -> Any:
     if version is not None:
         with _lock:
             _cache[refs] = (os.getpid(), version, parsed)  # one entry per file: older versions go
+            _cache.move_to_end(refs)
+            while len(_cache) > _CACHED:
+                _cache.popitem(last=False)
     return parsed
 
 

@@ -987,3 +987,25 @@ def test_remote_file_rewritten_between_block_reads_is_never_mixed(fault_server, 
     with pytest.raises(lsio.StorageError) as e:
         store.read_range(name, 10, 10, version, size)
     assert e.value.errno == errno.ESTALE
+
+
+def test_translations_kept_are_bounded(tmp_path, monkeypatch):
+    # One translation per file is kept, least recently used first, at most _CACHED of them:
+    # open_mfdataset over thousands of files must not keep them all.
+    import h5py
+
+    from lsio import _hdf5
+
+    monkeypatch.setattr(_hdf5, "_CACHED", 3)
+    paths = []
+    for i in range(5):
+        p = tmp_path / f"f{i}.h5"
+        with h5py.File(p, "w") as f:
+            f["x"] = np.full(4, i, "f4")
+        paths.append(str(p))
+    for i, p in enumerate(paths):
+        np.testing.assert_array_equal(lsio.open(p, "x")[...], np.full(4, i, "f4"))
+    kept = [p for p in paths if p in _hdf5._cache]
+    assert len(_hdf5._cache) <= 3 and kept == paths[2:], kept
+    np.testing.assert_array_equal(lsio.open(paths[0], "x")[...], np.zeros(4, "f4"))  # translated again
+    assert paths[0] in _hdf5._cache and paths[2] not in _hdf5._cache
