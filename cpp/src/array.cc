@@ -21,7 +21,7 @@
 #include "read/chunk_cache.h"
 #include "read/coalescing_tuner.h"
 #include "read/executor.h"
-#include "source/decoding_store.h"
+#include "source/resident_store.h"
 #include "store/local_store.h"
 #include "util/process_local.h"
 #include "util/thread_pool.h"
@@ -240,10 +240,19 @@ Result<std::unique_ptr<Array>> Array::Open(std::shared_ptr<Store> store, const s
 
     if (const ArrayMetadata& pm = parsed.value(); !pm.shard_codecs.empty()) {
       // Shards compressed whole: read through an adapter that decodes each shard object.
-      const unsigned __int128 most = static_cast<unsigned __int128>(pm.sharding->num_entries) * pm.chain->max_stored_size() +
-                                     pm.sharding->index_size;
-      const uint64_t max_decoded = most > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(most);
+      // The largest valid shard: its index and every inner chunk (or inner shard) at its most.
+      auto most = [](const ShardLayout& s, uint64_t each) {
+        const unsigned __int128 n = static_cast<unsigned __int128>(s.num_entries) * each + s.index_size;
+        return n > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(n);
+      };
+      uint64_t max_decoded = most(*pm.sharding, pm.chain->max_stored_size());
+      if (pm.outer_sharding.has_value()) max_decoded = most(*pm.outer_sharding, max_decoded);
       store = std::make_shared<DecodingStore>(std::move(store), pm.shard_codecs, max_decoded);
+    }
+    if (const ArrayMetadata& pm = parsed.value(); pm.outer_sharding.has_value()) {
+      // Nested sharding: the array reads as sharded by its inner shards, cut out of the outer ones.
+      store = std::make_shared<NestedShardStore>(std::move(store), *pm.outer_sharding, pm.key_encoding,
+                                                 static_cast<int>(pm.shape.size()));
     }
     auto impl = std::make_unique<Impl>(options, std::move(store));
     impl->direct.mode = "off";  // Open(path) decides for local directories

@@ -1279,7 +1279,7 @@ def _(p):
 # --------------------------------------------------------------------------
 
 
-@unsupported("z_nested_shard", "zarr-python", ["shard", "nest"])
+@store("z_nested_shard", "zarr-python")
 def _(p):  # 40x40 shards of 20x20 sub-shards of 10x10 chunks
     return zmake(
         p, D100, chunks=(40, 40), compressors=None,
@@ -1310,6 +1310,18 @@ def _(p):  # [sharding_indexed (index at the start), gzip, crc32c]
         compressors=[GzipCodec(level=1), Crc32cCodec()],
         serializer=ShardingCodec(
             chunk_shape=(25, 10), codecs=[BytesCodec()], index_location="start"
+        ),
+    )
+
+
+@store("z_nested_shard_compressed", "zarr-python")
+def _(p):  # nested (inner index at the end, outer at the start), shards compressed whole, a hole
+    return zmake(
+        p, D100, region=(slice(0, 100), slice(0, 60)), fill=3, chunks=(40, 40),
+        compressors=[ZstdCodec(level=1)],
+        serializer=ShardingCodec(
+            chunk_shape=(20, 20), index_location="start",
+            codecs=[ShardingCodec(chunk_shape=(10, 5), codecs=[BytesCodec(), ZstdCodec(level=1)])],
         ),
     )
 
@@ -1537,6 +1549,11 @@ def expected_chunks_and_shards(metadata: dict):
     if "sharding_indexed" in names:
         at = names.index("sharding_indexed")
         inner = list(codecs[at]["configuration"]["chunk_shape"])
+        deeper = codecs[at]["configuration"]["codecs"]
+        while deeper and not isinstance(deeper[0], str) and deeper[0]["name"] == "sharding_indexed":
+            # Nested sharding: the chunks read are the innermost ones.
+            inner = list(deeper[0]["configuration"]["chunk_shape"])
+            deeper = deeper[0]["configuration"]["codecs"]
         # Transposes before it: the inner shape is given in the transposed shard's order;
         # lsio reports the block of the array each inner chunk covers.
         for c in reversed(codecs[:at]):

@@ -1,6 +1,6 @@
 """Errors: unsupported features, malformed metadata, corrupt and odd storage.
 
-* Unsupported features (nested sharding, Zarr v2 stores, string dtype,
+* Unsupported features (Zarr v2 stores lsio cannot read, sharded strings,
   unknown codecs, rectilinear grid) raise ``UnsupportedError`` from ``lsio.open``, naming the
   feature and the file.
 * Malformed ``zarr.json`` (missing, invalid JSON, wrong ``zarr_format`` or
@@ -402,6 +402,26 @@ def test_corrupt_shard_compressed_whole(stores, tmp_path, io, name, damage):
         arr[55:60, 25:30] if name.endswith("crc") else arr[45:50, 45:50]  # in shard (1, 1)
     assert_names_file(info.value, shard, "c/1/1")
     assert_same_bits(arr[:20, :20], s.expected[:20, :20])
+
+
+@pytest.mark.parametrize("damage", ["outer index", "inner index", "truncate"])
+def test_corrupt_nested_shard(stores, tmp_path, io, damage):
+    # 40x40 shards of 20x20 inner shards (their index at the start) of 10x10 chunks; both
+    # indexes end with a crc32c. Damage is CorruptDataError naming the shard; others read.
+    s = stores.fresh("z_nested_shard", tmp_path)
+    shard = s.path / "c" / "1" / "1"
+    data = shard.read_bytes()
+    if damage == "outer index":
+        flip_byte(shard, len(data) - 10)  # inside the outer index, at the end
+    elif damage == "inner index":
+        flip_byte(shard, 3)  # the first inner shard starts the file, its index first
+    else:
+        shard.write_bytes(data[: len(data) // 2])
+    arr = lsio.open(str(s.path), io=io)
+    with pytest.raises((lsio.CorruptDataError, lsio.StorageError)) as info:
+        arr[40:80, 40:80]
+    assert_names_file(info.value, shard, "c/1/1")
+    assert_same_bits(arr[:40, :40], s.expected[:40, :40])
 
 
 def test_shard_compressed_whole_larger_than_its_codecs_can_make_is_refused(stores, tmp_path, io):

@@ -50,4 +50,31 @@ std::string ChunkKey(const ChunkKeyEncoding& enc, const int64_t* coords, int ndi
   return key;
 }
 
+bool ParseChunkKey(const ChunkKeyEncoding& enc, std::string_view key, int ndim, int64_t* coords) {
+  if (!enc.v2) {
+    if (key.empty() || key[0] != 'c') return false;
+    key.remove_prefix(1);
+    if (ndim == 0) return key.empty();
+  } else if (ndim == 0) {
+    return key == "0";
+  }
+  for (int d = 0; d < ndim; ++d) {
+    if (!enc.v2 || d > 0) {
+      if (key.empty() || key[0] != enc.separator) return false;
+      key.remove_prefix(1);
+    }
+    int64_t v = 0;
+    size_t n = 0;
+    while (n < key.size() && key[n] >= '0' && key[n] <= '9') {
+      if (v > (INT64_MAX - 9) / 10) return false;
+      v = v * 10 + (key[n] - '0');
+      ++n;
+    }
+    if (n == 0) return false;
+    coords[d] = v;
+    key.remove_prefix(n);
+  }
+  return key.empty();
+}
+
 }  // namespace lsio

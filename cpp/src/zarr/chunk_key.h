@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -24,5 +25,9 @@ Result<ChunkKeyEncoding> ParseChunkKeyEncoding(const nlohmann::json& j);
 
 /// Key of the chunk at `coords` (ndim entries).
 std::string ChunkKey(const ChunkKeyEncoding& enc, const int64_t* coords, int ndim);
+
+/// The inverse of ChunkKey: the coordinates of `key`, or false when it is not a key of this
+/// encoding and rank.
+bool ParseChunkKey(const ChunkKeyEncoding& enc, std::string_view key, int ndim, int64_t* coords);
 
 }  // namespace lsio

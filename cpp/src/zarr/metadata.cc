@@ -301,17 +301,49 @@ Result<ArrayMetadata> ParseArrayMetadata(std::string_view text) {
   if (inner == config.end() || !inner->is_array()) {
     return Status::InvalidFormat("sharding_indexed: missing inner \"codecs\" list");
   }
-  for (const auto& c : *inner) {
+  // Nested sharding: the inner chunks are shards themselves ([sharding_indexed] as the inner
+  // codecs). The array is then read as sharded by those inner shards (their layout in
+  // m.sharding, their keys as if they were the array's shards), which
+  // source/resident_store.h's NestedShardStore cuts out of the outer shards by the outer
+  // index (m.outer_sharding).
+  const nlohmann::json* inner_list = &*inner;
+  nlohmann::json nested_codecs;  // the inner shards' inner codecs (outlives the loop below)
+  std::string nested_open, nested_close;
+  for (size_t i = 0; i < inner->size(); ++i) {
     std::string n;
     nlohmann::json cfg;
-    LSIO_RETURN_IF_ERROR(CodecNameAndConfig(c, &n, &cfg));
-    if (n == "sharding_indexed") {
-      return Status::Unimplemented("nested sharding (sharding_indexed inside sharding_indexed) is not supported by lsio yet");
+    LSIO_RETURN_IF_ERROR(CodecNameAndConfig((*inner)[i], &n, &cfg));
+    if (n != "sharding_indexed") continue;
+    if (i != 0 || inner->size() != 1) {
+      return Status::Unimplemented("nested sharding with other codecs beside the inner sharding_indexed is not "
+                                   "supported by lsio yet");
     }
+    if (!order.empty()) {
+      return Status::Unimplemented("nested sharding of transposed shards is not supported by lsio yet");
+    }
+    LSIO_ASSIGN_OR_RETURN(ShardLayout second, ParseShardLayout(cfg, layout.inner_shape));
+    auto deeper = cfg.find("codecs");
+    if (deeper == cfg.end() || !deeper->is_array()) {
+      return Status::InvalidFormat("sharding_indexed: missing inner \"codecs\" list");
+    }
+    for (const auto& c : *deeper) {
+      std::string n2;
+      nlohmann::json cfg2;
+      LSIO_RETURN_IF_ERROR(CodecNameAndConfig(c, &n2, &cfg2));
+      if (n2 == "sharding_indexed") {
+        return Status::Unimplemented("sharding nested more than two levels deep is not supported by lsio yet");
+      }
+    }
+    m.outer_sharding = std::move(layout);
+    layout = std::move(second);
+    nested_codecs = *deeper;
+    inner_list = &nested_codecs;
+    nested_open = "sharding_indexed[";
+    nested_close = "]";
   }
   m.read_chunk_shape = layout.inner_shape;
   spec.shape = m.read_chunk_shape;
-  nlohmann::json inner_codecs = *inner;
+  nlohmann::json inner_codecs = *inner_list;
   if (!order.empty()) {  // each inner chunk is a block of the transposed shard
     nlohmann::json transpose = nlohmann::json::object();
     transpose["name"] = "transpose";
@@ -319,7 +351,7 @@ Result<ArrayMetadata> ParseArrayMetadata(std::string_view text) {
     inner_codecs.insert(inner_codecs.begin(), std::move(transpose));
   }
   LSIO_ASSIGN_OR_RETURN(m.chain, ParseCodecChain(inner_codecs, spec));
-  m.codecs_description = "sharding_indexed[" + m.chain->description() + "]" + whole;
+  m.codecs_description = "sharding_indexed[" + nested_open + m.chain->description() + nested_close + "]" + whole;
   m.sharding = std::move(layout);
   return m;
 }

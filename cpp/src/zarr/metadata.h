@@ -42,8 +42,11 @@ struct ArrayMetadata {
   std::vector<uint8_t> fill_value;         ///< one element, native byte order
   std::optional<ShardLayout> sharding;
   /// bytes -> bytes codecs after sharding_indexed, in encoding order: each shard object is
-  /// compressed whole (source/decoding_store.h reads it decoded). Empty for most arrays.
+  /// compressed whole (source/resident_store.h reads it decoded). Empty for most arrays.
   std::vector<std::shared_ptr<const Codec>> shard_codecs;
+  /// Nested sharding: the outer sharding_indexed layout (its inner_shape is the inner
+  /// shards' shape); `sharding` is then the inner shards' layout.
+  std::optional<ShardLayout> outer_sharding;
   std::unique_ptr<CodecChain> chain;       ///< for read_chunk_shape chunks
   nlohmann::json attributes = nlohmann::json::object();
   std::string attributes_json = "{}";       ///< as JSON text; bare NaN/Infinity kept (Python reads them)

@@ -309,14 +309,24 @@ INSTANTIATE_TEST_SUITE_P(
                kFmt, "blosc codec: \"shuffle\" must be one of bitshuffle, noshuffle, shuffle, got \"byte\""},
         BadDoc{"NoArrayToBytes", [](J& j) { j["codecs"] = {"zstd"}; }, kFmt,
                "codec 'zstd' (bytes -> bytes) before the array -> bytes codec"},
-        BadDoc{"NestedSharding",
+        BadDoc{"ShardingNestedThreeDeep",
+               [](J& j) {
+                 J third = {{"name", "sharding_indexed"},
+                            {"configuration", {{"chunk_shape", {1, 1}}, {"codecs", {"bytes"}}, {"index_codecs", {"bytes"}}}}};
+                 J inner = {{"name", "sharding_indexed"},
+                            {"configuration", {{"chunk_shape", {1, 1}}, {"codecs", {third}}, {"index_codecs", {"bytes"}}}}};
+                 j["codecs"] = {{{"name", "sharding_indexed"},
+                                 {"configuration", {{"chunk_shape", {5, 5}}, {"codecs", {inner}}, {"index_codecs", {"bytes"}}}}}};
+               },
+               kUnimpl, "~more than two levels deep"},
+        BadDoc{"NestedShardingBesideOtherCodecs",
                [](J& j) {
                  J inner = {{"name", "sharding_indexed"},
                             {"configuration", {{"chunk_shape", {1, 1}}, {"codecs", {"bytes"}}, {"index_codecs", {"bytes"}}}}};
                  j["codecs"] = {{{"name", "sharding_indexed"},
-                                 {"configuration", {{"chunk_shape", {5, 5}}, {"codecs", {inner}}, {"index_codecs", {"bytes"}}}}}};
+                                 {"configuration", {{"chunk_shape", {5, 5}}, {"codecs", {inner, "zstd"}}, {"index_codecs", {"bytes"}}}}}};
                },
-               kUnimpl, "~nested sharding"},
+               kUnimpl, "~other codecs beside the inner sharding_indexed"},
         BadDoc{"ShardingWithoutInnerCodecs",
                [](J& j) {
                  j["codecs"] = {{{"name", "sharding_indexed"},
