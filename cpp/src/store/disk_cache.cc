@@ -371,6 +371,7 @@ uint64_t DiskCache::AddUsage(uint64_t added, bool set) {
     NoteError("cannot open " + dir_ + "/usage: " + std::strerror(errno));
     return UINT64_MAX;
   }
+  std::lock_guard<std::mutex> in_process(usage_mu_);
   while (flock(fd, LOCK_EX) != 0) {
     if (errno != EINTR) return UINT64_MAX;
   }

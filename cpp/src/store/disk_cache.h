@@ -130,6 +130,9 @@ class DiskCache {
   const uint64_t capacity_;
   mutable std::mutex mu_;  // last_error_, usage_fd_
   std::mutex scan_mu_;     // one eviction scan at a time
+  // The usage counter's read-modify-write: flock excludes other processes only (the lock
+  // belongs to the open file, which this process's threads share).
+  std::mutex usage_mu_;
   std::string last_error_;
   int usage_fd_ = -1;
   std::atomic<uint64_t> hits_{0}, misses_{0}, puts_{0}, evictions_{0}, errors_{0}, corrupt_{0}, counter_{0};
