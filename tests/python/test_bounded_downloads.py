@@ -112,6 +112,22 @@ def test_an_oversized_listing_is_refused_unbuffered(fault_server):
     assert got["growth"] < 64 * MiB, got
 
 
+def test_a_listing_that_repeats_its_continuation_token_is_refused(fault_server):
+    # A server answering every page with the same continuation token would be listed 100,000
+    # times (names collected all along): refused at the repeat.
+    g = fault_server.root / "bkt" / "g.zarr"
+    g.mkdir(parents=True)
+    (g / "zarr.json").write_text(json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {}}))
+    body = (b"<?xml version='1.0'?><ListBucketResult><IsTruncated>true</IsTruncated>"
+            b"<Contents><Key>g.zarr/a/zarr.json</Key></Contents>"
+            b"<NextContinuationToken>again</NextContinuationToken></ListBucketResult>")
+    fault_server.add_fault("status", "/bkt", times=None, status=200, body=body,
+                           headers={"Content-Type": "application/xml"})
+    so = {**OPTS, "endpoint_url": fault_server.base_url, "anon": True}
+    got = _child("members", "s3://bkt/g.zarr", so)
+    assert got["result"].startswith("CorruptDataError") and "continuation token" in got["result"], got
+
+
 def test_a_forged_content_length_neither_allocates_it_nor_breaks_the_thread():
     # A server declares a 100 GB body for an object lsio reads whole (bound 1 TiB): lsio used
     # to reserve the declared length up front; the allocation failed inside libcurl's

@@ -223,6 +223,10 @@ Result<std::vector<std::string>> ObjectStore::ListChildren(std::string_view pref
     Status page_status = lister->ParsePage(q.body, key_prefix, &names, &next);
     if (!page_status.ok()) return page_status.WithPath(Location(rel));
     if (next.empty()) break;
+    if (next == token) {  // the same page again: a server that never ends the listing
+      return Status::DataLoss("the listing repeats its continuation token; it would never end")
+          .WithPath(Location(rel));
+    }
     token = std::move(next);
   }
   std::sort(names.begin(), names.end());
