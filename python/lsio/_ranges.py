@@ -108,7 +108,8 @@ def read_ranges(
     threads, io, max_gap, max_request:
         As for :func:`lsio.open`. ``max_gap``/``max_request`` default to 16 KiB / 8 MiB for
         local files and 1 MiB / 16 MiB for remote objects; a range longer than ``max_request``
-        is split into several requests read by several threads. ``max_gap=0`` merges only
+        is split into several requests read by several threads (a split into more than
+        about four million requests is refused: ``ValueError``). ``max_gap=0`` merges only
         ranges that touch.
     stats:
         A dict, or ``None``. The call's counts are added to its ``"ranges"`` (ranges given),

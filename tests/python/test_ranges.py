@@ -377,3 +377,13 @@ def test_query_strings_and_fragments_are_refused_as_lsio_open_refuses_them(fault
         with pytest.raises(ValueError):
             lsio.read_ranges([fault_server.url("obj.bin"), url], [[0, 10], [0, 10]])
     assert fault_server.requests == []
+
+
+def test_a_max_request_that_would_split_into_millions_of_requests_is_refused(tmp_path):
+    # max_request=1 over 8 MiB was 8 million planned requests (a billion for 1 GiB): refused
+    # before planning; a split into fewer still reads.
+    data = make_file(tmp_path / "big.bin", 8 << 20, 3)
+    with pytest.raises(ValueError, match="use a larger max_request"):
+        lsio.read_ranges(str(tmp_path / "big.bin"), [[0, 8 << 20]], max_request=1)
+    got = lsio.read_ranges(str(tmp_path / "big.bin"), [[5, 1 << 20]], max_request=1 << 10)
+    assert got[0].tobytes() == data[5:5 + (1 << 20)]

@@ -63,7 +63,8 @@ struct RangeOptions {
   static constexpr uint64_t kStoreDefault = UINT64_MAX;
   /// Coalescing: neighbours at most max_gap bytes apart merge (0: only touching ones;
   /// kStoreDefault: by store kind); requests are at most max_request bytes (0: by store
-  /// kind, local 8 MiB, remote 16 MiB). Longer ranges are split into max_request requests.
+  /// kind, local 8 MiB, remote 16 MiB). Longer ranges are split into max_request requests;
+  /// a split into more than 2^22 extra requests is refused (kInvalidArgument).
   uint64_t max_gap = kStoreDefault;
   uint64_t max_request = 0;
 };

@@ -511,6 +511,17 @@ Status Execute(const RangesContext& ctx, const std::vector<RangeObject>& objects
   if (ctx.stats != nullptr) ctx.stats->ranges += targets.size();
   for (size_t s = 0; s < runs.size(); ++s) {
     StoreRun& run = *runs[s];
+    // A tiny max_request would split long ranges into more requests than memory holds
+    // (1 GiB at max_request=1: a billion planned units): refused, not planned.
+    constexpr uint64_t kMaxExtraPieces = uint64_t{1} << 22;
+    uint64_t pieces = 0;
+    for (const RangeTarget& t : run.targets) {
+      pieces += t.length > run.max_request ? (t.length - 1) / run.max_request + 1 : 1;
+    }
+    if (pieces > run.targets.size() + kMaxExtraPieces) {
+      return Status::InvalidArgument("max_request of " + std::to_string(run.max_request) + " bytes splits the ranges into " +
+                                     std::to_string(pieces) + " requests, more than one call plans: use a larger max_request");
+    }
     run.plan = PlanRanges(run.targets, run.max_gap, run.max_request);
     if (ctx.on_target) {  // the units that serve each target (several pieces of a split one)
       run.pending.reset(new std::atomic<uint32_t>[run.targets.size()]());
