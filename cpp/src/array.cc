@@ -251,8 +251,11 @@ Result<std::unique_ptr<Array>> Array::Open(std::shared_ptr<Store> store, const s
     }
     if (const ArrayMetadata& pm = parsed.value(); pm.outer_sharding.has_value()) {
       // Nested sharding: the array reads as sharded by its inner shards, cut out of the outer ones.
+      const unsigned __int128 inner_most =
+          static_cast<unsigned __int128>(pm.sharding->num_entries) * pm.chain->max_stored_size() + pm.sharding->index_size;
       store = std::make_shared<NestedShardStore>(std::move(store), *pm.outer_sharding, pm.key_encoding,
-                                                 static_cast<int>(pm.shape.size()));
+                                                 static_cast<int>(pm.shape.size()),
+                                                 inner_most > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(inner_most));
     }
     auto impl = std::make_unique<Impl>(options, std::move(store));
     impl->direct.mode = "off";  // Open(path) decides for local directories

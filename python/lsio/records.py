@@ -1443,12 +1443,12 @@ class Records:
             except BaseException:
                 os.close(new_table_fd)  # _writing() takes whichever state was published
                 raise
-            # Published: the handle moves to the new generation.
-            for fd in self._chunk_fds.values():
-                os.close(fd)
-            self._chunk_fds = {}
-            os.close(self._table_fd)
-            self._table_fd = new_table_fd
+            # Published: the handle moves to the new generation (fields first, as in close()).
+            old_fds = [*self._chunk_fds.values(), self._table_fd]
+            self._chunk_fds, self._table_fd = {}, new_table_fd
+            for fd in old_fds:
+                if fd is not None:
+                    os.close(fd)
             self._meta = meta
             self._drop_maps()
             # The old generation: readers that mapped it keep their mappings.
@@ -1469,19 +1469,17 @@ class Records:
             if self._closed:
                 return
             self._closed = True
+            # The fields first, then the descriptors: an interrupt in between must not leave
+            # numbers a later close would close again (by then another file's).
+            fds = [*self._chunk_fds.values(), self._table_fd, self._lock_fd]  # the lock last: releases the flock
+            pool = self._pool
+            self._chunk_fds, self._table_fd, self._lock_fd, self._pool = {}, None, None, None
             if os.getpid() == self._pid:
-                if self._pool is not None:
-                    self._pool.shutdown(wait=True)
-                for fd in self._chunk_fds.values():
-                    os.close(fd)
-                if self._table_fd is not None:
-                    os.close(self._table_fd)
-                if self._lock_fd is not None:
-                    os.close(self._lock_fd)  # releases the flock
-            self._chunk_fds = {}
-            self._table_fd = None
-            self._lock_fd = None
-            self._pool = None
+                if pool is not None:
+                    pool.shutdown(wait=True)
+                for fd in fds:
+                    if fd is not None:
+                        os.close(fd)
 
     def __enter__(self) -> "Records":
         return self

@@ -986,3 +986,19 @@ def test_fast_path_out_errors_are_the_general_ones(plain):
     arr.read(key, out=big[::2, 1::2])
     np.testing.assert_array_equal(big[::2, 1::2], expected[key])
     assert not big[1::2].any()
+
+
+@pytest.mark.parametrize("compressors", [["gzip", "zstd"], ["zstd", "zstd"]])
+def test_shards_compressed_whole_twice_over_incompressible_data(tmp_path, compressors):
+    # Stacked whole-shard compressors: the stage between them holds the first one's output,
+    # larger than the shard on random bytes; each stage is bounded by what the codecs before
+    # it make of the largest shard, not by the shard's size.
+    from zarr.codecs import BytesCodec, GzipCodec, ShardingCodec, ZstdCodec
+
+    make = {"gzip": lambda: GzipCodec(level=1), "zstd": lambda: ZstdCodec(level=1)}
+    data = np.random.default_rng(5).integers(0, 256, (64, 64), dtype=np.uint8)
+    z = zarr.create_array(str(tmp_path / "a.zarr"), shape=data.shape, dtype=data.dtype, chunks=(32, 32),
+                          serializer=ShardingCodec(chunk_shape=(16, 16), codecs=[BytesCodec()]),
+                          compressors=[make[c]() for c in compressors], fill_value=0)
+    z[...] = data
+    np.testing.assert_array_equal(lsio.open(str(tmp_path / "a.zarr"))[...], data)

@@ -1380,9 +1380,14 @@ void Runner::Finish(Transfer& t, Status st) {
 }
 
 void Runner::CancelAll() {
+  // First every handle out of the thread's multi (C calls that cannot throw): whatever the
+  // second pass meets (an allocation failing while it names the requests), libcurl then
+  // holds nothing that points into this call's transfers.
+  for (Transfer& t : transfers_) {
+    if (t.phase != Phase::kDone && t.easy != nullptr) curl_multi_remove_handle(lease_.multi(), t.easy);
+  }
   for (Transfer& t : transfers_) {
     if (t.phase == Phase::kDone) continue;
-    if (t.easy != nullptr) curl_multi_remove_handle(lease_.multi(), t.easy);
     if (t.phase == Phase::kQueued) {
       t.phase = Phase::kActive;
       ++in_flight_;

@@ -2,6 +2,7 @@
 #include "source/resident_store.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
 
@@ -11,6 +12,26 @@
 namespace lsio {
 
 // ---- ResidentStore ------------------------------------------------------------------------
+
+std::string ResidentStore::VersionOf(const std::string& inner_version, const std::string& detail) {
+  static std::atomic<uint64_t> unversioned{0};
+  if (inner_version.empty()) return "unversioned:" + std::to_string(unversioned.fetch_add(1) + 1);
+  return inner_version + "|" + detail;
+}
+
+std::string ResidentStore::ContentTag(const std::string& bytes) {
+  return std::to_string(bytes.size()) + ":" + std::to_string(std::hash<std::string>{}(bytes));
+}
+
+void ResidentStore::Close() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    lru_.clear();
+    kept_.clear();
+    kept_bytes_ = 0;
+  }
+  inner_->Close();
+}
 
 std::shared_ptr<const std::string> ResidentStore::Kept(const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -164,9 +185,11 @@ void ResidentStore::Read(std::span<RangeRead> reads, const std::function<void(si
 
 StoreTraits ResidentStore::traits() {
   // Reads are copies from memory (the fetch happened at Open): local, one batch is enough.
+  // Each open object holds its bytes: a wave opens at most kKeepBytes of them.
   StoreTraits t;
   t.remote = false;
-  t.open_budget = inner_->traits().open_budget;
+  const uint64_t fit = kKeepBytes / std::max<uint64_t>(max_object_, 1);
+  t.open_budget = static_cast<size_t>(std::clamp<uint64_t>(fit, 1, inner_->traits().open_budget));
   return t;
 }
 
@@ -187,8 +210,12 @@ uint64_t SaturatingMaxEncoded(const std::vector<std::shared_ptr<const Codec>>& c
 
 DecodingStore::DecodingStore(std::shared_ptr<Store> inner, std::vector<std::shared_ptr<const Codec>> codecs,
                              uint64_t max_decoded)
-    : ResidentStore(std::move(inner)), codecs_(std::move(codecs)), max_decoded_(max_decoded),
-      max_stored_(SaturatingMaxEncoded(codecs_, max_decoded)) {}
+    : ResidentStore(std::move(inner), max_decoded), codecs_(std::move(codecs)), max_decoded_(max_decoded),
+      max_stored_(SaturatingMaxEncoded(codecs_, max_decoded)) {
+  for (size_t i = 0; i < codecs_.size(); ++i) {
+    limits_.push_back(SaturatingMaxEncoded({codecs_.begin(), codecs_.begin() + static_cast<ptrdiff_t>(i)}, max_decoded));
+  }
+}
 
 Result<std::string> DecodingStore::Decode(std::string stored, const std::string& location) const {
   std::string cur = std::move(stored);
@@ -197,7 +224,7 @@ Result<std::string> DecodingStore::Decode(std::string stored, const std::string&
     AlignedBuffer grow;
     BytesOut out;
     out.grow = &grow;
-    out.limit = max_decoded_;  // no stage of a valid shard holds more than the shard
+    out.limit = limits_[i];  // what the codecs before it make of the largest shard
     const std::span<const uint8_t> in(reinterpret_cast<const uint8_t*>(cur.data()), cur.size());
     const Status st = codec.DecodeBytes(in, out, ThreadDecodeScratch());
     if (!st.ok()) return Status(st.code(), "whole-shard " + codec.name() + ": " + st.message()).WithPath(location);
@@ -210,26 +237,35 @@ Result<std::shared_ptr<const std::string>> DecodingStore::Make(std::string_view 
   LSIO_ASSIGN_OR_RETURN(ObjectRef obj, inner_->Open(key));
   if (obj == nullptr) return std::shared_ptr<const std::string>();
   const std::string location = inner_->Location(key);
-  if (obj->size_known && !obj->version.empty()) {  // a local store: the version before reading
+  const bool known_before = obj->size_known && !obj->version.empty();
+  if (known_before) {  // a local store: the version before reading
     if (auto hit = Kept(location + '\n' + obj->version)) {
-      *version = obj->version;
+      *version = VersionOf(obj->version, std::to_string(obj->size) + ":" + std::to_string(hit->size()));
       return hit;
     }
   }
   bool missing = false;
   LSIO_ASSIGN_OR_RETURN(std::string stored, ReadBytes(*obj, location, 0, 0, /*whole=*/true, max_stored_, &missing));
   if (missing) return std::shared_ptr<const std::string>();
-  *version = obj->version;
+  // A version known only by reading (remote) may be weak (a Last-Modified date: a rewrite in
+  // the same second keeps it), so what is made from it is neither kept nor versioned by it
+  // alone: the version carries the stored bytes' hash, and an index cached for other bytes
+  // never matches.
+  const bool strong = known_before;
+  const std::string tag = strong ? std::string() : ContentTag(stored);
   LSIO_ASSIGN_OR_RETURN(std::string decoded, Decode(std::move(stored), location));
   auto bytes = std::make_shared<const std::string>(std::move(decoded));
-  if (!version->empty()) Keep(location + '\n' + *version, bytes);
+  if (strong) Keep(location + '\n' + obj->version, bytes);
+  *version = VersionOf(obj->version, std::to_string(obj->size) + ":" + std::to_string(bytes->size()) +
+                                         (strong ? "" : ":" + tag));
   return bytes;
 }
 
 // ---- NestedShardStore ---------------------------------------------------------------------
 
-NestedShardStore::NestedShardStore(std::shared_ptr<Store> inner, ShardLayout outer, ChunkKeyEncoding keys, int ndim)
-    : ResidentStore(std::move(inner)), outer_(std::move(outer)), keys_(keys), ndim_(ndim) {}
+NestedShardStore::NestedShardStore(std::shared_ptr<Store> inner, ShardLayout outer, ChunkKeyEncoding keys, int ndim,
+                                   uint64_t max_inner_shard)
+    : ResidentStore(std::move(inner), max_inner_shard), outer_(std::move(outer)), keys_(keys), ndim_(ndim) {}
 
 bool NestedShardStore::Split(std::string_view key, std::string* outer_key, uint64_t* local) const {
   // The inner shard's grid position, its outer shard and its place in that shard's index.
@@ -263,9 +299,13 @@ Result<std::shared_ptr<const std::string>> NestedShardStore::Make(std::string_vi
   LSIO_ASSIGN_OR_RETURN(ObjectRef obj, inner_->Open(outer_key));
   if (obj == nullptr) return std::shared_ptr<const std::string>();
   const std::string id_tail = "\n" + std::to_string(local);
-  if (obj->size_known && !obj->version.empty()) {
+  auto detail = [&](uint64_t size) {
+    return std::to_string(obj->size) + "#" + std::to_string(local) + ":" + std::to_string(size);
+  };
+  const bool known_before = obj->size_known && !obj->version.empty();  // else weak (see DecodingStore::Make)
+  if (known_before) {
     if (auto hit = Kept(location + '\n' + obj->version + id_tail)) {
-      *version = obj->version + "#" + std::to_string(local);
+      *version = VersionOf(obj->version, detail(hit->size()));
       return hit;
     }
   }
@@ -307,11 +347,17 @@ Result<std::shared_ptr<const std::string>> NestedShardStore::Make(std::string_vi
   if (local >= entries.value().size()) return Status::Internal("inner shard outside its shard's index").WithPath(location);
   const ShardIndexEntry& e = entries.value()[static_cast<size_t>(local)];
   if (e.missing()) return std::shared_ptr<const std::string>();  // not written: all of it reads as fill
+  if (e.nbytes > max_object_) {
+    return Status::DataLoss("inner shard " + std::to_string(local) + " is " + std::to_string(e.nbytes) +
+                            " bytes, more than an inner shard can hold (" + std::to_string(max_object_) + ")")
+        .WithPath(location)
+        .WithRange(e.offset, e.nbytes);
+  }
   LSIO_ASSIGN_OR_RETURN(std::string bytes, ReadBytes(*obj, location, e.offset, e.nbytes, false, 0, &missing));
   if (missing) return std::shared_ptr<const std::string>();
-  *version = obj->version + "#" + std::to_string(local);
+  *version = VersionOf(obj->version, detail(bytes.size()) + (known_before ? "" : ":" + ContentTag(bytes)));
   auto held = std::make_shared<const std::string>(std::move(bytes));
-  if (!obj->version.empty()) Keep(location + '\n' + obj->version + id_tail, held);
+  if (known_before) Keep(location + '\n' + obj->version + id_tail, held);
   return held;
 }
 

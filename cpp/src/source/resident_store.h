@@ -11,10 +11,13 @@
 //   store = std::make_shared<DecodingStore>(store, codecs, max_decoded);
 //   store = std::make_shared<NestedShardStore>(store, outer_layout, key_encoding, ndim);
 //
-// Objects made are kept (least recently used first, up to kKeepBytes) keyed by location and
-// the wrapped object's version, so later calls on local stores, which know versions at
-// Open, make each once; remote ones are fetched again (their version is known only by
-// reading), then found made.
+// Objects made from local files are kept (least recently used first, up to kKeepBytes)
+// keyed by location and the file's version, known at Open, so later calls make each once.
+// Remote ones are fetched and made again in each call: their version is known only by
+// reading and may be weak (a Last-Modified date), so the version of what is made carries a
+// hash of the bytes read, and an index cached for other bytes never matches. An object made
+// from one whose store names no version gets a version of its own each time.
+// A call holds at most kKeepBytes of made objects open at once (traits().open_budget).
 //
 // Errors: the wrapped store's, named by the object; bytes that do not decode, an outer index
 // that does not validate, or a stored object larger than it can be are kDataLoss naming the
@@ -42,7 +45,10 @@ class ResidentStore : public Store {
  public:
   static constexpr uint64_t kKeepBytes = uint64_t{256} << 20;
 
-  explicit ResidentStore(std::shared_ptr<Store> inner) : inner_(std::move(inner)) {}
+  /// `max_object`: the most bytes one made object can hold (bounds the objects one call
+  /// holds open at once).
+  ResidentStore(std::shared_ptr<Store> inner, uint64_t max_object)
+      : inner_(std::move(inner)), max_object_(max_object) {}
 
   Result<ObjectInfo> Stat(std::string_view key) override;
   Result<std::optional<std::string>> ReadAll(std::string_view key, uint64_t max_bytes) override;
@@ -51,7 +57,7 @@ class ResidentStore : public Store {
   void Read(std::span<RangeRead> reads, const std::function<void(size_t)>& on_done,
             const std::function<bool()>& cancelled = {}) override;
   StoreTraits traits() override;
-  void Close() override { inner_->Close(); }
+  void Close() override;
   Result<std::string> TransportName() override { return inner_->TransportName(); }
   StoreStats& stats() override { return inner_->stats(); }
   StoreCounters Counters() override { return inner_->Counters(); }
@@ -67,8 +73,14 @@ class ResidentStore : public Store {
 
   std::shared_ptr<const std::string> Kept(const std::string& id);
   void Keep(const std::string& id, std::shared_ptr<const std::string> bytes);
+  /// The version of a made object: the wrapped one's with `detail` (sizes, place), or a
+  /// version of its own when the wrapped store names none.
+  static std::string VersionOf(const std::string& inner_version, const std::string& detail);
+  /// Size and hash of `bytes`, for versions of objects made from a version that may be weak.
+  static std::string ContentTag(const std::string& bytes);
 
   std::shared_ptr<Store> inner_;
+  uint64_t max_object_;
 
  private:
   std::mutex mu_;
@@ -90,6 +102,9 @@ class DecodingStore final : public ResidentStore {
   std::vector<std::shared_ptr<const Codec>> codecs_;  // encoding order (decoded in reverse)
   uint64_t max_decoded_;
   uint64_t max_stored_;  // what the codecs can make of max_decoded_ bytes
+  // limits_[i]: the most bytes decoding codecs_[i] may produce (what codecs_[0..i) make of
+  // the largest shard: an intermediate stage may be larger than the shard).
+  std::vector<uint64_t> limits_;
 };
 
 class NestedShardStore final : public ResidentStore {
@@ -97,7 +112,8 @@ class NestedShardStore final : public ResidentStore {
   /// Keys are those of the inner shards, as if the array were sharded by them (`keys`, rank
   /// `ndim`); `outer` is the outer sharding_indexed layout, whose inner_shape is the inner
   /// shards' shape.
-  NestedShardStore(std::shared_ptr<Store> inner, ShardLayout outer, ChunkKeyEncoding keys, int ndim);
+  NestedShardStore(std::shared_ptr<Store> inner, ShardLayout outer, ChunkKeyEncoding keys, int ndim,
+                   uint64_t max_inner_shard);
 
   /// The outer shard's location and which of its inner shards: errors in an inner shard
   /// (its index, its chunks) name the file that holds it, byte ranges counted in the inner shard.
