@@ -17,7 +17,8 @@ How a dataset translates (what h5py reports -> Zarr v3):
   dtype): deflate -> ``numcodecs.zlib``, shuffle -> ``numcodecs.shuffle``, or after another
   filter ``lsio.hdf5.shuffle`` (the bytes after the last whole element stay in place, as
   HDF5's filter leaves them: netCDF-C runs fletcher32 first), fletcher32 ->
-  ``numcodecs.fletcher32`` (verified on every read), the hdf5plugin filters zstd (32015) ->
+  ``lsio.hdf5.fletcher32`` (numcodecs' fletcher32, verified on every read, also accepting
+  the byte-swapped form HDF5 1.6.2 and earlier wrote, as HDF5 does), the hdf5plugin filters zstd (32015) ->
   ``zstd``, blosc (32001) -> ``blosc``, lz4 (32004) -> ``lsio.hdf5.lz4`` (the filter's own
   block framing, cpp/src/codec/hdf5_lz4.cc) and bitshuffle (32008, alone or with LZ4 or zstd
   blocks) -> ``lsio.hdf5.bitshuffle`` (cpp/src/codec/hdf5_bitshuffle.cc). Any other filter
@@ -423,8 +424,8 @@ def _codec(code: int, values: Tuple[int, ...], name: bytes, itemsize: int, first
         # lsio.hdf5.shuffle. First, it is numcodecs' (which zarr-python and xarray know).
         size = int(values[0]) if values else itemsize
         return {"name": "numcodecs.shuffle" if first else "lsio.hdf5.shuffle", "configuration": {"elementsize": size}}
-    if code == 3:
-        return {"name": "numcodecs.fletcher32", "configuration": {}}
+    if code == 3:  # numcodecs' check, plus the byte-swapped form HDF5 <= 1.6.2 wrote (HDF5 accepts both)
+        return {"name": "lsio.hdf5.fletcher32", "configuration": {}}
     if code == 32015:
         return {"name": "zstd", "configuration": {"level": int(values[0]) if values else 0, "checksum": False}}
     if code == 32004:

@@ -1009,3 +1009,29 @@ def test_translations_kept_are_bounded(tmp_path, monkeypatch):
     assert len(_hdf5._cache) <= 3 and kept == paths[2:], kept
     np.testing.assert_array_equal(lsio.open(paths[0], "x")[...], np.zeros(4, "f4"))  # translated again
     assert paths[0] in _hdf5._cache and paths[2] not in _hdf5._cache
+
+
+def test_fletcher32_of_old_hdf5_with_swapped_halves_reads_as_h5py_reads_it(tmp_path):
+    # HDF5 before 1.6.3 stored Fletcher-32 with the bytes of each 16-bit half swapped; HDF5
+    # (and so h5py) accepts that form too. Any other change is still a mismatch.
+    import h5py
+
+    p = str(tmp_path / "f32.h5")
+    with h5py.File(p, "w") as f:
+        f.create_dataset("x", data=np.arange(8, dtype="<i4"), chunks=(8,), fletcher32=True)
+    with h5py.File(p) as f:
+        info = f["x"].id.get_chunk_info(0)
+    at = info.byte_offset + info.size - 4
+    with open(p, "r+b") as fh:
+        fh.seek(at)
+        c = bytearray(fh.read(4))
+        fh.seek(at)
+        fh.write(bytes([c[1], c[0], c[3], c[2]]))
+    with h5py.File(p) as f:
+        want = f["x"][()]
+    np.testing.assert_array_equal(lsio.open(p, "x")[...], want)
+    with open(p, "r+b") as fh:
+        fh.seek(at)
+        fh.write(bytes([c[1], c[0], c[2], c[3]]))  # only one half swapped: a mismatch
+    with pytest.raises(lsio.CorruptDataError, match="fletcher32"):
+        lsio.open(p, "x")[...]

@@ -72,7 +72,8 @@ uint32_t Compute(Sum sum, const uint8_t* data, size_t n) {
 
 class Checksum32Codec final : public BytesToBytesCodec {
  public:
-  Checksum32Codec(Sum sum, std::string name, bool at_end) : sum_(sum), name_(std::move(name)), at_end_(at_end) {}
+  Checksum32Codec(Sum sum, std::string name, bool at_end, bool hdf5_reversed = false)
+      : sum_(sum), name_(std::move(name)), at_end_(at_end), hdf5_reversed_(hdf5_reversed) {}
   std::string name() const override { return name_; }
   std::optional<uint64_t> EncodedSize(uint64_t decoded) const override { return decoded + 4; }
 
@@ -83,7 +84,10 @@ class Checksum32Codec final : public BytesToBytesCodec {
     uint32_t stored;
     std::memcpy(&stored, at_end_ ? in.data() + n : in.data(), 4);  // little endian on lsio's hosts
     const uint32_t computed = Compute(sum_, payload, n);
-    if (stored != computed) {
+    // HDF5 before 1.6.3 stored Fletcher-32 with the bytes of each 16-bit half swapped on
+    // little-endian hosts; HDF5's filter accepts that form too (H5Zfletcher32.c).
+    const uint32_t reversed = ((computed & 0x00FF00FFu) << 8) | ((computed >> 8) & 0x00FF00FFu);
+    if (stored != computed && !(hdf5_reversed_ && stored == reversed)) {
       char buf[112];
       std::snprintf(buf, sizeof buf, "%s checksum mismatch (stored 0x%08x, computed 0x%08x)", name_.c_str(), stored,
                     computed);
@@ -97,6 +101,7 @@ class Checksum32Codec final : public BytesToBytesCodec {
   Sum sum_;
   std::string name_;
   bool at_end_;
+  bool hdf5_reversed_;
 };
 
 Result<std::unique_ptr<Codec>> Parse(Sum sum, const char* name, bool default_end, const nlohmann::json& config) {
@@ -122,6 +127,10 @@ Result<std::unique_ptr<Codec>> ParseNumcodecsAdler32Codec(const nlohmann::json& 
 Result<std::unique_ptr<Codec>> ParseNumcodecsFletcher32Codec(const nlohmann::json& config) {
   // Always at the end (numcodecs takes no location for it).
   return std::unique_ptr<Codec>(new Checksum32Codec(Sum::kFletcher32, "fletcher32", /*at_end=*/true));
+}
+Result<std::unique_ptr<Codec>> ParseHdf5Fletcher32Codec(const nlohmann::json& config) {
+  return std::unique_ptr<Codec>(
+      new Checksum32Codec(Sum::kFletcher32, "fletcher32", /*at_end=*/true, /*hdf5_reversed=*/true));
 }
 
 }  // namespace lsio

@@ -33,7 +33,8 @@ const std::map<std::string, Parser>& Registry() {
       {"numcodecs.fletcher32", &ParseNumcodecsFletcher32Codec},
       {"numcodecs.bz2", &ParseNumcodecsBz2Codec},
       {"numcodecs.lzma", &ParseNumcodecsLzmaCodec},
-      {"lsio.hdf5.shuffle", &ParseHdf5ShuffleCodec},  // HDF5 files' shuffle filter (leftover bytes kept)
+      {"lsio.hdf5.shuffle", &ParseHdf5ShuffleCodec},
+      {"lsio.hdf5.fletcher32", &ParseHdf5Fletcher32Codec},  // HDF5 files' fletcher32 (either byte order)  // HDF5 files' shuffle filter (leftover bytes kept)
       {"lsio.hdf5.lz4", &ParseHdf5Lz4Codec},  // HDF5 files' LZ4 filter (python/lsio/_hdf5.py)
       {"lsio.hdf5.bitshuffle", &ParseHdf5BitshuffleCodec},  // HDF5 files' bitshuffle filter
       // numcodecs' own spellings of codecs lsio reads under their Zarr names: zlib and

@@ -55,6 +55,7 @@ Result<std::unique_ptr<Codec>> ParseV2DeltaCodec(const nlohmann::json& config);
 Result<std::unique_ptr<Codec>> ParseNumcodecsCrc32Codec(const nlohmann::json& config);
 Result<std::unique_ptr<Codec>> ParseNumcodecsAdler32Codec(const nlohmann::json& config);
 Result<std::unique_ptr<Codec>> ParseNumcodecsFletcher32Codec(const nlohmann::json& config);
+Result<std::unique_ptr<Codec>> ParseHdf5Fletcher32Codec(const nlohmann::json& config);  // also HDF5 <= 1.6.2's form
 Result<std::unique_ptr<Codec>> ParseNumcodecsBz2Codec(const nlohmann::json& config);
 Result<std::unique_ptr<Codec>> ParseNumcodecsLzmaCodec(const nlohmann::json& config);
 // HDF5's LZ4 filter (32004), decode side (hdf5_lz4.cc).
