@@ -21,10 +21,11 @@ def root(tmp_path_factory):
     s[:4] = np.random.default_rng(0).normal(size=(4, 40, 60)).astype("f4")  # half of the chunks
     p = g.create_array("plain", shape=(30, 30), chunks=(10, 10), dtype="i4")
     p[:10, :] = 7  # 3 of 9 chunks
-    from zarr.codecs import BytesCodec, ShardingCodec, TransposeCodec
+    from zarr.codecs import BytesCodec, ShardingCodec
+    from zarr.codecs.numcodecs import Delta
 
-    # A transpose of whole shards, which lsio does not read.
-    g.create_array("unreadable", shape=(4,), chunks=(4,), dtype="i4", filters=[TransposeCodec(order=(0,))],
+    # A delta filter over whole shards, which lsio does not read.
+    g.create_array("unreadable", shape=(4,), chunks=(4,), dtype="i4", filters=[Delta(dtype="<i4")],
                    serializer=ShardingCodec(chunk_shape=(2,), codecs=[BytesCodec()]), compressors=None)
     return root / "g.zarr"
 

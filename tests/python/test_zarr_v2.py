@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 import tensorstore as ts
 import zarr
-from numcodecs import LZ4, LZMA, AsType, Blosc, Delta, GZip, Shuffle, Zlib, Zstd
+from numcodecs import LZ4, AsType, Blosc, Delta, GZip, Shuffle, Zlib, Zstd
 
 import lsio
 from selections import crop_slices, random_crops, random_keys
@@ -233,7 +233,6 @@ def test_v2_over_http(nginx_server, tmp_path):
 
 
 @pytest.mark.parametrize("kw,words", [
-    ({"compressors": LZMA(format=3, filters=[{"id": 33}])}, "raw"),
     ({"filters": [AsType(encode_dtype="<i2", decode_dtype="<i4")], "compressors": None}, "astype"),
     ({"filters": [Delta(dtype="<i4", astype="<i2")], "compressors": None}, "astype"),
 ])
