@@ -915,6 +915,8 @@ def _numcodecs_encoders(codecs: List[Dict[str, Any]]) -> Any:
             out.append(numcodecs.get_codec({"id": name[len("numcodecs."):], **cfg}))
         elif name == "lsio.hdf5.shuffle":
             out.append(_Hdf5Shuffle(int(cfg["elementsize"])))
+        elif name == "lsio.hdf5.fletcher32":  # re-encoded in the standard byte order
+            out.append(numcodecs.Fletcher32())
         elif name == "zstd":
             out.append(numcodecs.Zstd(level=cfg.get("level", 0)))
         elif name == "blosc":
