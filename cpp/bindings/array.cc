@@ -159,6 +159,7 @@ py::dict Info(const lsio::Array& a) {
   d["shape"] = py::tuple(py::cast(i.shape));
   d["data_type"] = i.data_type;
   d["typestr"] = i.typestr;
+  d["descr"] = i.descr;
   d["itemsize"] = i.itemsize;
   d["chunks"] = py::tuple(py::cast(i.chunks));
   d["shards"] = i.shards ? py::object(py::tuple(py::cast(*i.shards))) : py::none();

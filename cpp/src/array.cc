@@ -271,6 +271,7 @@ Result<std::unique_ptr<Array>> Array::Open(std::shared_ptr<Store> store, const s
     info.shape = m.shape;
     info.data_type = m.dtype.name;
     info.typestr = m.dtype.typestr;
+    info.descr = m.dtype.descr;
     info.itemsize = m.dtype.itemsize;
     info.chunks = m.read_chunk_shape;
     if (l.sharded) info.shards = m.chunk_shape;
@@ -281,7 +282,7 @@ Result<std::unique_ptr<Array>> Array::Open(std::shared_ptr<Store> store, const s
     info.zarr_format = m.zarr_format;
     char fp[17];
     std::snprintf(fp, sizeof fp, "%016zx", std::hash<std::string>{}(metadata_text));
-    impl->cache_namespace = m.dtype.typestr + "|" + m.codecs_description + "|" + fp;
+    impl->cache_namespace = m.dtype.typestr + m.dtype.descr + "|" + m.codecs_description + "|" + fp;
     return std::unique_ptr<Array>(new Array(std::move(impl)));
   });
 }

@@ -32,6 +32,22 @@ __all__ = ["Array"]
 _IO_MODES = ("auto", "uring", "pread")
 
 
+
+def _descr_format(fmt: Any) -> Any:
+    # JSON made numpy's descr tuples lists: a nested descr is a list of [name, format(, shape)].
+    if isinstance(fmt, str):
+        return fmt
+    return [(e[0], _descr_format(e[1])) + ((tuple(e[2]),) if len(e) > 2 else ()) for e in fmt]
+
+
+def _numpy_dtype(info: dict) -> np.dtype:
+    """The output dtype of an opened array: its typestr, or for record (structured) types the
+    numpy descr the engine parsed (fields in their stored byte order, as zarr-python reads them)."""
+    descr = info.get("descr")
+    if descr:
+        return np.dtype(_descr_format(json.loads(descr)))
+    return np.dtype(info["typestr"])
+
 class Array:
     """An opened Zarr v3 array. Create with :func:`lsio.open`.
 
@@ -144,7 +160,7 @@ class Array:
 
     def _set_info(self, info: dict) -> None:
         self._info = info
-        self._dtype = np.dtype(info["typestr"])
+        self._dtype = _numpy_dtype(info)
         self._shape = tuple(int(s) for s in info["shape"])
 
     def _meta(self) -> dict:

@@ -540,8 +540,8 @@ def _check_same(arr: Array, metadata: Any, grid: Tuple[int, ...]) -> None:
     if zdt.newbyteorder("=") != arr.dtype.newbyteorder("=") or zdt.kind != arr.dtype.kind:
         raise _Fallback(f"lsio reads dtype {arr.dtype}, zarr {zdt}")
     fill = metadata.fill_value
-    if fill is None:
-        fill = np.zeros((), zdt)[()]  # zarr's default for a null v2 fill value
+    if fill is None:  # a null v2 fill value: zarr fills with its data type's default scalar
+        fill = metadata.dtype.default_scalar() if hasattr(metadata.dtype, "default_scalar") else np.zeros((), zdt)[()]
     try:
         want = np.asarray(fill, dtype=zdt).astype(arr.dtype).tobytes()
     except (TypeError, ValueError):

@@ -44,6 +44,7 @@ from stores import (
     bits,
     canonical_json,
     crc32c,
+    dtype_of,
     expected_chunks_and_shards,
     parse_fill,
 )
@@ -58,7 +59,7 @@ def test_metadata_matches_zarr_json(store):
     arr = lsio.open(str(store.path))
     m = store.metadata()
     shape = tuple(m["shape"])
-    dtype = np.dtype(m["data_type"])
+    dtype = dtype_of(m["data_type"])
     assert arr.shape == shape
     assert isinstance(arr.shape, tuple)
     assert all(type(n) is int for n in arr.shape)
@@ -89,7 +90,7 @@ def test_metadata_matches_zarr_json(store):
 def test_fill_value_bits(store):
     arr = lsio.open(str(store.path))
     m = store.metadata()
-    want = parse_fill(m["fill_value"], m["data_type"])
+    want = parse_fill(m["fill_value"], dtype_of(m["data_type"]))
     fv = arr.fill_value
     assert isinstance(fv, np.generic), type(fv)
     assert fv.dtype == arr.dtype

@@ -58,6 +58,7 @@ struct ArrayInfo {
   std::vector<int64_t> shape;
   std::string data_type;                  ///< Zarr name, e.g. "float32"
   std::string typestr;                    ///< numpy type string, native order, e.g. "<f4"
+  std::string descr;                      ///< record types: numpy descr as JSON (zarr/dtype.h); else ""
   size_t itemsize = 0;
   std::vector<int64_t> chunks;            ///< read (inner) chunk shape
   std::optional<std::vector<int64_t>> shards;  ///< shard shape when sharded

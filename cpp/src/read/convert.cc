@@ -38,6 +38,7 @@ Result<ConvertFn> For(DataType src) {
     case DataType::kComplex128: break;
     case DataType::kFixedUtf32:
     case DataType::kFixedBytes: return Status::InvalidType("string arrays cannot be converted to a numeric output type");
+    case DataType::kStructured: return Status::InvalidType("structured (record) arrays cannot be converted to a numeric output type");
   }
   return Status::InvalidType("complex arrays cannot be converted to a real output type");
 }

@@ -154,6 +154,17 @@ Result<std::vector<uint8_t>> ParseFillValue(const nlohmann::json& j, const DataT
       for (size_t k = 0; k < cps.size(); ++k) Put<uint32_t>(out, 4 * k, cps[k]);  // native (little) order
       break;
     }
+    case DataType::kStructured: {
+      // zarr-python (2 and 3) writes the base64 of one element's bytes.
+      if (!j.is_string()) return Bad(dt, j, "expected the base64 of one element");
+      std::string raw;
+      if (!DecodeBase64(j.get<std::string>(), &raw)) return Bad(dt, j, "not valid base64");
+      if (raw.size() != dt.itemsize) {
+        return Bad(dt, j, "holds " + std::to_string(raw.size()) + " bytes, an element has " + std::to_string(dt.itemsize));
+      }
+      std::memcpy(out.data(), raw.data(), raw.size());
+      break;
+    }
     case DataType::kFixedBytes: {
       if (!j.is_string()) return Bad(dt, j, "expected a base64 string");
       std::string raw;

@@ -14,8 +14,9 @@
 // dtype's zero, as zarr-python 3 reads it); compressors null, zstd, gzip, zlib, blosc (as the
 // v3 blosc codec: the same c-blosc frames), lz4 (codec/numcodecs.cc); filters delta and shuffle
 // (bytes -> bytes codecs between `bytes` and the compressor, where numcodecs applies them).
-// Everything else (bz2, lzma, other filters, object (vlen-utf8), datetime and structured
-// dtypes) fails with kUnimplemented naming it.
+// Structured dtypes (numpy descr lists, fields in their own byte order, nested and subarray
+// fields) read as opaque records (zarr/dtype.h). Everything else (other filters, object
+// (vlen-utf8 is read as v3's "string"), datetime dtypes) fails with kUnimplemented naming it.
 #include <optional>
 #include <algorithm>
 #include <set>
@@ -31,7 +32,11 @@ namespace {
 // "<f4" -> ("float32", "little"); "<U3" -> v3's fixed_length_utf32 of 12 bytes, "|S5" ->
 // null_terminated_bytes of 5. kUnimplemented for types lsio does not read yet.
 Status V2DataType(const nlohmann::json& j, nlohmann::json* name, std::string* endian) {
-  if (j.is_array()) return Status::Unimplemented("structured dtypes (" + j.dump() + ") are not supported by lsio");
+  if (j.is_array()) {  // a structured dtype: numpy's descr, read by ParseV2StructuredType
+    *name = {{"name", "lsio.v2.structured"}, {"configuration", {{"fields", j}}}};
+    *endian = "little";  // each field says its own; records are never swapped
+    return Status::Ok();
+  }
   if (!j.is_string()) return Status::InvalidFormat(".zarray: dtype must be a string, got " + j.dump());
   const std::string s = j.get<std::string>();
   if (s == "|O") {  // object arrays: vlen-utf8 / vlen-bytes / pickled objects
@@ -329,7 +334,9 @@ Result<ArrayMetadata> ParseArrayMetadataV2(std::string_view zarray, std::string_
   // zarr-python 2.1 wrote `fill_value: 0` for fixed-width string arrays (numpy's zero of the
   // dtype: empty strings); zarr-python 3 refuses it, lsio reads it as that zero.
   if (is_string && fill.is_number() && fill == 0) fill = nlohmann::json();
-  if (fill.is_null()) {
+  if (fill.is_null() && m.dtype.type == DataType::kStructured) {
+    m.fill_value = m.dtype.zero;  // numpy's cast of 0, as zarr-python 3 fills these
+  } else if (fill.is_null()) {
     fill = is_string ? nlohmann::json("")  // zero-filled: an empty string
            : dtype_name == "bool" ? nlohmann::json(false)
            : dtype_name.rfind("complex", 0) == 0 ? nlohmann::json::array({0, 0})
@@ -339,7 +346,9 @@ Result<ArrayMetadata> ParseArrayMetadataV2(std::string_view zarray, std::string_
   if (fill.is_string() && fill.get<std::string>().rfind(marker, 0) == 0) {
     fill = fill.get<std::string>().substr(marker.size());  // a bare NaN token -> "NaN"
   }
-  LSIO_ASSIGN_OR_RETURN(m.fill_value, ParseFillValue(fill, m.dtype));
+  if (!fill.is_null()) {
+    LSIO_ASSIGN_OR_RETURN(m.fill_value, ParseFillValue(fill, m.dtype));
+  }
 
   const nlohmann::json& order = j["order"];
   if (!order.is_string() || (order.get<std::string>() != "C" && order.get<std::string>() != "F")) {
