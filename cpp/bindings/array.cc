@@ -19,6 +19,8 @@
 #include "lsio/array.h"
 #include "lsio/strings.h"
 
+#include <nlohmann/json.hpp>
+
 namespace py = pybind11;
 
 namespace lsio_py {
@@ -30,12 +32,34 @@ std::string DtypeStr(const py::dtype& dt) { return py::str(dt.attr("str")); }
 struct OutType {
   std::string typestr;
   size_t itemsize;
+  py::object record;  ///< record types: the numpy dtype out must equal (every record's str is |V<n>)
 };
 
+// numpy's descr from the engine's JSON of it (zarr/dtype.h): lists of [name, format(, shape)].
+py::object DescrFormat(const nlohmann::json& f) {
+  if (f.is_string()) return py::str(f.get<std::string>());
+  py::list fields;
+  for (const auto& e : f) {
+    py::object name = py::str(e[0].get<std::string>());
+    if (e.size() > 2) {
+      py::tuple shape(e[2].size());
+      for (size_t k = 0; k < e[2].size(); ++k) shape[k] = py::int_(e[2][k].get<int64_t>());
+      fields.append(py::make_tuple(name, DescrFormat(e[1]), shape));
+    } else {
+      fields.append(py::make_tuple(name, DescrFormat(e[1])));
+    }
+  }
+  return fields;
+}
+
 OutType ExpectedOut(const lsio::ArrayInfo& info, const std::optional<lsio::ElementTransform>& t) {
-  if (!t) return {info.typestr, info.itemsize};
-  if (t->out_type == "float64") return {"<f8", 8};
-  if (t->out_type == "float32") return {"<f4", 4};
+  if (!t && !info.descr.empty()) {
+    py::object dt = py::module_::import("numpy").attr("dtype")(DescrFormat(nlohmann::json::parse(info.descr)));
+    return {info.typestr, info.itemsize, dt};
+  }
+  if (!t) return {info.typestr, info.itemsize, py::none()};
+  if (t->out_type == "float64") return {"<f8", 8, py::none()};
+  if (t->out_type == "float32") return {"<f4", 4, py::none()};
   ThrowStatus(lsio::Status::InvalidType("transform output type must be float32 or float64"));
 }
 
@@ -43,6 +67,11 @@ OutType ExpectedOut(const lsio::ArrayInfo& info, const std::optional<lsio::Eleme
 lsio::DstView CheckedView(py::array out, const OutType& want_type,
                           const std::vector<int64_t>& shape, bool allow_negative) {
   const std::string got = DtypeStr(out.dtype());
+  if (!want_type.record.is_none() && !out.dtype().equal(want_type.record)) {
+    ThrowStatus(lsio::Status::InvalidType("out has dtype " + std::string(py::str(out.dtype())) + ", expected exactly " +
+                                          std::string(py::str(want_type.record)) +
+                                          " (the record type as stored, each field in its byte order)"));
+  }
   if (got != want_type.typestr) {
     ThrowStatus(lsio::Status::InvalidType("out has dtype " + got + ", expected exactly " + want_type.typestr +
                                           " (no casting: pass an array of that dtype)"));

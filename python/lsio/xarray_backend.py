@@ -7,7 +7,8 @@ arrays as lazy variables whose reads go through lsio:
   attribute); a 1-D array named like its dimension becomes that dimension's coordinate;
 - attributes are the arrays' and the group's; CF decoding (``scale_factor``, ``_FillValue``,
   times, ``coordinates``) is xarray's, as with ``engine="zarr"``: for Zarr v3 the array's
-  ``fill_value`` is kept in ``encoding["fill_value"]`` and not used as a mask;
+  ``fill_value`` is kept in ``encoding["fill_value"]`` and not used as a mask (nor for record
+  (structured) arrays in either format: xarray cannot mask records);
 - ``encoding`` holds ``chunks`` (read chunks), ``shards`` and ``preferred_chunks`` (the shard
   grid), so ``chunks={}`` gives dask arrays with one task per shard, and the codecs as
   xarray's zarr backend gives them (v3: ``compressors``, ``filters``, ``serializer``; v2:
@@ -64,6 +65,10 @@ class LsioBackendArray(BackendArray):
         self.array = array
         self.shape = tuple(array.shape)
         self.dtype = np.dtype(array.dtype)
+        if self.dtype.fields is not None and not self.dtype.isnative:
+            # Records with fields in the other byte order (Zarr v2): in native order, as xarray
+            # makes other arrays native (its own endianness decoding fails on records).
+            self.dtype = self.dtype.newbyteorder("=")
 
     def __getitem__(self, key: indexing.ExplicitIndexer) -> np.ndarray:
         return indexing.explicit_indexing_adapter(
@@ -71,7 +76,8 @@ class LsioBackendArray(BackendArray):
         )
 
     def _raw_indexing_method(self, key: tuple) -> np.ndarray:
-        return self.array.read(key)
+        out = self.array.read(key)
+        return out if out.dtype == self.dtype else out.astype(self.dtype)
 
 
 def _dims(name: str, arr: Array, attrs: dict) -> tuple:
@@ -260,8 +266,10 @@ class LsioStore(AbstractDataStore):
         }
         if arr.zarr_format == 2:
             # As xarray's zarr backend does for v2: the array's fill value is the variable's
-            # _FillValue (CF masking), unless .zarray says null (no fill value).
-            if self._metas.get(name, {}).get("fill_value", 0) is not None:
+            # _FillValue (CF masking), unless .zarray says null (no fill value). Not for record
+            # types: xarray's masking turns records into NaN objects (and its zarr backend
+            # cannot open v2 records at all).
+            if self._metas.get(name, {}).get("fill_value", 0) is not None and arr.dtype.fields is None:
                 attrs["_FillValue"] = arr.fill_value
         elif "_FillValue" in attrs and not isinstance(attrs["_FillValue"], (np.generic, np.ndarray)):
             # (a typed value is an HDF5 file's attribute as the file has it: kept as it is)

@@ -59,6 +59,9 @@ Result<FieldType> V2Leaf(const std::string& s) {
   auto bad = [&](const std::string& why) {
     return Status::InvalidFormat(".zarray: structured dtype field type '" + s + "' " + why);
   };
+  if (s.size() >= 2 && s[1] == 'O') {
+    return Status::Unimplemented("structured dtype field type '" + s + "' (objects) is not supported by lsio");
+  }
   if (s.size() < 3 || (s[0] != '<' && s[0] != '>' && s[0] != '|')) return bad("is not a numpy type string");
   const char order = s[0];
   const char kind = s[1];
@@ -91,9 +94,6 @@ Result<FieldType> V2Leaf(const std::string& s) {
   static const std::set<std::string> kNumeric = {"b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4",
                                                  "u8", "f2", "f4", "f8", "c8", "c16"};
   if (!kNumeric.count(std::string(1, kind) + rest)) {
-    if (kind == 'O') {
-      return Status::Unimplemented("structured dtype field type '" + s + "' (objects) is not supported by lsio");
-    }
     return Status::Unimplemented("structured dtype field type '" + s + "' is not supported by lsio yet");
   }
   f.itemsize = std::stoul(rest);

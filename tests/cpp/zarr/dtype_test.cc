@@ -83,5 +83,81 @@ TEST(DataTypeTest, FixedWidthStrings) {
   }
 }
 
+TEST(DataTypeTest, V3RecordTypes) {
+  // zarr-python 3's "structured": fields little-endian, nested records, datetime fields.
+  auto r = ParseDataType(nlohmann::json::parse(R"({"name": "structured", "configuration": {"fields": [
+      ["a", "int32"], ["s", {"name": "null_terminated_bytes", "configuration": {"length_bytes": 2}}],
+      ["n", {"name": "structured", "configuration": {"fields": [
+          ["u", {"name": "fixed_length_utf32", "configuration": {"length_bytes": 4}}], ["b", "bool"]]}}],
+      ["t", {"name": "numpy.datetime64", "configuration": {"unit": "s", "scale_factor": 10}}],
+      ["v", {"name": "raw_bytes", "configuration": {"length_bytes": 3}}]]}})"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->type, DataType::kStructured);
+  EXPECT_EQ(r->itemsize, 4u + 2 + 5 + 8 + 3);
+  EXPECT_EQ(r->swap_unit, 1u);  // never swapped: the descr says each field's order
+  EXPECT_EQ(r->typestr, "|V22");
+  EXPECT_EQ(r->descr, R"([["a","<i4"],["s","|S2"],["n",[["u","<U1"],["b","|b1"]]],["t","<M8[10s]"],["v","|V3"]])");
+  // numpy's cast of 0: "0" in string fields, zeros elsewhere.
+  std::vector<uint8_t> zero(22, 0);
+  zero[4] = '0';
+  zero[6] = '0';
+  EXPECT_EQ(r->zero, zero);
+  // The fill value: the base64 of exactly one element.
+  auto one = ParseDataType(nlohmann::json::parse(R"({"name": "structured", "configuration": {"fields": [["a", "int32"]]}})"));
+  ASSERT_TRUE(one.ok());
+  auto fill = ParseFillValue(nlohmann::json("AQAAAA=="), *one);
+  ASSERT_TRUE(fill.ok()) << fill.status().ToString();
+  EXPECT_EQ(*fill, (std::vector<uint8_t>{1, 0, 0, 0}));
+  EXPECT_EQ(ParseFillValue(nlohmann::json("AQAA"), *r).status().code(), StatusCode::kInvalidFormat);
+  EXPECT_EQ(ParseFillValue(nlohmann::json(0), *r).status().code(), StatusCode::kInvalidFormat);
+  for (const char* doc : {
+           R"({"name": "structured"})",
+           R"({"name": "structured", "configuration": {"fields": []}})",
+           R"({"name": "structured", "configuration": {"fields": [["a"]]}})",
+           R"({"name": "structured", "configuration": {"fields": [["a", "int8"], ["a", "int8"]]}})",
+           R"({"name": "structured", "configuration": {"fields": [["a", {"name": "raw_bytes", "configuration": {}}]]}})",
+       }) {
+    EXPECT_EQ(ParseDataType(nlohmann::json::parse(doc)).status().code(), StatusCode::kInvalidFormat) << doc;
+  }
+  auto unknown = ParseDataType(nlohmann::json::parse(R"({"name": "structured", "configuration": {"fields": [["a", "r8"]]}})"));
+  EXPECT_EQ(unknown.status().code(), StatusCode::kUnimplemented);
+}
+
+TEST(DataTypeTest, V2RecordTypes) {
+  // numpy's descr: byte orders kept, subarray fields, nested records, padding named f<i>.
+  auto r = ParseV2StructuredType(nlohmann::json::parse(
+      R"([["", "|V2"], ["b", ">f8", [2]], ["c", [["x", "<u2"], ["y", ">U1"]]], ["d", "|S2", 3], ["e", "<i1"]])"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->itemsize, 2u + 16 + 6 + 6 + 1);
+  EXPECT_EQ(r->descr, R"([["f0","|V2"],["b",">f8",[2]],["c",[["x","<u2"],["y",">U1"]]],["d","|S2",[3]],["e","|i1"]])");
+  std::vector<uint8_t> zero(31, 0);
+  zero[2 + 16 + 2 + 3] = '0';  // big-endian UTF-32 "0"
+  zero[24] = zero[26] = zero[28] = '0';
+  EXPECT_EQ(r->zero, zero);
+  struct Bad {
+    const char* doc;
+    StatusCode code;
+  };
+  const Bad bad[] = {
+      {R"([])", StatusCode::kInvalidFormat},
+      {R"([["a", "<i4"], ["a", "<i4"]])", StatusCode::kInvalidFormat},
+      {R"([["f1", "<i4"], ["", "<i4"]])", StatusCode::kInvalidFormat},  // numpy names the second f1
+      {R"([["a", "|i4"]])", StatusCode::kInvalidFormat},
+      {R"([["a", "<M8[3fortnights]"]])", StatusCode::kInvalidFormat},
+      {R"([["a", "<i4", [-1]]])", StatusCode::kInvalidFormat},
+      {R"([["a", "<i8", [1073741824, 1073741824, 1073741824]]])", StatusCode::kInvalidFormat},
+      {R"([["a", "<i4", [0]]])", StatusCode::kInvalidFormat},  // an element of no bytes
+      {R"([["a", "|O"]])", StatusCode::kUnimplemented},
+      {R"([["a", "<f16"]])", StatusCode::kUnimplemented},
+      {R"([[["title", "a"], "<i4"]])", StatusCode::kUnimplemented},
+  };
+  for (const Bad& b : bad) {
+    EXPECT_EQ(ParseV2StructuredType(nlohmann::json::parse(b.doc)).status().code(), b.code) << b.doc;
+  }
+  nlohmann::json deep = nlohmann::json::parse(R"([["x", "<i4"]])");
+  for (int k = 0; k < 16; ++k) deep = nlohmann::json::array({nlohmann::json::array({"n", deep})});
+  EXPECT_EQ(ParseV2StructuredType(deep).status().code(), StatusCode::kInvalidFormat);
+}
+
 }  // namespace
 }  // namespace lsio
