@@ -289,6 +289,21 @@ def test_v2_nested_and_subarray_fields_as_numpy_decodes_them(tmp_path, name, ord
     _same_reads(arr, want, 17, f"{name} {order}")
 
 
+def test_v2_fill_value_zero_on_records_is_numpys_cast_of_zero(tmp_path):
+    # zarr-python 2 defaulted fill_value to 0 and base64-encoded numpy's cast of it; a bare 0
+    # (hand-written .zarray files) reads as that cast too, as null does.
+    fields = [["a", ">i4"], ["s", "|S2"], ["u", "<U1", [2]]]
+    dt = np.dtype(_descr(fields))
+    path = tmp_path / "z.zarr"
+    path.mkdir()
+    (path / ".zarray").write_text(json.dumps({
+        "zarr_format": 2, "shape": [3], "chunks": [2], "dtype": fields, "compressor": None,
+        "fill_value": 0, "order": "C", "filters": None}))
+    arr = lsio.open(str(path))
+    assert_same_bits(arr[...], np.full(3, np.array([0], dt)[0]))
+    assert arr[...]["s"].tolist() == [b"0"] * 3
+
+
 # --------------------------------------------------------------------------------------
 # Remote, the zarr codec pipeline, kerchunk
 # --------------------------------------------------------------------------------------
@@ -400,7 +415,7 @@ def _nested(depth):
     ([[7, "<i4"]], None, lsio.FormatError, "name must be a string"),
     (_nested(17), None, lsio.FormatError, "deeper than 16"),
     ([["a", "<i4"]], "AAAA", lsio.FormatError, "holds 3 bytes, an element has 4"),
-    ([["a", "<i4"]], 0, lsio.FormatError, "base64"),
+    ([["a", "<i4"]], 1, lsio.FormatError, "base64"),
     ([["a", "|O"]], None, lsio.UnsupportedError, "(objects)"),
     ([["a", "<q4"]], None, lsio.UnsupportedError, "'<q4'"),
     ([[["title", "a"], "<i4"]], None, lsio.UnsupportedError, "titles"),

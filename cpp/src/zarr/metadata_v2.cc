@@ -334,8 +334,11 @@ Result<ArrayMetadata> ParseArrayMetadataV2(std::string_view zarray, std::string_
   // zarr-python 2.1 wrote `fill_value: 0` for fixed-width string arrays (numpy's zero of the
   // dtype: empty strings); zarr-python 3 refuses it, lsio reads it as that zero.
   if (is_string && fill.is_number() && fill == 0) fill = nlohmann::json();
-  if (fill.is_null() && m.dtype.type == DataType::kStructured) {
-    m.fill_value = m.dtype.zero;  // numpy's cast of 0, as zarr-python 3 fills these
+  // Records: null reads as numpy's cast of 0, as zarr-python 3 fills them; so does a bare 0
+  // (what numpy makes of fill_value=0, zarr-python 2's default, before it is base64-encoded).
+  if ((fill.is_null() || (fill.is_number() && fill == 0)) && m.dtype.type == DataType::kStructured) {
+    m.fill_value = m.dtype.zero;
+    fill = nlohmann::json();
   } else if (fill.is_null()) {
     fill = is_string ? nlohmann::json("")  // zero-filled: an empty string
            : dtype_name == "bool" ? nlohmann::json(false)

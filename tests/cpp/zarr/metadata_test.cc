@@ -533,7 +533,7 @@ TEST(MetadataV2Test, UnsupportedAndMalformedAreTypedErrors) {
        "dtype '|O' (variable-length strings or objects) is not supported by lsio yet"},
       {[](nlohmann::json& j) { j["dtype"] = "|U4"; }, kFmt, "dtype '|U4' needs a byte order"},
       {[](nlohmann::json& j) { j["dtype"] = "<M8[ns]"; }, kUnimpl, "(datetime/timedelta)"},
-      {[](nlohmann::json& j) { j["dtype"] = nlohmann::json::array({{"a", "<f4"}}); }, kUnimpl, "structured dtypes"},
+      {[](nlohmann::json& j) { j["dtype"] = nlohmann::json::parse(R"([[["title", "a"], "<f4"]])"); }, kUnimpl, "titles"},
       {[](nlohmann::json& j) { j["dtype"] = "|f4"; }, kFmt, "needs a byte order"},
       {[](nlohmann::json& j) { j["order"] = "K"; }, kFmt, "order must be \"C\" or \"F\""},
       {[](nlohmann::json& j) { j["chunks"] = {2}; }, kFmt, "chunks has rank 1, shape has rank 2"},
