@@ -392,6 +392,22 @@ def test_xarray_backend_reads_record_variables(tmp_path):
             assert ds.identical(xr.open_dataset(str(path), engine="zarr"))
 
 
+def test_dask_and_the_cli_on_records(tmp_path, capsys):
+    from lsio.cli import main
+    from lsio.dask import to_dask
+
+    path = tmp_path / "r.zarr"
+    _write_v2(path, V2_RECORDS["mixed-endian"], "zstd", "C", "explicit", 81)
+    want = _reference(path)
+    d = to_dask(lsio.open(str(path)))
+    assert d.dtype == want.dtype
+    assert_same_bits(d.compute(), want, "dask")
+    assert main(["info", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "('b', '>f8')" in out and "6 of 12 stored" in out, out
+    assert main(["verify", str(path)]) == 0
+
+
 # --------------------------------------------------------------------------------------
 # Refusals: typed errors naming what is wrong
 # --------------------------------------------------------------------------------------
