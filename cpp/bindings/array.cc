@@ -52,11 +52,20 @@ py::object DescrFormat(const nlohmann::json& f) {
   return fields;
 }
 
+// The numpy dtype of a record descr, built once per descr (dtypes are immutable; a read must
+// not pay a JSON parse and a dtype build per call). The cache is never destroyed: a py::dict
+// freed after the interpreter at exit would crash. Called with the GIL held.
+py::object RecordDtype(const std::string& descr) {
+  static auto* cache = new py::dict();
+  py::str key(descr);
+  if (cache->contains(key)) return (*cache)[key];
+  py::object dt = py::module_::import("numpy").attr("dtype")(DescrFormat(nlohmann::json::parse(descr)));
+  (*cache)[key] = dt;
+  return dt;
+}
+
 OutType ExpectedOut(const lsio::ArrayInfo& info, const std::optional<lsio::ElementTransform>& t) {
-  if (!t && !info.descr.empty()) {
-    py::object dt = py::module_::import("numpy").attr("dtype")(DescrFormat(nlohmann::json::parse(info.descr)));
-    return {info.typestr, info.itemsize, dt};
-  }
+  if (!t && !info.descr.empty()) return {info.typestr, info.itemsize, RecordDtype(info.descr)};
   if (!t) return {info.typestr, info.itemsize, py::none()};
   if (t->out_type == "float64") return {"<f8", 8, py::none()};
   if (t->out_type == "float32") return {"<f4", 4, py::none()};

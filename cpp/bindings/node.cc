@@ -48,7 +48,19 @@ std::vector<int64_t> Coords(const py::sequence& s) {
 }
 
 nlohmann::json FromPythonJson(const std::string& text) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // Bounded nesting, as the engine's own metadata parser (zarr/metadata.cc ParseJsonLenient):
+  // dump() and comparisons recurse.
+  bool deep = false;
+  auto depth_check = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
+    if (depth > 256 && (event == nlohmann::json::parse_event_t::object_start ||
+                        event == nlohmann::json::parse_event_t::array_start)) {
+      deep = true;
+      return false;
+    }
+    return true;
+  };
+  nlohmann::json j = nlohmann::json::parse(text, depth_check, /*allow_exceptions=*/false);
+  if (deep) ThrowStatus(lsio::Status::InvalidFormat("metadata JSON is nested deeper than 256 levels"));
   if (j.is_discarded()) ThrowStatus(lsio::Status::InvalidArgument("metadata must be JSON text"));
   return j;
 }

@@ -174,6 +174,11 @@ def _trace(name: str, var: Any) -> Tuple[Array, Tuple[int, ...]]:
                             f"Zarr array lsio can read")
     if len(arr.shape) != len(dims):
         raise _refuse(name, f"its view has {len(dims)} dimensions, the stored array {len(arr.shape)}")
+    if np.dtype(arr.dtype).fields is not None and np.dtype(arr.dtype).newbyteorder("=") == np.dtype(var.dtype) \
+            and np.dtype(arr.dtype) != np.dtype(var.dtype):
+        raise _refuse(name, f"its records are stored with fields in another byte order ({arr.dtype}), which xarray "
+                            f"shows native ({var.dtype}) and lsio's crops keep as stored: read them with "
+                            f"lsio.open(...).read_crops")
     if np.dtype(arr.dtype) != np.dtype(var.dtype):
         raise _refuse(name, f"xarray shows it as {var.dtype}, stored as {arr.dtype} (decoded values); open with "
                             f"mask_and_scale=False / decode_times=False")

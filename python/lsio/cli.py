@@ -26,6 +26,7 @@ Progress bars (tqdm, stderr) are drawn for ``verify`` when stderr is a terminal;
 from __future__ import annotations
 
 import argparse
+import datetime
 import itertools
 import json
 import math
@@ -239,6 +240,10 @@ def _jsonable(x: Any) -> Any:
             return [v.real, v.imag]
         return v
     if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    if isinstance(x, complex):  # inside records' tuples (their .item() gives Python values)
+        return [_jsonable(x.real), _jsonable(x.imag)]
+    if isinstance(x, (datetime.datetime, datetime.date, datetime.timedelta)):
         return str(x)
     return x
 

@@ -65,7 +65,8 @@ class LsioBackendArray(BackendArray):
         self.array = array
         self.shape = tuple(array.shape)
         self.dtype = np.dtype(array.dtype)
-        if self.dtype.fields is not None and not self.dtype.isnative:
+        if self.dtype.fields is not None and self.dtype != self.dtype.newbyteorder("="):
+            # (isnative does not look inside subarray fields)
             # Records with fields in the other byte order (Zarr v2): in native order, as xarray
             # makes other arrays native (its own endianness decoding fails on records).
             self.dtype = self.dtype.newbyteorder("=")

@@ -539,6 +539,10 @@ def _check_same(arr: Array, metadata: Any, grid: Tuple[int, ...]) -> None:
     zdt = metadata.dtype.to_native_dtype()
     if zdt.newbyteorder("=") != arr.dtype.newbyteorder("=") or zdt.kind != arr.dtype.kind:
         raise _Fallback(f"lsio reads dtype {arr.dtype}, zarr {zdt}")
+    if zdt.fields is not None and zdt != arr.dtype:
+        # Records are copied as stored, never swapped: each field's byte order must be zarr's
+        # (zarr-python keeps a big-endian field's order in the session that wrote it).
+        raise _Fallback(f"lsio reads record dtype {arr.dtype}, zarr {zdt}")
     fill = metadata.fill_value
     if fill is None:  # a null v2 fill value: zarr fills with its data type's default scalar
         fill = metadata.dtype.default_scalar() if hasattr(metadata.dtype, "default_scalar") else np.zeros((), zdt)[()]

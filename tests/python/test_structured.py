@@ -289,19 +289,20 @@ def test_v2_nested_and_subarray_fields_as_numpy_decodes_them(tmp_path, name, ord
     _same_reads(arr, want, 17, f"{name} {order}")
 
 
-def test_v2_fill_value_zero_on_records_is_numpys_cast_of_zero(tmp_path):
-    # zarr-python 2 defaulted fill_value to 0 and base64-encoded numpy's cast of it; a bare 0
-    # (hand-written .zarray files) reads as that cast too, as null does.
+def test_v2_fill_value_zero_on_records_reads_as_zeros(tmp_path):
+    # A bare 0 (zarr-python 2.0/2.1, hand-written .zarray files): zeros, as zarr-python 2 read
+    # it (np.zeros of the dtype); null is numpy's cast of 0 ("0" strings), as zarr-python 3 fills.
     fields = [["a", ">i4"], ["s", "|S2"], ["u", "<U1", [2]]]
     dt = np.dtype(_descr(fields))
-    path = tmp_path / "z.zarr"
-    path.mkdir()
-    (path / ".zarray").write_text(json.dumps({
-        "zarr_format": 2, "shape": [3], "chunks": [2], "dtype": fields, "compressor": None,
-        "fill_value": 0, "order": "C", "filters": None}))
-    arr = lsio.open(str(path))
-    assert_same_bits(arr[...], np.full(3, np.array([0], dt)[0]))
-    assert arr[...]["s"].tolist() == [b"0"] * 3
+    for fill, want in ((0, np.zeros((), dt)[()]), (None, np.array([0], dt)[0])):
+        path = tmp_path / f"z{fill}.zarr"
+        path.mkdir()
+        (path / ".zarray").write_text(json.dumps({
+            "zarr_format": 2, "shape": [3], "chunks": [2], "dtype": fields, "compressor": None,
+            "fill_value": fill, "order": "C", "filters": None}))
+        arr = lsio.open(str(path))
+        assert_same_bits(arr[...], np.full(3, want), f"fill {fill}")
+    assert lsio.open(str(tmp_path / "zNone.zarr"))[...]["s"].tolist() == [b"0"] * 3
 
 
 # --------------------------------------------------------------------------------------
@@ -346,6 +347,15 @@ def test_lsio_as_zarr_codec_pipeline_reads_records(tmp_path):
     after = lz.stats()
     assert after["reads"] > before["reads"]
     assert after["fallback_reads"] == before["fallback_reads"]
+    # zarr-python keeps big-endian record fields big-endian in the session that writes them
+    # (its zarr.json then says little): lsio, which copies records as stored, hands that
+    # array back to zarr's own pipeline rather than read other bytes.
+    dt = np.dtype([("a", ">i4"), ("b", "<i2")])
+    data = np.array([(1, 2), (-3, 4), (5, -6)], dt)
+    with zarr.config.set({"codec_pipeline.path": "lsio.zarr.LsioCodecPipeline"}):
+        a = zarr.create_array(str(tmp_path / "be.zarr"), shape=(3,), chunks=(2,), dtype=dt)
+        a[...] = data
+        assert_same_bits(a[...], data, "big-endian fields, same session")
 
 
 def test_kerchunk_references_to_record_chunks(tmp_path):
@@ -390,6 +400,18 @@ def test_xarray_backend_reads_record_variables(tmp_path):
         assert_same_bits(ds["rec"].isel(y=slice(2, 9), x=[4, 0]).values, native[2:9][:, [4, 0]], f"isel v{fmt}")
         if fmt == 3:  # xarray's zarr backend reads v3 records (not v2: it fails on their fill value)
             assert ds.identical(xr.open_dataset(str(path), engine="zarr"))
+    # A big-endian subarray field (numpy's isnative does not look into subarrays), v2 as
+    # zarr-python 2 wrote it (zarr-python 3 cannot read subarray fields).
+    g = tmp_path / "sub"
+    g.mkdir()
+    (g / ".zgroup").write_text(json.dumps({"zarr_format": 2}))
+    fields = [["p", ">f4", [3]], ["i", "<i2"]]
+    stored = _write_by_hand(g / "rec", fields, "C", Zstd(level=1), None)
+    (g / "rec" / ".zattrs").write_text(json.dumps({"_ARRAY_DIMENSIONS": ["y", "x"]}))
+    ds = xr.open_dataset(str(g), engine="lsio")
+    native = stored.astype(stored.dtype.newbyteorder("="))
+    assert ds["rec"].dtype == native.dtype and ds["rec"].dtype.fields["p"][0].base.isnative
+    assert_same_bits(ds["rec"].values, native, "big-endian subarray field")
 
 
 def test_dask_and_the_cli_on_records(tmp_path, capsys):
@@ -406,6 +428,11 @@ def test_dask_and_the_cli_on_records(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "('b', '>f8')" in out and "6 of 12 stored" in out, out
     assert main(["verify", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["info", "--json", str(path)]) == 0  # complex fields in the fill value included
+    doc = json.loads(capsys.readouterr().out)["arrays"][0]
+    fill = np.frombuffer(base64.b64decode(json.loads((path / ".zarray").read_text())["fill_value"]), want.dtype)[0]
+    assert doc["fill_value"][5] == [float(fill["f"].real), float(fill["f"].imag)]
 
 
 # --------------------------------------------------------------------------------------
@@ -426,7 +453,9 @@ def _nested(depth):
     ([["a", "<U0"]], None, lsio.FormatError, "positive length"),
     ([["a", "<M8[fortnight]"]], None, lsio.FormatError, "datetime64"),
     ([["a", "<i4", [-1]]], None, lsio.FormatError, "shape"),
-    ([["a", "<i8", [1 << 20, 1 << 20]]], None, lsio.FormatError, "larger than 1 GiB"),
+    ([["a", "<i8", [1 << 20, 1 << 20]]], None, lsio.FormatError, "larger than 16 MiB"),
+    ([["a", "|S16777217"]], None, lsio.FormatError, "at most 16 MiB"),
+    ([["a", "<M8[2147483648s]"]], None, lsio.FormatError, "datetime64"),  # numpy's bound: 2^31 - 1
     ([["a", "<i4", [0]]], None, lsio.FormatError, "no bytes"),
     ([[7, "<i4"]], None, lsio.FormatError, "name must be a string"),
     (_nested(17), None, lsio.FormatError, "deeper than 16"),
@@ -446,6 +475,34 @@ def test_malformed_v2_record_metadata(tmp_path, dtype, fill, error, words):
         lsio.open(str(path))
     assert words in str(info.value), str(info.value)
     assert ".zarray" in str(info.value) or "fill_value" in str(info.value)
+
+
+@pytest.mark.parametrize("where", [".zarray dtype", ".zattrs", "zarr.json attributes"])
+def test_metadata_nested_100000_levels_deep_is_a_format_error(tmp_path, where):
+    # nlohmann's dump() recurses: such a file crashed the process before it was refused.
+    deep = "[" * 100_000 + "]" * 100_000
+    path = tmp_path / "d.zarr"
+    path.mkdir()
+    if where == "zarr.json attributes":
+        z = zarr.create_array(str(path), shape=(4,), chunks=(2,), dtype="<i4", overwrite=True)
+        text = (path / "zarr.json").read_text().replace('"attributes": {}', '"attributes": {"a": ' + deep + "}")
+        assert deep in text
+        (path / "zarr.json").write_text(text)
+    else:
+        meta = {"zarr_format": 2, "shape": [4], "chunks": [2], "dtype": "<i4", "compressor": None,
+                "fill_value": None, "order": "C", "filters": None}
+        text = json.dumps(meta)
+        if where == ".zarray dtype":
+            text = text.replace('"<i4"', deep)
+        else:
+            (path / ".zattrs").write_text('{"a": ' + deep + "}")
+        (path / ".zarray").write_text(text)
+    with pytest.raises(lsio.FormatError, match="not valid JSON|nested deeper than 256 levels"):
+        lsio.open(str(path))
+    zarr.open_group(str(tmp_path), mode="a", zarr_format=3 if where == "zarr.json attributes" else 2)
+    g = lsio.open_group(str(tmp_path))  # lists its members without crashing
+    with pytest.raises((lsio.FormatError, KeyError)):
+        g["d.zarr"]
 
 
 @pytest.mark.parametrize("data_type,words", [

@@ -2,6 +2,7 @@
 // (zarr-python 3's "structured", Zarr v2's numpy descr lists).
 #include "zarr/dtype.h"
 
+#include <algorithm>
 #include <bit>
 #include <optional>
 #include <set>
@@ -13,9 +14,11 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
-// Bounds on untrusted record types: nesting depth, and one element's size (as for strings).
+// Bounds on untrusted record types: nesting depth, one element's size (16 MiB: far beyond any
+// real record, and the zero element below is built at open), numpy's datetime multiplier.
 constexpr int kMaxDepth = 16;
-constexpr size_t kMaxItemsize = size_t{1} << 30;
+constexpr size_t kMaxItemsize = size_t{1} << 24;
+constexpr uint64_t kMaxDatetimeMultiplier = 2147483647;
 
 // One field's type while a record type is built: its descr entry's format (a typestr, or
 // the nested descr list), its size and numpy's cast of 0 to it.
@@ -42,7 +45,7 @@ bool DatetimeUnit(const std::string& s) {
   const size_t digits = in.find_first_not_of("0123456789");
   if (digits == std::string::npos) return false;
   uint64_t mult = 1;
-  if (digits > 0 && !PositiveDecimal(in.substr(0, digits), uint64_t{1} << 31, &mult)) return false;
+  if (digits > 0 && !PositiveDecimal(in.substr(0, digits), kMaxDatetimeMultiplier, &mult)) return false;
   static const std::set<std::string> kUnits = {"Y", "M", "W", "D", "h", "m", "s", "ms", "us", "ns", "ps", "fs", "as"};
   return kUnits.count(in.substr(digits)) > 0;
 }
@@ -69,7 +72,7 @@ Result<FieldType> V2Leaf(const std::string& s) {
   FieldType f;
   uint64_t n = 0;
   if (kind == 'S' || kind == 'V' || kind == 'U') {
-    if (!PositiveDecimal(rest, kMaxItemsize / 4, &n)) return bad("needs a positive length");
+    if (!PositiveDecimal(rest, kind == 'U' ? kMaxItemsize / 4 : kMaxItemsize, &n)) return bad("needs a positive length of at most 16 MiB");
     if (kind == 'U') {
       if (order == '|') return bad("needs a byte order ('<' or '>')");
       f.format = s;
@@ -142,14 +145,25 @@ Result<DataTypeInfo> Record(const nlohmann::json& fields, const std::string& whe
     }
     if (huge && count > 0) count = kMaxItemsize + 1;
     if (t.itemsize > 0 && count > kMaxItemsize / t.itemsize) {
-      return Status::InvalidFormat(where + ": structured data type field '" + name + "' is larger than 1 GiB");
+      return Status::InvalidFormat(where + ": structured data type field '" + name + "' is larger than 16 MiB");
     }
     const size_t size = t.itemsize * count;
     if (itemsize + size > kMaxItemsize) {
-      return Status::InvalidFormat(where + ": a structured data type element is larger than 1 GiB");
+      return Status::InvalidFormat(where + ": a structured data type element is larger than 16 MiB");
     }
     itemsize += size;
-    for (uint64_t k = 0; k < count; ++k) info.zero.insert(info.zero.end(), t.zero.begin(), t.zero.end());
+    // count copies of the field's zero: appended by doubling (a subarray of 2^24 elements
+    // must not take 2^24 inserts), or grown as zeros when it is all zeros.
+    const size_t at = info.zero.size();
+    info.zero.resize(at + size, 0);
+    if (size > 0 && std::any_of(t.zero.begin(), t.zero.end(), [](uint8_t b) { return b != 0; })) {
+      std::copy(t.zero.begin(), t.zero.end(), info.zero.begin() + static_cast<ptrdiff_t>(at));
+      for (size_t done = t.itemsize; done < size;) {
+        const size_t n = std::min(done, size - done);
+        std::copy_n(info.zero.begin() + static_cast<ptrdiff_t>(at), n, info.zero.begin() + static_cast<ptrdiff_t>(at + done));
+        done += n;
+      }
+    }
     nlohmann::json entry = nlohmann::json::array({name, std::move(t.format)});
     if (!shape.is_null() && !shape.empty()) entry.push_back(shape);
     descr.push_back(std::move(entry));
@@ -189,7 +203,7 @@ std::optional<Result<FieldType>> V3RecordOnlyLeaf(const nlohmann::json& j) {
   auto unit = c->find("unit");
   auto scale = c->find("scale_factor");
   if (unit == c->end() || !unit->is_string() || scale == c->end() || !scale->is_number_integer() ||
-      scale->get<int64_t>() < 1 || scale->get<int64_t>() > (int64_t{1} << 31)) {
+      scale->get<int64_t>() < 1 || scale->get<int64_t>() > static_cast<int64_t>(kMaxDatetimeMultiplier)) {
     return bad("needs a \"unit\" and a positive integer \"scale_factor\"");
   }
   const int64_t k = scale->get<int64_t>();
@@ -251,7 +265,7 @@ Result<DataTypeInfo> ParseAt(const nlohmann::json& j, int depth) {
   if (j.is_object()) {
     auto n = j.find("name");
     const std::string name = (n != j.end() && n->is_string()) ? n->get<std::string>() : "?";
-    if (name == "lsio.v2.structured") {  // a .zarray's descr list (metadata_v2.cc)
+    if (name == "lsio.v2.structured" && depth == 1) {  // a .zarray's descr list (metadata_v2.cc)
       auto c = j.find("configuration");
       if (c == j.end() || !c->is_object() || !c->contains("fields")) {
         return Status::InvalidFormat("data type 'lsio.v2.structured' needs a \"configuration\" with \"fields\"");

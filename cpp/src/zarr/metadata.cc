@@ -124,11 +124,25 @@ Status CheckSize(const std::vector<int64_t>& shape, size_t itemsize, const char*
 }  // namespace
 
 Result<nlohmann::json> ParseJsonLenient(std::string_view text) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    j = nlohmann::json::parse(QuoteBareNonFinite(text), nullptr, false);
-    if (j.is_discarded()) return Status::InvalidFormat("zarr.json is not valid JSON");
+  // Metadata nests a few levels; nlohmann's dump() and comparisons recurse, so a hostile file
+  // nested 100,000 levels deep would overflow the stack. Deeper values are discarded while
+  // parsing, and the document refused.
+  constexpr int kMaxDepth = 256;
+  bool deep = false;
+  auto depth_check = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
+    if (depth > kMaxDepth && (event == nlohmann::json::parse_event_t::object_start ||
+                              event == nlohmann::json::parse_event_t::array_start)) {
+      deep = true;
+      return false;
+    }
+    return true;
+  };
+  nlohmann::json j = nlohmann::json::parse(text, depth_check, /*allow_exceptions=*/false);
+  if (j.is_discarded() && !deep) {
+    j = nlohmann::json::parse(QuoteBareNonFinite(text), depth_check, false);
   }
+  if (deep) return Status::InvalidFormat("metadata JSON is nested deeper than 256 levels");
+  if (j.is_discarded()) return Status::InvalidFormat("zarr.json is not valid JSON");
   return j;
 }
 
@@ -169,6 +183,10 @@ Result<ArrayMetadata> ParseArrayMetadata(std::string_view text) {
 
   ArrayMetadata m;
   LSIO_ASSIGN_OR_RETURN(m.shape, ParseShape(j["shape"], "shape", true));
+  if (j["data_type"].is_object() && j["data_type"].value("name", nlohmann::json()) == "lsio.v2.structured") {
+    // lsio's own name for a .zarray's record descr (metadata_v2.cc), never a zarr.json's
+    return Status::Unimplemented("data type 'lsio.v2.structured' is not a Zarr v3 data type");
+  }
   LSIO_ASSIGN_OR_RETURN(m.dtype, ParseDataType(j["data_type"]));
   LSIO_RETURN_IF_ERROR(CheckSize(m.shape, m.dtype.itemsize, "the array"));
   const size_t rank = m.shape.size();

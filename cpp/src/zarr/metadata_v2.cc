@@ -245,6 +245,7 @@ nlohmann::json V2ArrayAsV3(const nlohmann::json& j, const nlohmann::json& attrib
     data_type = "string";
   } else if (V2DataType(dtype, &data_type, &endian).ok()) {
     if (auto parsed = ParseDataType(data_type); parsed.ok()) itemsize = parsed.value().itemsize;
+    if (dtype.is_array()) data_type = dtype;  // a record: described by its descr, as .zarray has it
   } else {
     data_type = dtype.is_string() ? dtype.get<std::string>() : dtype.dump();  // described, not read
   }
@@ -334,10 +335,11 @@ Result<ArrayMetadata> ParseArrayMetadataV2(std::string_view zarray, std::string_
   // zarr-python 2.1 wrote `fill_value: 0` for fixed-width string arrays (numpy's zero of the
   // dtype: empty strings); zarr-python 3 refuses it, lsio reads it as that zero.
   if (is_string && fill.is_number() && fill == 0) fill = nlohmann::json();
-  // Records: null reads as numpy's cast of 0, as zarr-python 3 fills them; so does a bare 0
-  // (what numpy makes of fill_value=0, zarr-python 2's default, before it is base64-encoded).
-  if ((fill.is_null() || (fill.is_number() && fill == 0)) && m.dtype.type == DataType::kStructured) {
-    m.fill_value = m.dtype.zero;
+  // Records: null reads as numpy's cast of 0, as zarr-python 3 fills them; a bare 0 (written
+  // by hand, or by zarr-python 2.0/2.1) as zeros, as zarr-python 2 read it (np.zeros of the
+  // dtype); zarr-python 3 refuses it.
+  if (m.dtype.type == DataType::kStructured && (fill.is_null() || (fill.is_number() && fill == 0))) {
+    m.fill_value = fill.is_null() ? m.dtype.zero : std::vector<uint8_t>(m.dtype.itemsize, 0);
     fill = nlohmann::json();
   } else if (fill.is_null()) {
     fill = is_string ? nlohmann::json("")  // zero-filled: an empty string
