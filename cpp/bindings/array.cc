@@ -35,9 +35,27 @@ struct OutType {
   py::object record;  ///< record types: the numpy dtype out must equal (every record's str is |V<n>)
 };
 
-// numpy's descr from the engine's JSON of it (zarr/dtype.h): lists of [name, format(, shape)].
+// numpy's descr from the engine's JSON of it (zarr/dtype.h): lists of [name, format(, shape)],
+// or numpy's dict form (HDF5 compounds) with {"subarray", "shape"} formats.
 py::object DescrFormat(const nlohmann::json& f) {
   if (f.is_string()) return py::str(f.get<std::string>());
+  if (f.is_object() && f.contains("subarray")) {
+    py::tuple shape(f["shape"].size());
+    for (size_t k = 0; k < f["shape"].size(); ++k) shape[k] = py::int_(f["shape"][k].get<int64_t>());
+    return py::make_tuple(DescrFormat(f["subarray"]), shape);
+  }
+  if (f.is_object()) {
+    py::dict d;
+    py::list names, formats, offsets;
+    for (const auto& n : f["names"]) names.append(py::str(n.get<std::string>()));
+    for (const auto& x : f["formats"]) formats.append(DescrFormat(x));
+    for (const auto& o : f["offsets"]) offsets.append(py::int_(o.get<int64_t>()));
+    d["names"] = names;
+    d["formats"] = formats;
+    d["offsets"] = offsets;
+    d["itemsize"] = py::int_(f["itemsize"].get<int64_t>());
+    return d;
+  }
   py::list fields;
   for (const auto& e : f) {
     py::object name = py::str(e[0].get<std::string>());

@@ -40,9 +40,11 @@ How a dataset translates (what h5py reports -> Zarr v3):
 - every hard and soft link is a node (not only each object once, as visititems sees them).
 - dtypes: booleans, integers, floats and complex numbers of either byte order; enums read as
   their integer values (as h5py gives them); fixed-length NUL-padded strings (NetCDF char
-  variables) as ``null_terminated_bytes``. Variable-length strings, space-padded strings,
-  compound, reference and variable-length types raise UnsupportedError when opened; virtual
-  datasets and external storage too.
+  variables) as ``null_terminated_bytes``; compounds as record dtypes equal to h5py's (members at
+  their offsets, padding kept, nested compounds, array members, either byte order) where every
+  member is such a type. Space-padded strings, reference and variable-length types (and
+  compounds holding them) raise UnsupportedError when opened; virtual datasets and external
+  storage too.
 
 Remote files (``s3://``, ``gs://``, ``http(s)://``) are opened by h5py through a file object
 whose reads are lsio range requests (64 KiB blocks, kept while the file is opened, each
@@ -399,6 +401,24 @@ def _stored_as(dset: Any, dt: np.dtype) -> bool:
         return False
 
 
+def _compound_format(dt: np.dtype) -> Any:
+    """h5py's numpy dtype of an HDF5 compound in numpy's dict form, as the engine reads it
+    (``lsio.hdf5.compound``, cpp/src/zarr/dtype.h): members at their offsets, padding kept,
+    nested compounds and array members; None where a member is not fixed-size data copied as
+    stored (variable-length, references)."""
+    if dt.subdtype is not None:
+        base, shape = dt.subdtype
+        inner = _compound_format(base)
+        return None if inner is None else {"subarray": inner, "shape": [int(n) for n in shape]}
+    if dt.names is not None:
+        formats = [_compound_format(dt.fields[n][0]) for n in dt.names]
+        if any(f is None for f in formats):
+            return None
+        return {"names": list(dt.names), "formats": formats, "offsets": [int(dt.fields[n][1]) for n in dt.names],
+                "itemsize": dt.itemsize}
+    return dt.str if dt.kind in "biufcS" else None
+
+
 def _data_type(dt: np.dtype) -> Optional[str]:
     if dt.kind == "b":
         return "bool"
@@ -597,6 +617,13 @@ def _dataset(b: _Builder, key: str, dset: Any, encoders: Callable[[List[Dict[str
         b.doc(f"{key}/zarr.json", _unsupported_node(shape, f"HDF5 dataset of a type h5py cannot map ({e})", attrs))
         return
     data_type: Any = _data_type(dt) if dt.names is None and h5py.check_dtype(vlen=dt) is None else None
+    if dt.names is not None:
+        compound = _compound_format(dt)
+        if compound is None:
+            b.doc(f"{key}/zarr.json", _unsupported_node(
+                shape, f"HDF5 compound dataset with variable-length, reference or object members ({dt})", attrs))
+            return
+        data_type = {"name": "lsio.hdf5.compound", "configuration": compound}
     if data_type is not None and not _stored_as(dset, dt):
         # h5py shows the type HDF5 converts to, not the stored one (a complex compound with
         # padding, a bool enum over int32, a 12-bit integer, a non-IEEE float): the stored
@@ -620,8 +647,8 @@ def _dataset(b: _Builder, key: str, dset: Any, encoders: Callable[[List[Dict[str
         b.doc(f"{key}/zarr.json", _unsupported_node(shape, f"HDF5 {kind} dataset", attrs))
         return
     endian = "big" if dt.byteorder == ">" or (dt.byteorder == "=" and np.little_endian is False) else "little"
-    codecs: List[Dict[str, Any]] = [{"name": "bytes", "configuration": {"endian": endian}} if dt.itemsize > 1 and dt.kind != "S"
-                                    else {"name": "bytes"}]
+    codecs: List[Dict[str, Any]] = [{"name": "bytes", "configuration": {"endian": endian}}
+                                    if dt.itemsize > 1 and dt.kind not in "SV" else {"name": "bytes"}]
     ndim = len(shape)
     if layout == h5py.h5d.CHUNKED:
         chunks = tuple(int(c) for c in dset.chunks)
@@ -643,7 +670,7 @@ def _dataset(b: _Builder, key: str, dset: Any, encoders: Callable[[List[Dict[str
         "zarr_format": 3, "node_type": "array", "shape": list(shape), "data_type": data_type,
         "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [max(1, c) for c in chunks]}},
         "chunk_key_encoding": {"name": "v2", "configuration": {"separator": "."}},
-        "fill_value": (base64.b64encode(np.asarray(fill, dtype=dt).tobytes()).decode() if dt.kind == "S"
+        "fill_value": (base64.b64encode(np.asarray(fill, dtype=dt).tobytes()).decode() if dt.kind in "SV"
                        else _fill_json(np.asarray(fill, dtype=dt)[()]) if fill is not None else 0),
         "codecs": codecs, "attributes": attrs,
     }

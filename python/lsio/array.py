@@ -34,9 +34,16 @@ _IO_MODES = ("auto", "uring", "pread")
 
 
 def _descr_format(fmt: Any) -> Any:
-    # JSON made numpy's descr tuples lists: a nested descr is a list of [name, format(, shape)].
+    # JSON made numpy's descr tuples lists: a nested descr is a list of [name, format(, shape)];
+    # HDF5 compounds come in numpy's dict form (offsets and itemsize kept), subarrays as
+    # {"subarray", "shape"} there (cpp/src/zarr/dtype.h).
     if isinstance(fmt, str):
         return fmt
+    if isinstance(fmt, dict):
+        if "subarray" in fmt:
+            return (_descr_format(fmt["subarray"]), tuple(fmt["shape"]))
+        return {"names": fmt["names"], "formats": [_descr_format(f) for f in fmt["formats"]],
+                "offsets": fmt["offsets"], "itemsize": fmt["itemsize"]}
     return [(e[0], _descr_format(e[1])) + ((tuple(e[2]),) if len(e) > 2 else ()) for e in fmt]
 
 

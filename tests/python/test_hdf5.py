@@ -213,7 +213,8 @@ def test_what_lsio_does_not_read_raises_when_opened(tmp_path):
         f.create_dataset("ok", data=np.arange(10))
         f.create_dataset("fixed", data=np.array([b"ab", b"cd"]))
         f.create_dataset("text", data=["x", "yy"], dtype=h5py.string_dtype())
-        f.create_dataset("pairs", data=np.zeros(3, dtype=[("a", "<i4"), ("b", "<f8")]))
+        f.create_dataset("pairs", data=np.zeros(3, dtype=[("a", "<i4"), ("b", "<f8")]))  # read: records
+        f.create_dataset("tagged", data=np.array([(1, "x")], dtype=[("a", "<i4"), ("t", h5py.string_dtype())]))
         f.create_dataset("bs", data=np.arange(1000, dtype="f4"), chunks=(100,), **hdf5plugin.BZip2())
 
     _write(p, fill)
@@ -222,7 +223,8 @@ def test_what_lsio_does_not_read_raises_when_opened(tmp_path):
     # Fixed-length (NUL-padded) strings are read, as h5py gives them; variable-length ones as str.
     np.testing.assert_array_equal(g["fixed"][...], np.array([b"ab", b"cd"]))
     assert list(g["text"][...]) == ["x", "yy"]
-    for name, what in (("pairs", "dtype"), ("bs", r"HDF5 filter 307 \(bzip2\) is not supported")):
+    np.testing.assert_array_equal(g["pairs"][...], np.zeros(3, dtype=[("a", "<i4"), ("b", "<f8")]))
+    for name, what in (("tagged", "variable-length"), ("bs", r"HDF5 filter 307 \(bzip2\) is not supported")):
         with pytest.raises(lsio.UnsupportedError, match=what):
             lsio.open(str(p), name)
     xr = pytest.importorskip("xarray")

@@ -57,10 +57,11 @@ std::vector<uint8_t> StringZero(size_t itemsize, size_t unit, bool big) {
   return z;
 }
 
-// A Zarr v2 (numpy descr) leaf typestr, e.g. "<i4", "|S3", ">U2", "<M8[ns]".
-Result<FieldType> V2Leaf(const std::string& s) {
+// A numpy leaf typestr of a record field, e.g. "<i4", "|S3", ">U2", "<M8[ns]" (Zarr v2's descr,
+// HDF5 compounds); `where` names the metadata in errors.
+Result<FieldType> V2Leaf(const std::string& s, const std::string& where = ".zarray") {
   auto bad = [&](const std::string& why) {
-    return Status::InvalidFormat(".zarray: structured dtype field type '" + s + "' " + why);
+    return Status::InvalidFormat(where + ": structured dtype field type '" + s + "' " + why);
   };
   if (s.size() >= 2 && s[1] == 'O') {
     return Status::Unimplemented("structured dtype field type '" + s + "' (objects) is not supported by lsio");
@@ -110,6 +111,41 @@ Result<FieldType> V2Leaf(const std::string& s) {
   return f;
 }
 
+// `count` copies of `unit` appended to `out`: by doubling (a subarray of 2^24 elements must
+// not take 2^24 inserts), or as zeros when `unit` is all zeros.
+void AppendRepeated(std::vector<uint8_t>& out, const std::vector<uint8_t>& unit, uint64_t count) {
+  const size_t at = out.size();
+  const size_t size = unit.size() * count;
+  out.resize(at + size, 0);
+  if (size == 0 || std::all_of(unit.begin(), unit.end(), [](uint8_t b) { return b == 0; })) return;
+  std::copy(unit.begin(), unit.end(), out.begin() + static_cast<ptrdiff_t>(at));
+  for (size_t done = unit.size(); done < size;) {
+    const size_t n = std::min(done, size - done);
+    std::copy_n(out.begin() + static_cast<ptrdiff_t>(at), n, out.begin() + static_cast<ptrdiff_t>(at + done));
+    done += n;
+  }
+}
+
+// A subarray shape: at most 32 sizes in [0, 2^30]; false otherwise.
+bool SubarrayShape(const nlohmann::json& s) {
+  bool ok = s.is_array() && s.size() <= 32;
+  for (const auto& d : s) ok = ok && d.is_number_integer() && d.get<int64_t>() >= 0 && d.get<int64_t>() <= int64_t{1} << 30;
+  return ok;
+}
+
+// The element count of a valid subarray shape, or kMaxItemsize + 1 when it is larger.
+uint64_t SubarrayCount(const nlohmann::json& shape) {
+  uint64_t count = 1;
+  bool huge = false;
+  for (const auto& d : shape) {
+    const uint64_t n = d.get<uint64_t>();
+    if (n == 0) return 0;
+    if (count > kMaxItemsize / n) huge = true;
+    else count *= n;
+  }
+  return huge ? kMaxItemsize + 1 : count;
+}
+
 // A record type from its fields, each parsed by `field(entry, &name, &type)`. Names: an empty
 // one is numpy's "f<index>"; names must differ.
 template <typename FieldFn>
@@ -133,17 +169,7 @@ Result<DataTypeInfo> Record(const nlohmann::json& fields, const std::string& whe
     if (!names.insert(name).second) {
       return Status::InvalidFormat(where + ": structured data type field '" + name + "' occurs more than once");
     }
-    uint64_t count = 1;
-    bool huge = false;
-    if (!shape.is_null()) {
-      for (const auto& d : shape) {
-        const uint64_t n = d.get<uint64_t>();  // <= 2^30 each (checked by the field parser)
-        if (n == 0) count = 0;
-        else if (count > 0 && count > kMaxItemsize / n) huge = true;
-        else count *= n;
-      }
-    }
-    if (huge && count > 0) count = kMaxItemsize + 1;
+    const uint64_t count = shape.is_null() ? 1 : SubarrayCount(shape);  // shape checked by `field`
     if (t.itemsize > 0 && count > kMaxItemsize / t.itemsize) {
       return Status::InvalidFormat(where + ": structured data type field '" + name + "' is larger than 16 MiB");
     }
@@ -152,18 +178,7 @@ Result<DataTypeInfo> Record(const nlohmann::json& fields, const std::string& whe
       return Status::InvalidFormat(where + ": a structured data type element is larger than 16 MiB");
     }
     itemsize += size;
-    // count copies of the field's zero: appended by doubling (a subarray of 2^24 elements
-    // must not take 2^24 inserts), or grown as zeros when it is all zeros.
-    const size_t at = info.zero.size();
-    info.zero.resize(at + size, 0);
-    if (size > 0 && std::any_of(t.zero.begin(), t.zero.end(), [](uint8_t b) { return b != 0; })) {
-      std::copy(t.zero.begin(), t.zero.end(), info.zero.begin() + static_cast<ptrdiff_t>(at));
-      for (size_t done = t.itemsize; done < size;) {
-        const size_t n = std::min(done, size - done);
-        std::copy_n(info.zero.begin() + static_cast<ptrdiff_t>(at), n, info.zero.begin() + static_cast<ptrdiff_t>(at + done));
-        done += n;
-      }
-    }
+    AppendRepeated(info.zero, t.zero, count);
     nlohmann::json entry = nlohmann::json::array({name, std::move(t.format)});
     if (!shape.is_null() && !shape.empty()) entry.push_back(shape);
     descr.push_back(std::move(entry));
@@ -241,16 +256,83 @@ Result<DataTypeInfo> V2Record(const nlohmann::json& fields, int depth) {
     }
     if (e.size() == 3) {
       nlohmann::json s = e[2].is_number_integer() ? nlohmann::json::array({e[2]}) : e[2];
-      bool ok = s.is_array() && s.size() <= 32;
-      for (const auto& d : s) {
-        ok = ok && d.is_number_integer() && d.get<int64_t>() >= 0 && d.get<int64_t>() <= int64_t{1} << 30;
-      }
-      if (!ok) return Status::InvalidFormat(".zarray: structured dtype field '" + *name + "' has shape " + e[2].dump() +
+      if (!SubarrayShape(s)) return Status::InvalidFormat(".zarray: structured dtype field '" + *name + "' has shape " + e[2].dump() +
                                             ", not a list of sizes");
       *shape = std::move(s);
     }
     return Status::Ok();
   });
+}
+
+// An HDF5 compound type as python/lsio/_hdf5.py writes h5py's numpy dtype of it: numpy's dict
+// form {"names", "formats", "offsets", "itemsize"}, each format a leaf typestr, a nested
+// compound, or {"subarray": format, "shape": [...]}. Fields sit at their offsets, the gaps
+// are padding; fields must not overlap.
+Result<FieldType> CompoundFormat(const nlohmann::json& f, int depth);
+
+Result<FieldType> Compound(const nlohmann::json& c, int depth) {
+  const std::string where = "data type 'lsio.hdf5.compound'";
+  if (depth > kMaxDepth) return Status::InvalidFormat(where + " nested deeper than 16 levels");
+  auto list = [&](const char* key) { return c.is_object() && c.contains(key) && c[key].is_array(); };
+  if (!list("names") || !list("formats") || !list("offsets") || !c.contains("itemsize") ||
+      !c["itemsize"].is_number_integer() || c["names"].empty() || c["formats"].size() != c["names"].size() ||
+      c["offsets"].size() != c["names"].size()) {
+    return Status::InvalidFormat(where + " needs \"names\", \"formats\" and \"offsets\" of one length and an "
+                                 "integer \"itemsize\", got " + c.dump());
+  }
+  const int64_t itemsize = c["itemsize"].get<int64_t>();
+  if (itemsize < 1 || itemsize > static_cast<int64_t>(kMaxItemsize)) {
+    return Status::InvalidFormat(where + ": itemsize must be 1 to 16 MiB, got " + std::to_string(itemsize));
+  }
+  FieldType out;
+  out.itemsize = static_cast<size_t>(itemsize);
+  out.zero.assign(out.itemsize, 0);
+  std::set<std::string> names;
+  std::vector<std::pair<size_t, size_t>> spans;  // [offset, end) of each field
+  nlohmann::json formats = nlohmann::json::array();
+  for (size_t i = 0; i < c["names"].size(); ++i) {
+    const nlohmann::json& n = c["names"][i];
+    const nlohmann::json& o = c["offsets"][i];
+    if (!n.is_string() || n.get<std::string>().empty() || !names.insert(n.get<std::string>()).second) {
+      return Status::InvalidFormat(where + ": field names must be distinct non-empty strings, got " + n.dump());
+    }
+    LSIO_ASSIGN_OR_RETURN(FieldType t, CompoundFormat(c["formats"][i], depth));
+    if (!o.is_number_integer() || o.get<int64_t>() < 0 ||
+        static_cast<uint64_t>(o.get<int64_t>()) + t.itemsize > out.itemsize) {
+      return Status::InvalidFormat(where + ": field '" + n.get<std::string>() + "' at offset " + o.dump() +
+                                   " does not fit in " + std::to_string(out.itemsize) + " bytes");
+    }
+    const size_t at = static_cast<size_t>(o.get<int64_t>());
+    spans.emplace_back(at, at + t.itemsize);
+    std::copy(t.zero.begin(), t.zero.end(), out.zero.begin() + static_cast<ptrdiff_t>(at));
+    formats.push_back(std::move(t.format));
+  }
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i) {
+    if (spans[i].first < spans[i - 1].second) return Status::InvalidFormat(where + ": fields overlap");
+  }
+  out.format = {{"names", c["names"]}, {"formats", std::move(formats)}, {"offsets", c["offsets"]},
+                {"itemsize", itemsize}};
+  return out;
+}
+
+Result<FieldType> CompoundFormat(const nlohmann::json& f, int depth) {
+  if (f.is_string()) return V2Leaf(f.get<std::string>(), "data type 'lsio.hdf5.compound'");
+  if (f.is_object() && f.contains("names")) return Compound(f, depth + 1);
+  if (f.is_object() && f.contains("subarray") && f.contains("shape") && SubarrayShape(f["shape"])) {
+    LSIO_ASSIGN_OR_RETURN(FieldType base, CompoundFormat(f["subarray"], depth + 1));
+    const uint64_t count = SubarrayCount(f["shape"]);
+    if (base.itemsize > 0 && count > kMaxItemsize / base.itemsize) {
+      return Status::InvalidFormat("data type 'lsio.hdf5.compound': a subarray field is larger than 16 MiB");
+    }
+    FieldType t;
+    t.itemsize = base.itemsize * count;
+    AppendRepeated(t.zero, base.zero, count);
+    t.format = {{"subarray", std::move(base.format)}, {"shape", f["shape"]}};
+    return t;
+  }
+  return Status::InvalidFormat("data type 'lsio.hdf5.compound': a field format must be a type string, a compound or "
+                               "{\"subarray\", \"shape\"}, got " + f.dump());
 }
 
 }  // namespace
@@ -271,6 +353,20 @@ Result<DataTypeInfo> ParseAt(const nlohmann::json& j, int depth) {
         return Status::InvalidFormat("data type 'lsio.v2.structured' needs a \"configuration\" with \"fields\"");
       }
       return V2Record((*c)["fields"], depth);
+    }
+    if (name == "lsio.hdf5.compound" && depth == 1) {  // an HDF5 compound (python/lsio/_hdf5.py)
+      auto c = j.find("configuration");
+      if (c == j.end()) return Status::InvalidFormat("data type 'lsio.hdf5.compound' needs a \"configuration\"");
+      LSIO_ASSIGN_OR_RETURN(FieldType t, Compound(*c, 1));
+      DataTypeInfo info;
+      info.type = DataType::kStructured;
+      info.name = "structured";
+      info.itemsize = t.itemsize;
+      info.swap_unit = 1;
+      info.typestr = "|V" + std::to_string(t.itemsize);
+      info.descr = t.format.dump();
+      info.zero = std::move(t.zero);
+      return info;
     }
     if (name == "structured") {
       // zarr-python 3's record type (no spec yet): fields in their v3 types, little-endian.

@@ -16,7 +16,9 @@
 // {"fields": [[name, data_type], ...]}} (fields little-endian, packed; numpy.datetime64,
 // numpy.timedelta64 and raw_bytes fields copied as stored), and Zarr v2's numpy
 // descr lists through ParseV2StructuredType (fields in their own byte order, subarray fields);
-// their fill value is the base64 of one element. Other extension types (variable-length
+// their fill value is the base64 of one element. HDF5 compounds come as lsio's own
+// {"name": "lsio.hdf5.compound", "configuration": numpy's dict form (names, formats, offsets,
+// itemsize)}, padding kept (python/lsio/_hdf5.py). Other extension types (variable-length
 // "string", datetime, r<N>) fail with kUnimplemented naming the type.
 #pragma once
 
@@ -48,8 +50,10 @@ struct DataTypeInfo {
   size_t itemsize = 1;
   size_t swap_unit = 1;   ///< component size for byte swapping (1 = never swapped)
   /// Structured types only: the numpy dtype as a JSON descr, fields in storage order with
-  /// their byte order, e.g. [["a","<i4"],["b",">f8",[2]],["c",[["x","|S2"]]]]; np.dtype()
-  /// of it (lists made tuples) is the output dtype. Empty otherwise.
+  /// their byte order, e.g. [["a","<i4"],["b",">f8",[2]],["c",[["x","|S2"]]]], or for HDF5
+  /// compounds numpy's dict form ({"names", "formats", "offsets", "itemsize"}, a subarray
+  /// format as {"subarray", "shape"}); np.dtype() of it (lists made tuples) is the output
+  /// dtype. Empty otherwise.
   std::string descr;
   /// Structured types only: numpy's cast of 0 to the type (zeros, "0" in string fields), the
   /// element zarr-python 3 fills a v2 array with when its fill_value is null. Empty otherwise

@@ -159,5 +159,40 @@ TEST(DataTypeTest, V2RecordTypes) {
   EXPECT_EQ(ParseV2StructuredType(deep).status().code(), StatusCode::kInvalidFormat);
 }
 
+TEST(DataTypeTest, Hdf5Compounds) {
+  // numpy's dict form: members at offsets, padding kept, nested compounds, subarrays.
+  auto c = ParseDataType(nlohmann::json::parse(R"({"name": "lsio.hdf5.compound", "configuration": {
+      "names": ["a", "s", "n", "p"], "offsets": [2, 4, 8, 16], "itemsize": 28,
+      "formats": ["<u2", "|S3", {"names": ["k"], "formats": [">U1"], "offsets": [0], "itemsize": 4},
+                  {"subarray": "<f4", "shape": [3]}]}})"));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->type, DataType::kStructured);
+  EXPECT_EQ(c->itemsize, 28u);
+  EXPECT_EQ(c->typestr, "|V28");
+  EXPECT_EQ(nlohmann::json::parse(c->descr)["offsets"], nlohmann::json::parse("[2, 4, 8, 16]"));
+  std::vector<uint8_t> zero(28, 0);
+  zero[4] = '0';       // "0" in the bytes field
+  zero[8 + 3] = '0';   // big-endian UTF-32 "0"
+  EXPECT_EQ(c->zero, zero);
+  for (const char* config : {
+           R"({"names": ["a", "b"], "formats": ["<i4", "<i4"], "offsets": [0, 2], "itemsize": 8})",  // overlap
+           R"({"names": ["a"], "formats": ["<i8"], "offsets": [4], "itemsize": 8})",                  // past the end
+           R"({"names": ["a", "a"], "formats": ["<i1", "<i1"], "offsets": [0, 1], "itemsize": 2})",   // same name
+           R"({"names": [""], "formats": ["<i1"], "offsets": [0], "itemsize": 1})",
+           R"({"names": ["a"], "formats": ["<i1"], "offsets": [-1], "itemsize": 1})",
+           R"({"names": ["a"], "formats": ["<i1"], "offsets": [0], "itemsize": 0})",
+           R"({"names": ["a"], "formats": ["<i1"], "offsets": [0, 1], "itemsize": 2})",
+           R"({"names": ["a"], "formats": [{"subarray": "<i1", "shape": [-1]}], "offsets": [0], "itemsize": 1})",
+           R"({"names": ["a"], "formats": [7], "offsets": [0], "itemsize": 1})",
+       }) {
+    nlohmann::json j = {{"name", "lsio.hdf5.compound"}, {"configuration", nlohmann::json::parse(config)}};
+    EXPECT_EQ(ParseDataType(j).status().code(), StatusCode::kInvalidFormat) << config;
+  }
+  // Only at the top: not a field type of a zarr-python record.
+  auto nested = ParseDataType(nlohmann::json::parse(R"({"name": "structured", "configuration": {"fields": [
+      ["c", {"name": "lsio.hdf5.compound", "configuration": {"names": ["a"], "formats": ["<i1"], "offsets": [0], "itemsize": 1}}]]}})"));
+  EXPECT_EQ(nested.status().code(), StatusCode::kUnimplemented);
+}
+
 }  // namespace
 }  // namespace lsio
