@@ -77,7 +77,12 @@ py::object RecordDtype(const std::string& descr) {
   static auto* cache = new py::dict();
   py::str key(descr);
   if (cache->contains(key)) return (*cache)[key];
-  py::object dt = py::module_::import("numpy").attr("dtype")(DescrFormat(nlohmann::json::parse(descr)));
+  py::object dt;
+  try {
+    dt = py::module_::import("numpy").attr("dtype")(DescrFormat(nlohmann::json::parse(descr)));
+  } catch (const py::error_already_set& e) {  // a record type the engine accepts and numpy does not
+    ThrowStatus(lsio::Status::InvalidFormat("record dtype " + descr + " is not one numpy makes (" + e.what() + ")"));
+  }
   (*cache)[key] = dt;
   return dt;
 }

@@ -66,7 +66,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
-from . import _core, _storage
+from . import _core, _dtypes, _storage
 from .errors import Error, FormatError, UnsupportedError
 
 __all__ = ["is_hdf5", "is_netcdf3", "netcdf3_error", "references"]
@@ -350,6 +350,15 @@ def _attrs(obj: Any) -> Dict[str, Any]:
             out[k] = bytes(v).decode("latin-1")  # a char variable's fill: bytes, as h5netcdf gives it
             types[k] = ["s", t.str]
             continue
+        if t is not None and t.names is not None:  # a compound value (a compound variable's _FillValue)
+            try:
+                fmt = _compound_format(t)
+            except ValueError:
+                continue  # members lsio does not carry: not carried
+            out[k] = base64.b64encode(np.asarray(v, dtype=t).tobytes()).decode()
+            types[k] = ["r" if isinstance(v, np.ndarray) else "rs", json.dumps(fmt),
+                        list(np.shape(v))]  # type: ignore[list-item]
+            continue
         out[k] = _json_value(v)
         if t is not None and t.kind in "biufc":
             types[k] = ["a" if isinstance(v, np.ndarray) else "s", t.str]
@@ -371,6 +380,13 @@ def typed_attrs(attrs: Dict[str, Any]) -> Dict[str, Any]:
     if not isinstance(types, dict):
         return out
     for k, spec in types.items():
+        if k in out and isinstance(spec, list) and len(spec) == 3 and spec[0] in ("r", "rs"):
+            try:  # a compound value: its bytes (base64) and numpy's dict form of its type
+                rec = np.frombuffer(base64.b64decode(out[k]), dtype=_dtypes.record_dtype(json.loads(spec[1])))
+                out[k] = rec[0] if spec[0] == "rs" else rec.reshape(spec[2]).copy()
+            except (TypeError, ValueError):
+                pass
+            continue
         if k not in out or not isinstance(spec, list) or len(spec) != 2:
             continue
         try:
@@ -396,27 +412,57 @@ def _stored_as(dset: Any, dt: np.dtype) -> bool:
     import h5py
 
     try:
-        return bool(dset.id.get_type() == h5py.h5t.py_create(dt, logical=True))
+        stored = dset.id.get_type()
+        if dt.names is not None:
+            stored = _nullpad_chars(stored)
+        return bool(stored == h5py.h5t.py_create(dt, logical=True))
     except (TypeError, ValueError):
         return False
 
 
-def _compound_format(dt: np.dtype) -> Any:
+# The member types lsio copies as stored inside compounds (those of cpp/src/zarr/dtype.cc's leaves).
+_COMPOUND_LEAVES = {"b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8", "c8", "c16"}
+
+
+def _compound_format(dt: np.dtype, depth: int = 1) -> Any:
     """h5py's numpy dtype of an HDF5 compound in numpy's dict form, as the engine reads it
     (``lsio.hdf5.compound``, cpp/src/zarr/dtype.h): members at their offsets, padding kept,
-    nested compounds and array members; None where a member is not fixed-size data copied as
-    stored (variable-length, references)."""
+    nested compounds and array members. ValueError naming what lsio does not read
+    (variable-length, reference or opaque members, long doubles, nesting past 16 levels)."""
+    if depth > 16:
+        raise ValueError("compound nested deeper than 16 levels")
     if dt.subdtype is not None:
         base, shape = dt.subdtype
-        inner = _compound_format(base)
-        return None if inner is None else {"subarray": inner, "shape": [int(n) for n in shape]}
+        return {"subarray": _compound_format(base, depth + 1), "shape": [int(n) for n in shape]}
     if dt.names is not None:
-        formats = [_compound_format(dt.fields[n][0]) for n in dt.names]
-        if any(f is None for f in formats):
-            return None
-        return {"names": list(dt.names), "formats": formats, "offsets": [int(dt.fields[n][1]) for n in dt.names],
-                "itemsize": dt.itemsize}
-    return dt.str if dt.kind in "biufcS" else None
+        return {"names": list(dt.names), "formats": [_compound_format(dt.fields[n][0], depth + 1) for n in dt.names],
+                "offsets": [int(dt.fields[n][1]) for n in dt.names], "itemsize": dt.itemsize}
+    if dt.kind == "S" or dt.kind + str(dt.itemsize) in _COMPOUND_LEAVES:
+        return dt.str
+    what = "variable-length, reference or object" if dt.kind == "O" else "opaque" if dt.kind == "V" else str(dt)
+    raise ValueError(f"compound with {what} members")
+
+
+def _nullpad_chars(tid: Any) -> Any:
+    """The HDF5 type ``tid`` with its 1-byte NUL-terminated strings (netCDF-C's NC_CHAR, as in
+    NetCDF4 compound members) NUL-padded, as h5py's types for numpy ``S1`` are: HDF5 converts
+    one such byte to itself, so lsio reads them as stored."""
+    import h5py
+
+    if isinstance(tid, h5py.h5t.TypeStringID):
+        if not tid.is_variable_str() and tid.get_size() == 1 and tid.get_strpad() == h5py.h5t.STR_NULLTERM:
+            t = tid.copy()
+            t.set_strpad(h5py.h5t.STR_NULLPAD)
+            return t
+        return tid
+    if isinstance(tid, h5py.h5t.TypeCompoundID):
+        t = h5py.h5t.create(h5py.h5t.COMPOUND, tid.get_size())
+        for i in range(tid.get_nmembers()):
+            t.insert(tid.get_member_name(i), tid.get_member_offset(i), _nullpad_chars(tid.get_member_type(i)))
+        return t
+    if isinstance(tid, h5py.h5t.TypeArrayID):
+        return h5py.h5t.array_create(_nullpad_chars(tid.get_super()), tid.get_array_dims())
+    return tid
 
 
 def _data_type(dt: np.dtype) -> Optional[str]:
@@ -618,12 +664,11 @@ def _dataset(b: _Builder, key: str, dset: Any, encoders: Callable[[List[Dict[str
         return
     data_type: Any = _data_type(dt) if dt.names is None and h5py.check_dtype(vlen=dt) is None else None
     if dt.names is not None:
-        compound = _compound_format(dt)
-        if compound is None:
-            b.doc(f"{key}/zarr.json", _unsupported_node(
-                shape, f"HDF5 compound dataset with variable-length, reference or object members ({dt})", attrs))
+        try:
+            data_type = {"name": "lsio.hdf5.compound", "configuration": _compound_format(dt)}
+        except ValueError as e:
+            b.doc(f"{key}/zarr.json", _unsupported_node(shape, f"HDF5 {e} ({dt})", attrs))
             return
-        data_type = {"name": "lsio.hdf5.compound", "configuration": compound}
     if data_type is not None and not _stored_as(dset, dt):
         # h5py shows the type HDF5 converts to, not the stored one (a complex compound with
         # padding, a bool enum over int32, a 12-bit integer, a non-IEEE float): the stored

@@ -22,10 +22,10 @@ if TYPE_CHECKING:
 
 import numpy as np
 
-from . import _core, _options, _storage, _tune
+from . import _core, _dtypes, _options, _storage, _tune
 from ._hdf5 import typed_attrs as _typed
 from ._remote import Handle as _Handle, ProcessLock as _ProcessLock
-from .errors import BoundsError
+from .errors import BoundsError, FormatError
 
 __all__ = ["Array"]
 
@@ -33,26 +33,15 @@ _IO_MODES = ("auto", "uring", "pread")
 
 
 
-def _descr_format(fmt: Any) -> Any:
-    # JSON made numpy's descr tuples lists: a nested descr is a list of [name, format(, shape)];
-    # HDF5 compounds come in numpy's dict form (offsets and itemsize kept), subarrays as
-    # {"subarray", "shape"} there (cpp/src/zarr/dtype.h).
-    if isinstance(fmt, str):
-        return fmt
-    if isinstance(fmt, dict):
-        if "subarray" in fmt:
-            return (_descr_format(fmt["subarray"]), tuple(fmt["shape"]))
-        return {"names": fmt["names"], "formats": [_descr_format(f) for f in fmt["formats"]],
-                "offsets": fmt["offsets"], "itemsize": fmt["itemsize"]}
-    return [(e[0], _descr_format(e[1])) + ((tuple(e[2]),) if len(e) > 2 else ()) for e in fmt]
-
-
 def _numpy_dtype(info: dict) -> np.dtype:
     """The output dtype of an opened array: its typestr, or for record (structured) types the
     numpy descr the engine parsed (fields in their stored byte order, as zarr-python reads them)."""
     descr = info.get("descr")
     if descr:
-        return np.dtype(_descr_format(json.loads(descr)))
+        try:
+            return _dtypes.record_dtype(json.loads(descr))
+        except (TypeError, ValueError) as e:  # a record type the engine accepts and numpy does not
+            raise FormatError(f"{info.get('path', '?')}: record dtype {descr} is not one numpy makes ({e})") from None
     return np.dtype(info["typestr"])
 
 class Array:

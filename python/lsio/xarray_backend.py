@@ -7,8 +7,9 @@ arrays as lazy variables whose reads go through lsio:
   attribute); a 1-D array named like its dimension becomes that dimension's coordinate;
 - attributes are the arrays' and the group's; CF decoding (``scale_factor``, ``_FillValue``,
   times, ``coordinates``) is xarray's, as with ``engine="zarr"``: for Zarr v3 the array's
-  ``fill_value`` is kept in ``encoding["fill_value"]`` and not used as a mask (nor for record
-  (structured) arrays in either format: xarray cannot mask records);
+  ``fill_value`` is kept in ``encoding["fill_value"]`` and not used as a mask; record
+  (structured) variables are never masked (xarray would make them objects): their
+  ``_FillValue`` and ``missing_value`` go to ``encoding``;
 - ``encoding`` holds ``chunks`` (read chunks), ``shards`` and ``preferred_chunks`` (the shard
   grid), so ``chunks={}`` gives dask arrays with one task per shard, and the codecs as
   xarray's zarr backend gives them (v3: ``compressors``, ``filters``, ``serializer``; v2:
@@ -265,12 +266,16 @@ class LsioStore(AbstractDataStore):
             "source": arr.path,
             **_codec_encoding(self._metas.get(name), arr),
         }
-        if arr.zarr_format == 2:
+        if arr.dtype.fields is not None:
+            # Records: xarray's CF masking would turn them into objects; their fill value and
+            # missing value (an HDF5 compound variable's _FillValue) go to encoding, unapplied.
+            for k in ("_FillValue", "missing_value"):
+                if k in attrs:
+                    encoding[k] = attrs.pop(k)
+        elif arr.zarr_format == 2:
             # As xarray's zarr backend does for v2: the array's fill value is the variable's
-            # _FillValue (CF masking), unless .zarray says null (no fill value). Not for record
-            # types: xarray's masking turns records into NaN objects (and its zarr backend
-            # cannot open v2 records at all).
-            if self._metas.get(name, {}).get("fill_value", 0) is not None and arr.dtype.fields is None:
+            # _FillValue (CF masking), unless .zarray says null (no fill value).
+            if self._metas.get(name, {}).get("fill_value", 0) is not None:
                 attrs["_FillValue"] = arr.fill_value
         elif "_FillValue" in attrs and not isinstance(attrs["_FillValue"], (np.generic, np.ndarray)):
             # (a typed value is an HDF5 file's attribute as the file has it: kept as it is)

@@ -543,6 +543,73 @@ def test_netcdf4_compound_variable_matches_netcdf4_python(tmp_path):
     np.testing.assert_array_equal(ds["time"].values, np.arange(6.0))
 
 
+def test_netcdf4_compound_with_char_members_and_a_compound_fill_value(tmp_path):
+    # netCDF-C stores a compound's string member as NUL-terminated 1-byte chars (NC_CHAR):
+    # HDF5 converts such a byte to itself, so lsio reads them as stored. A compound variable's
+    # _FillValue attribute is a compound value: typed as h5py gives it, and through xarray in
+    # encoding (records are not masked).
+    netCDF4 = pytest.importorskip("netCDF4")
+    h5py = pytest.importorskip("h5py")
+    xr = pytest.importorskip("xarray")
+    dt = np.dtype([("id", "<i4"), ("name", "S5")])
+    path = tmp_path / "st.nc"
+    with netCDF4.Dataset(path, "w") as ds:
+        ct = ds.createCompoundType(dt, "st_t")
+        ds.createDimension("x", None)
+        ds.createVariable("st", ct, ("x",))[0:3] = np.array([(1, b"abc"), (2, b"de"), (3, b"fghij")], dt)
+        ds.createVariable("t", "f8", ("x",))[0:5] = np.arange(5.0)  # st is shorter: padded with its fill
+    with h5py.File(path, "r") as f:
+        want = f["st"][...]
+        want_fill = np.asarray(f["st"].fillvalue)
+        assert want.dtype.fields["name"][0].shape == (5,)  # char arrays, as netCDF-C stores them
+    with netCDF4.Dataset(path) as ds:
+        assert np.asarray(ds["st"][0:3])["id"].tolist() == [1, 2, 3]
+    arr = lsio.open(str(path), "st")
+    assert arr.shape == (5,)
+    _same_fields(arr[0:3], want, "netCDF4 char members")
+    _same_fields(arr[3:5], np.full(2, want_fill[()]), "padded with the fill")
+
+    dt = np.dtype({"names": ["lat", "q"], "formats": ["<f4", "<i2"], "offsets": [0, 4], "itemsize": 8})
+    fill = np.array([(-999.0, -1)], dt)
+    path = tmp_path / "fv.h5"
+    with h5py.File(path, "w") as f:
+        t = f.create_dataset("t", data=np.arange(4.0))
+        t.make_scale("t")
+        o = f.create_dataset("obs", shape=(4,), chunks=(2,), dtype=dt, fillvalue=fill[0])
+        o[0:2] = np.array([(1.0, 4), (2.0, 5)], dt)
+        o.dims[0].attach_scale(t)
+        o.attrs["_FillValue"] = fill
+    with h5py.File(path, "r") as f:
+        want = f["obs"][...]
+        want_attr = f["obs"].attrs["_FillValue"]
+    arr = lsio.open(str(path), "obs")
+    _same_fields(arr[...], want, "compound with a fill value")
+    _same_fields(np.asarray(arr.attrs["_FillValue"]), np.asarray(want_attr).reshape(-1)[0], "typed _FillValue")
+    ds = xr.open_dataset(str(path), engine="lsio")
+    assert ds["obs"].dtype == dt and "_FillValue" not in ds["obs"].attrs
+    _same_fields(ds["obs"].values, want, "xarray")
+    _same_fields(np.asarray(ds["obs"].encoding["_FillValue"]), fill[0], "encoding")
+
+
+def test_hdf5_compounds_lsio_does_not_read_are_refused_by_name(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    xr = pytest.importorskip("xarray")
+    deep = np.dtype([("x", "<i4")])
+    for _ in range(17):
+        deep = np.dtype([("n", deep)])
+    path = tmp_path / "odd.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("deep", data=np.zeros(2, deep))
+        f.create_dataset("opaque", data=np.zeros(2, [("a", "<i4"), ("o", "V3")]))
+        f["ok"] = np.arange(3)
+    for name, words in (("deep", "nested deeper than 16 levels"), ("opaque", "opaque members")):
+        with pytest.raises(lsio.UnsupportedError, match=words):
+            lsio.open(str(path), name)
+    with pytest.raises(lsio.UnsupportedError, match="drop_variables"):
+        xr.open_dataset(str(path), engine="lsio")
+    assert xr.open_dataset(str(path), engine="lsio", drop_variables=["deep", "opaque"])["ok"].size == 3
+
+
 def test_hdf5_compounds_with_variable_length_members_are_refused_by_name(tmp_path):
     h5py = pytest.importorskip("h5py")
     dt = np.dtype([("id", "<i4"), ("label", h5py.string_dtype())])
@@ -550,7 +617,7 @@ def test_hdf5_compounds_with_variable_length_members_are_refused_by_name(tmp_pat
     with h5py.File(path, "w") as f:
         f.create_dataset("vl", data=np.array([(1, "a"), (2, "bc")], dt))
         f["ok"] = np.arange(3)
-    with pytest.raises(lsio.UnsupportedError, match="compound dataset with variable-length"):
+    with pytest.raises(lsio.UnsupportedError, match="compound with variable-length"):
         lsio.open(str(path), "vl")
     np.testing.assert_array_equal(lsio.open(str(path), "ok")[...], np.arange(3))  # the rest reads
 

@@ -267,7 +267,8 @@ Result<DataTypeInfo> V2Record(const nlohmann::json& fields, int depth) {
 // An HDF5 compound type as python/lsio/_hdf5.py writes h5py's numpy dtype of it: numpy's dict
 // form {"names", "formats", "offsets", "itemsize"}, each format a leaf typestr, a nested
 // compound, or {"subarray": format, "shape": [...]}. Fields sit at their offsets, the gaps
-// are padding; fields must not overlap.
+// are padding; fields must not overlap. HDF5 datasets always have a fill value, so no zero
+// element is built (`zero` stays empty: a crafted type must not make open build megabytes).
 Result<FieldType> CompoundFormat(const nlohmann::json& f, int depth);
 
 Result<FieldType> Compound(const nlohmann::json& c, int depth) {
@@ -286,7 +287,6 @@ Result<FieldType> Compound(const nlohmann::json& c, int depth) {
   }
   FieldType out;
   out.itemsize = static_cast<size_t>(itemsize);
-  out.zero.assign(out.itemsize, 0);
   std::set<std::string> names;
   std::vector<std::pair<size_t, size_t>> spans;  // [offset, end) of each field
   nlohmann::json formats = nlohmann::json::array();
@@ -304,7 +304,6 @@ Result<FieldType> Compound(const nlohmann::json& c, int depth) {
     }
     const size_t at = static_cast<size_t>(o.get<int64_t>());
     spans.emplace_back(at, at + t.itemsize);
-    std::copy(t.zero.begin(), t.zero.end(), out.zero.begin() + static_cast<ptrdiff_t>(at));
     formats.push_back(std::move(t.format));
   }
   std::sort(spans.begin(), spans.end());
@@ -322,12 +321,12 @@ Result<FieldType> CompoundFormat(const nlohmann::json& f, int depth) {
   if (f.is_object() && f.contains("subarray") && f.contains("shape") && SubarrayShape(f["shape"])) {
     LSIO_ASSIGN_OR_RETURN(FieldType base, CompoundFormat(f["subarray"], depth + 1));
     const uint64_t count = SubarrayCount(f["shape"]);
-    if (base.itemsize > 0 && count > kMaxItemsize / base.itemsize) {
-      return Status::InvalidFormat("data type 'lsio.hdf5.compound': a subarray field is larger than 16 MiB");
+    if (base.itemsize == 0 || count > kMaxItemsize / base.itemsize) {  // numpy refuses empty bases
+      return Status::InvalidFormat("data type 'lsio.hdf5.compound': a subarray field of empty elements or "
+                                   "larger than 16 MiB");
     }
     FieldType t;
     t.itemsize = base.itemsize * count;
-    AppendRepeated(t.zero, base.zero, count);
     t.format = {{"subarray", std::move(base.format)}, {"shape", f["shape"]}};
     return t;
   }
