@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import os
+import warnings
 from typing import Any, Dict, Optional
 
 from . import _core
@@ -62,12 +63,18 @@ class LocalNodes:
                                       for f in ("zarr.json", ".zarray", ".zgroup")):
                 try:
                     children[entry.name] = self.read(entry.path, False)["metadata"]
-                except (FormatError, UnsupportedError):
-                    continue  # malformed, or not a node lsio reads: not a member
+                except (FormatError, UnsupportedError) as e:
+                    _not_listed(entry.path, e)  # malformed, or not a node lsio reads: not a member
         return children
 
     def array_options(self) -> Dict[str, Any]:
         return {}
+
+
+def _not_listed(path: str, e: Exception) -> None:
+    """A directory with node metadata lsio cannot read is left out of its group's listing,
+    with a warning naming it and why (opening it by name raises the error itself)."""
+    warnings.warn(f"lsio: {path!r} is left out of its group's members: {e}", UserWarning, stacklevel=4)
 
 
 class UrlPaths:
@@ -131,7 +138,9 @@ class RemoteNodes(UrlPaths):
             except (FormatError, UnsupportedError, StorageError) as e:
                 if isinstance(e, StorageError) and e.errno != errno.ENOENT:
                     raise
-                continue  # not a node (no metadata, malformed): not a member
+                if not isinstance(e, StorageError):
+                    _not_listed(self.join(path, name), e)  # malformed: said, not a member
+                continue  # not a node (no metadata): not a member
         return children
 
     def array_options(self) -> Dict[str, Any]:

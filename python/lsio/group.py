@@ -5,7 +5,9 @@ holding ``.zgroup``). Its members are the subdirectories holding a ``zarr.json``
 ``.zarray`` or ``.zgroup``). When the group's ``zarr.json`` carries zarr-python's inline
 consolidated metadata (``"consolidated_metadata"``, keys are full relative paths), or a v2
 group has ``.zmetadata``, members are listed from it without touching the children;
-otherwise the directory is listed and each child's metadata read. Nothing else is opened
+otherwise the directory is listed and each child's metadata read (a child whose metadata
+lsio cannot read, malformed JSON say, is left out of the listing with a ``UserWarning``
+naming it; ``group[name]`` then raises its error). Nothing else is opened
 until an array is requested with ``group[name]`` (which returns an :class:`lsio.Array`).
 Metadata is read by the engine (``_core.read_node``, lsio._nodes): v2 nodes come translated to
 the v3 form (``zarr_format`` 2, ``node_type``, ``attributes`` from ``.zattrs``, and for arrays
@@ -279,6 +281,16 @@ class Group:
         try:
             parent, part, meta = self._lookup(name)
         except KeyError:
+            # A member left out of the listing because its metadata cannot be read: that
+            # error, not "not a member".
+            parts = [p for p in str(name).split("/") if p not in ("", ".")]
+            if parts and ".." not in parts and self._consolidated is None:
+                try:
+                    self._nodes.read(self._nodes.join(self._path, "/".join(parts)), False)
+                except (FormatError, UnsupportedError):
+                    raise
+                except Exception:  # noqa: BLE001 - absent or unreachable: not a member, as said below
+                    pass
             try:
                 known = f"(arrays: {list(self.array_names)}, groups: {list(self.group_names)})"
             except UnsupportedError:

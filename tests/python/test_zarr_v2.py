@@ -458,8 +458,15 @@ def test_v2_group(tmp_path, consolidated):
         # Listed from .zmetadata: the children's .zarray are not read.
         (path / "t2m" / ".zarray").write_text("garbage")
         assert lsio.open_group(path).array_names == ("t2m",)
-        # Listing the directory reads it, and a malformed node is not a member (as for v3).
-        assert lsio.open_group(path, consolidated=False).array_names == ()
+        # Listing the directory reads it: a malformed node is not a member (as for v3), said
+        # by a warning, and opening it by name raises its error.
+        with pytest.warns(UserWarning, match="t2m.*left out of its group's members"):
+            g = lsio.open_group(path, consolidated=False)
+            assert g.array_names == ()
+        with pytest.raises(lsio.FormatError, match="not valid JSON"):
+            g["t2m"]
+        with pytest.raises(KeyError, match="not a member"):
+            g["absent"]
     else:
         with pytest.raises(lsio.FormatError, match="consolidated"):
             lsio.open_group(path, consolidated=True)
