@@ -154,3 +154,20 @@ def test_non_node_directories_are_ignored(tmp_path):
     (path / "notes").mkdir()
     (path / "notes" / "readme.txt").write_text("hi")
     assert "notes" not in lsio.open_group(path)
+
+
+def test_a_member_with_malformed_metadata_is_left_out_with_a_warning_local_and_s3(tmp_path, moto_s3):
+    path = tmp_path / "g.zarr"
+    _write_group(path, consolidated=False)
+    (path / "y" / "zarr.json").write_text('{"zarr_format": 3, "node_type": "array", ')  # cut short
+    bucket = moto_s3.create_bucket("lsio-malformed-member")
+    moto_s3.upload_dir(path, bucket, "g.zarr")
+    so = {"endpoint_url": moto_s3.endpoint_url, "key": moto_s3.access_key_id,
+          "secret": moto_s3.secret_access_key, "region": moto_s3.region}
+    for where, opts in ((str(path), None), (f"s3://{bucket}/g.zarr", so)):
+        with pytest.warns(UserWarning, match=r"y.* is left out of its group's members: .*not valid JSON"):
+            g = lsio.open_group(where, storage_options=opts)
+            assert g.array_names == ("t2m",) and g.group_names == ("forecast",)
+        with pytest.raises(lsio.FormatError, match="not valid JSON"):
+            g["y"]
+        np.testing.assert_array_equal(g["forecast/u10"][...], np.arange(12, dtype="i2").reshape(3, 4))
