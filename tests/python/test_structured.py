@@ -640,6 +640,24 @@ def test_hdf5_compound_over_http(nginx_server, tmp_path):
         _same_fields(got[k], want[crop_slices(st, crop)], f"http crop {k}")
 
 
+def _read_all(arr):
+    return arr[...]
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_record_arrays_pickle_into_worker_processes(tmp_path, method):
+    import multiprocessing as mp
+    import pickle
+
+    path = tmp_path / "r.zarr"
+    _write_v2(path, V2_RECORDS["mixed-endian"], "zstd", "C", "explicit", 91)
+    arr = lsio.open(str(path))
+    want = arr[...]  # the parent reads first (fork-safety)
+    assert_same_bits(pickle.loads(pickle.dumps(arr))[...], want, "pickled")
+    with mp.get_context(method).Pool(1) as pool:
+        assert_same_bits(pool.apply(_read_all, (arr,)), want, method)
+
+
 # --------------------------------------------------------------------------------------
 # Refusals: typed errors naming what is wrong
 # --------------------------------------------------------------------------------------
