@@ -59,7 +59,7 @@ std::vector<uint8_t> StringZero(size_t itemsize, size_t unit, bool big) {
 
 // A numpy leaf typestr of a record field, e.g. "<i4", "|S3", ">U2", "<M8[ns]" (Zarr v2's descr,
 // HDF5 compounds); `where` names the metadata in errors.
-Result<FieldType> V2Leaf(const std::string& s, const std::string& where = ".zarray") {
+Result<FieldType> NumpyLeaf(const std::string& s, const std::string& where = ".zarray") {
   auto bad = [&](const std::string& why) {
     return Status::InvalidFormat(where + ": structured dtype field type '" + s + "' " + why);
   };
@@ -247,7 +247,7 @@ Result<DataTypeInfo> V2Record(const nlohmann::json& fields, int depth) {
     if (!e[0].is_string()) return Status::InvalidFormat(".zarray: a structured dtype field name must be a string, got " + e[0].dump());
     *name = e[0].get<std::string>();
     if (e[1].is_string()) {
-      LSIO_ASSIGN_OR_RETURN(*t, V2Leaf(e[1].get<std::string>()));
+      LSIO_ASSIGN_OR_RETURN(*t, NumpyLeaf(e[1].get<std::string>()));
     } else {
       LSIO_ASSIGN_OR_RETURN(DataTypeInfo sub, V2Record(e[1], depth + 1));
       t->format = nlohmann::json::parse(sub.descr);
@@ -316,7 +316,7 @@ Result<FieldType> Compound(const nlohmann::json& c, int depth) {
 }
 
 Result<FieldType> CompoundFormat(const nlohmann::json& f, int depth) {
-  if (f.is_string()) return V2Leaf(f.get<std::string>(), "data type 'lsio.hdf5.compound'");
+  if (f.is_string()) return NumpyLeaf(f.get<std::string>(), "data type 'lsio.hdf5.compound'");
   if (f.is_object() && f.contains("names")) return Compound(f, depth + 1);
   if (f.is_object() && f.contains("subarray") && f.contains("shape") && SubarrayShape(f["shape"])) {
     LSIO_ASSIGN_OR_RETURN(FieldType base, CompoundFormat(f["subarray"], depth + 1));
