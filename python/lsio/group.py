@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from . import _storage
 from ._hdf5 import typed_attrs as _typed
@@ -141,6 +141,12 @@ def group_from(nodes: Any, root: str, node: dict, consolidated: Optional[bool], 
     return Group(root, node["metadata"], members, options, nodes)
 
 
+
+def _path_parts(name: str) -> Optional[List[str]]:
+    """A member path's parts ("a/./b/" -> ["a", "b"]); None if empty or holding ".."."""
+    parts = [p for p in str(name).split("/") if p not in ("", ".")]
+    return parts if parts and ".." not in parts else None
+
 class Group:
     """A Zarr group (v3 or v2). Create with :func:`lsio.open_group`.
 
@@ -241,8 +247,8 @@ class Group:
 
     def _lookup(self, name: str) -> Tuple["Group", str, dict]:
         """(parent group, member name, member metadata) of a ``/``-separated path."""
-        parts = [p for p in str(name).split("/") if p not in ("", ".")]
-        if not parts or ".." in parts:
+        parts = _path_parts(name)
+        if parts is None:
             raise KeyError(name)
         group: Group = self
         for part in parts[:-1]:
@@ -283,8 +289,8 @@ class Group:
         except KeyError:
             # A member left out of the listing because its metadata cannot be read: that
             # error, not "not a member".
-            parts = [p for p in str(name).split("/") if p not in ("", ".")]
-            if parts and ".." not in parts and self._consolidated is None:
+            parts = _path_parts(name)
+            if parts is not None and self._consolidated is None:
                 try:
                     self._nodes.read(self._nodes.join(self._path, "/".join(parts)), False)
                 except (FormatError, UnsupportedError):
